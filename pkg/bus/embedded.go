@@ -1,0 +1,88 @@
+// Package bus is agentmem's NATS plumbing: the embedded JetStream server, client
+// connections, stream and consumer provisioning, and the Watermill adapters.
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ErrServerNotReady is returned when an embedded server does not accept connections in time.
+var ErrServerNotReady = errors.New("bus: embedded nats-server not ready")
+
+// EmbeddedConfig configures an in-process nats-server with JetStream.
+type EmbeddedConfig struct {
+	// StoreDir is where JetStream keeps its data. Required: the default (a temp dir
+	// chosen by nats-server) would lose data across restarts and collide between tests.
+	StoreDir string
+	// Listen is "host:port" for a TCP listener other processes can use; empty means
+	// in-process connections only. Port 0 or -1 picks a free port.
+	Listen string
+	// ServerName defaults to "agentmem".
+	ServerName string
+	// ReadyTimeout bounds the wait for the server to accept connections; default 10s.
+	ReadyTimeout time.Duration
+}
+
+// Validate reports configuration errors.
+func (c EmbeddedConfig) Validate() error {
+	if c.StoreDir == "" {
+		return errors.New("bus: embedded server: StoreDir is required")
+	}
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return fmt.Errorf("bus: embedded server: listen address %q: %w", c.Listen, err)
+		}
+	}
+	return nil
+}
+
+// StartEmbedded starts a JetStream-enabled nats-server in this process and waits until it
+// accepts connections. Connect to it in-process with nats.InProcessServer(srv), or over TCP
+// at srv.ClientURL() when Listen was set. Call srv.Shutdown() and srv.WaitForShutdown().
+func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true,
+		NoLog:      true,
+		DontListen: cfg.Listen == "",
+	}
+	if opts.ServerName == "" {
+		opts.ServerName = "agentmem"
+	}
+	if cfg.Listen != "" {
+		host, port, _ := net.SplitHostPort(cfg.Listen)
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("bus: embedded server: listen port %q: %w", port, err)
+		}
+		if p == 0 {
+			p = server.RANDOM_PORT
+		}
+		opts.Host, opts.Port = host, p
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: embedded server: %w", err)
+	}
+	go srv.Start()
+	timeout := cfg.ReadyTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if !srv.ReadyForConnections(timeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("%w after %s", ErrServerNotReady, timeout)
+	}
+	return srv, nil
+}

@@ -1,0 +1,41 @@
+package docstore
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors; backends and Store wrap them with context.
+var (
+	ErrNotFound    = errors.New("docstore: not found")
+	ErrInvalidPath = errors.New("docstore: invalid path")
+)
+
+// Namespace is one (tenant, user) memory; both IDs are validated with events.ValidateID.
+type Namespace struct {
+	Tenant string
+	User   string
+}
+
+// Backend is raw file storage for one memory layout. Names are slash-separated paths
+// relative to the namespace directory ("MEMORY.md", "202611/20261123.md",
+// "backups/20261123_101500_MEMORY.md"); Store validates them before any backend call.
+//
+// Update is the only read-modify-write primitive: it must be atomic against concurrent
+// writers in this process and in other processes (file lock on the filesystem,
+// compare-and-set with retry on JetStream), so appends are never lost.
+type Backend interface {
+	// Read returns the file's content, or an error wrapping ErrNotFound.
+	Read(ctx context.Context, ns Namespace, name string) ([]byte, error)
+	// Update calls fn with the current content (exists=false when missing) and stores what
+	// fn returns atomically. fn may be called more than once (CAS retry) and must be pure.
+	// If fn returns an error, nothing is written and that error is returned.
+	Update(ctx context.Context, ns Namespace, name string, fn func(old []byte, exists bool) ([]byte, error)) error
+	// Put stores data, replacing any content, atomically.
+	Put(ctx context.Context, ns Namespace, name string, data []byte) error
+	// Delete removes the file; a missing file is not an error.
+	Delete(ctx context.Context, ns Namespace, name string) error
+	// List returns the names under dir ("" for the namespace root, "backups", "202611"),
+	// recursively, sorted, as full relative names.
+	List(ctx context.Context, ns Namespace, dir string) ([]string, error)
+}
