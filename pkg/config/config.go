@@ -1,0 +1,221 @@
+// Package config is the one configuration of every agentmem binary: built-in defaults,
+// then an optional YAML file, then environment variables named AGENTMEM_<KEY>, where
+// <KEY> is the dotted key with "." and "_" both written "_" and upper-cased
+// (memory.auto_load_lines is AGENTMEM_MEMORY_AUTO_LOAD_LINES). Because the set of keys
+// is fixed, that mapping is unambiguous, and an AGENTMEM_ variable or file key that
+// matches no key is an error rather than a silently ignored typo.
+package config
+
+import (
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/policy"
+)
+
+// Config is the whole configuration. Field tags are the YAML keys.
+type Config struct {
+	// DataDir is the base of local state whose own path is left empty: memory.dir,
+	// vector.path and nats.embedded.store_dir default to directories under it.
+	DataDir string `koanf:"data_dir"`
+	Memory  Memory `koanf:"memory"`
+	NATS    NATS   `koanf:"nats"`
+	LLM     LLM    `koanf:"llm"`
+	Embed   Embed  `koanf:"embed"`
+	Vector  Vector `koanf:"vector"`
+	HTTP    HTTP   `koanf:"http"`
+	Log     Log    `koanf:"log"`
+}
+
+// Memory is the Markdown memory (SPEC A) and, inline in the same block, the policy
+// defaults of SPEC B1 that a namespace's policy_overrides.json is overlaid on.
+type Memory struct {
+	Dir           string `koanf:"dir"`
+	Enabled       bool   `koanf:"enabled"`
+	AutoLoadLines int    `koanf:"auto_load_lines"`
+	Backend       string `koanf:"backend"` // filesystem | jetstream
+	MaxLines      int    `koanf:"max_lines"`
+	TargetLines   int    `koanf:"target_lines"`
+
+	policy.Policy `koanf:",squash"`
+}
+
+// Memory backends.
+const (
+	MemoryBackendFilesystem = "filesystem"
+	MemoryBackendJetStream  = "jetstream"
+)
+
+// NATS is the connection every worker makes, the embedded server of "agentmem up", and
+// the stream and durable consumer settings. At most one of creds_file, nkey_file,
+// user (with password or password_file) and token_file may be set.
+type NATS struct {
+	URL          string   `koanf:"url"` // comma-separated for a cluster
+	CredsFile    string   `koanf:"creds_file"`
+	NKeyFile     string   `koanf:"nkey_file"`
+	User         string   `koanf:"user"`
+	Password     Secret   `koanf:"password"`
+	PasswordFile string   `koanf:"password_file"`
+	TokenFile    string   `koanf:"token_file"`
+	TLS          TLS      `koanf:"tls"`
+	Embedded     Embedded `koanf:"embedded"`
+	Stream       Stream   `koanf:"stream"`
+	Consumer     Consumer `koanf:"consumer"`
+}
+
+// TLS is client TLS. It is in use when Enabled is set or any file is given; CertFile and
+// KeyFile go together.
+type TLS struct {
+	Enabled    bool   `koanf:"enabled"`
+	CAFile     string `koanf:"ca_file"`
+	CertFile   string `koanf:"cert_file"`
+	KeyFile    string `koanf:"key_file"`
+	ServerName string `koanf:"server_name"`
+}
+
+// InUse reports whether TLS is to be used.
+func (t TLS) InUse() bool {
+	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != ""
+}
+
+// Embedded is the in-process nats-server of "agentmem up".
+type Embedded struct {
+	StoreDir string `koanf:"store_dir"`
+	Listen   string `koanf:"listen"` // "" = in-process connections only
+}
+
+// Stream is the AGENTMEM JetStream stream.
+type Stream struct {
+	MaxAge          time.Duration `koanf:"max_age"` // 0 = unlimited
+	DuplicateWindow time.Duration `koanf:"duplicate_window"`
+	Replicas        int           `koanf:"replicas"`
+}
+
+// Consumer is every worker's durable consumer.
+type Consumer struct {
+	AckWait    time.Duration   `koanf:"ack_wait"`
+	MaxDeliver int             `koanf:"max_deliver"`
+	Backoff    []time.Duration `koanf:"backoff"` // in the environment: "1s,5s,30s"
+}
+
+// LLM is the OpenAI-compatible chat endpoint; an empty BaseURL selects the offline
+// rule-based implementations.
+type LLM struct {
+	BaseURL    string        `koanf:"base_url"`
+	Model      string        `koanf:"model"`
+	APIKey     Secret        `koanf:"api_key"`
+	APIKeyFile string        `koanf:"api_key_file"`
+	Timeout    time.Duration `koanf:"timeout"`
+	MaxRetries int           `koanf:"max_retries"`
+}
+
+// Offline reports whether no LLM endpoint is configured.
+func (l LLM) Offline() bool { return l.BaseURL == "" }
+
+// Embed is the embedder: the built-in offline "local" one or an OpenAI-compatible endpoint.
+type Embed struct {
+	Provider   string `koanf:"provider"` // local | openai
+	BaseURL    string `koanf:"base_url"`
+	Model      string `koanf:"model"`
+	APIKey     Secret `koanf:"api_key"`
+	APIKeyFile string `koanf:"api_key_file"`
+	Dimensions int    `koanf:"dimensions"`
+	BatchSize  int    `koanf:"batch_size"`
+}
+
+// Embedding providers.
+const (
+	EmbedProviderLocal  = "local"
+	EmbedProviderOpenAI = "openai"
+)
+
+// Vector is the vector store and the cognitive memory thresholds (SPEC C4, C6, C7).
+type Vector struct {
+	Backend             string        `koanf:"backend"` // embedded | qdrant
+	Path                string        `koanf:"path"`    // embedded store file
+	Qdrant              Qdrant        `koanf:"qdrant"`
+	Collection          string        `koanf:"collection"`
+	KEpisodic           int           `koanf:"k_episodic"`
+	KSemantic           int           `koanf:"k_semantic"`
+	MergeThreshold      float64       `koanf:"merge_threshold"`
+	SeparateThreshold   float64       `koanf:"separate_threshold"`
+	SameChatWindow      time.Duration `koanf:"same_chat_window"`
+	CrossChatWindow     time.Duration `koanf:"cross_chat_window"`
+	ConsolidateInterval time.Duration `koanf:"consolidate_interval"`
+}
+
+// Vector backends.
+const (
+	VectorBackendEmbedded = "embedded"
+	VectorBackendQdrant   = "qdrant"
+)
+
+// Qdrant is the gRPC connection to Qdrant.
+type Qdrant struct {
+	Addr       string `koanf:"addr"` // host:port of the gRPC API
+	APIKey     Secret `koanf:"api_key"`
+	APIKeyFile string `koanf:"api_key_file"`
+	TLS        TLS    `koanf:"tls"`
+}
+
+// HTTP is the operations server (/metrics, /healthz, /readyz).
+type HTTP struct {
+	Listen string `koanf:"listen"` // "" disables it
+}
+
+// Log selects the zap logger.
+type Log struct {
+	Level  string `koanf:"level"`  // debug | info | warn | error
+	Format string `koanf:"format"` // json | console
+}
+
+// Default returns the built-in configuration, with "~" expanded and the paths derived
+// from data_dir filled in.
+func Default() Config {
+	c := defaults()
+	c.resolvePaths()
+	return c
+}
+
+// defaults is the configuration before path resolution: derived paths are still empty,
+// so that Load can tell whether a file or the environment set them.
+func defaults() Config {
+	return Config{
+		DataDir: "~/.agentmem",
+		Memory: Memory{
+			Enabled:       true,
+			AutoLoadLines: 200,
+			Backend:       MemoryBackendFilesystem,
+			MaxLines:      500,
+			TargetLines:   400,
+			Policy:        policy.Defaults(),
+		},
+		NATS: NATS{
+			URL:    "nats://127.0.0.1:4222",
+			Stream: Stream{DuplicateWindow: 2 * time.Minute, Replicas: 1},
+			Consumer: Consumer{
+				AckWait:    30 * time.Second,
+				MaxDeliver: 5,
+				Backoff:    []time.Duration{time.Second, 5 * time.Second, 30 * time.Second},
+			},
+		},
+		LLM: LLM{Timeout: 60 * time.Second, MaxRetries: 3},
+		Embed: Embed{
+			Provider:   EmbedProviderLocal,
+			Dimensions: 384,
+			BatchSize:  64,
+		},
+		Vector: Vector{
+			Backend:             VectorBackendEmbedded,
+			Collection:          "memories",
+			KEpisodic:           5,
+			KSemantic:           5,
+			MergeThreshold:      0.85,
+			SeparateThreshold:   0.65,
+			SameChatWindow:      30 * time.Minute,
+			CrossChatWindow:     7 * 24 * time.Hour,
+			ConsolidateInterval: 10 * time.Minute,
+		},
+		HTTP: HTTP{Listen: ":9090"},
+		Log:  Log{Level: "info", Format: "json"},
+	}
+}

@@ -1,0 +1,198 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/policy"
+	"go.uber.org/zap/zapcore"
+)
+
+// problems collects FieldErrors so that Validate reports everything at once.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, &FieldError{Key: key, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) oneOf(key, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		p.add(key, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+	}
+}
+
+func (p *problems) atLeast(key string, v, lowest int) {
+	if v < lowest {
+		p.add(key, "must be >= %d, got %d", lowest, v)
+	}
+}
+
+func (p *problems) positive(key string, d time.Duration) {
+	if d <= 0 {
+		p.add(key, "must be a positive duration, got %s", d)
+	}
+}
+
+// hostPort accepts "" (the caller decides what empty means) or "host:port".
+func (p *problems) hostPort(key, v string) {
+	if v == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		p.add(key, "must be host:port, got %q", v)
+	}
+}
+
+func (p *problems) url(key, v string, schemes ...string) {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
+		p.add(key, "must be a URL with scheme %s and a host, got %q", strings.Join(schemes, " or "), v)
+	}
+}
+
+func (p *problems) notBoth(keyA string, a bool, keyB string, b bool) {
+	if a && b {
+		p.add(keyA, "cannot be set together with %s", keyB)
+	}
+}
+
+func (p *problems) tls(prefix string, t TLS) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		p.add(prefix+".cert_file", "and %s.key_file must be set together", prefix)
+	}
+}
+
+// Validate reports every problem, each as a *FieldError naming its key, joined with
+// errors.Join.
+func (c Config) Validate() error {
+	var p problems
+	for key, v := range c.flatten() {
+		if s, ok := v.(string); ok && isPath(key) && (s == "~" || strings.HasPrefix(s, "~/")) {
+			p.add(key, "cannot expand ~ in %q: no home directory", s)
+		}
+	}
+	if c.DataDir == "" {
+		p.add("data_dir", "must not be empty")
+	}
+
+	m := c.Memory
+	if m.Dir == "" {
+		p.add("memory.dir", "must not be empty")
+	}
+	p.atLeast("memory.auto_load_lines", m.AutoLoadLines, 1)
+	p.oneOf("memory.backend", m.Backend, MemoryBackendFilesystem, MemoryBackendJetStream)
+	p.atLeast("memory.max_lines", m.MaxLines, 1)
+	p.atLeast("memory.target_lines", m.TargetLines, 1)
+	if m.TargetLines > m.MaxLines {
+		p.add("memory.target_lines", "must be <= memory.max_lines (%d), got %d", m.MaxLines, m.TargetLines)
+	}
+	for _, e := range flattenJoined(m.Policy.Validate()) {
+		var fe *policy.FieldError
+		if errors.As(e, &fe) {
+			p.add("memory."+fe.Field, "%s", fe.Reason)
+		} else if e != nil {
+			p = append(p, fmt.Errorf("%w: memory: %w", ErrInvalid, e))
+		}
+	}
+
+	n := c.NATS
+	for _, u := range strings.Split(n.URL, ",") {
+		p.url("nats.url", strings.TrimSpace(u), "nats", "tls", "ws", "wss")
+	}
+	methods := 0
+	for _, set := range []bool{n.CredsFile != "", n.NKeyFile != "", n.User != "", n.TokenFile != ""} {
+		if set {
+			methods++
+		}
+	}
+	if methods > 1 {
+		p.add("nats", "only one of creds_file, nkey_file, user (with password) and token_file may be set")
+	}
+	p.notBoth("nats.password", n.Password != "", "nats.password_file", n.PasswordFile != "")
+	if (n.Password != "" || n.PasswordFile != "") && n.User == "" {
+		p.add("nats.user", "must be set with nats.password or nats.password_file")
+	}
+	p.tls("nats.tls", n.TLS)
+	p.hostPort("nats.embedded.listen", n.Embedded.Listen)
+	if n.Stream.MaxAge < 0 {
+		p.add("nats.stream.max_age", "must be >= 0 (0 is unlimited), got %s", n.Stream.MaxAge)
+	}
+	p.positive("nats.stream.duplicate_window", n.Stream.DuplicateWindow)
+	if r := n.Stream.Replicas; r < 1 || r > 5 {
+		p.add("nats.stream.replicas", "must be between 1 and 5, got %d", r) // JetStream's own limit
+	}
+	p.positive("nats.consumer.ack_wait", n.Consumer.AckWait)
+	p.atLeast("nats.consumer.max_deliver", n.Consumer.MaxDeliver, 1)
+	for i, d := range n.Consumer.Backoff {
+		if d <= 0 {
+			p.add("nats.consumer.backoff", "entry %d must be a positive duration, got %s", i, d)
+		}
+	}
+	if len(n.Consumer.Backoff) > n.Consumer.MaxDeliver {
+		// JetStream rejects such a consumer; say so before it does.
+		p.add("nats.consumer.backoff", "has %d entries, more than nats.consumer.max_deliver (%d)", len(n.Consumer.Backoff), n.Consumer.MaxDeliver)
+	}
+
+	l := c.LLM
+	if l.BaseURL != "" {
+		p.url("llm.base_url", l.BaseURL, "http", "https")
+		if l.Model == "" {
+			p.add("llm.model", "must be set when llm.base_url is set")
+		}
+	}
+	p.notBoth("llm.api_key", l.APIKey != "", "llm.api_key_file", l.APIKeyFile != "")
+	p.positive("llm.timeout", l.Timeout)
+	p.atLeast("llm.max_retries", l.MaxRetries, 0)
+
+	e := c.Embed
+	p.oneOf("embed.provider", e.Provider, EmbedProviderLocal, EmbedProviderOpenAI)
+	if e.BaseURL != "" {
+		p.url("embed.base_url", e.BaseURL, "http", "https")
+	}
+	if e.Provider == EmbedProviderOpenAI && e.Model == "" {
+		p.add("embed.model", "must be set when embed.provider is %s", EmbedProviderOpenAI)
+	}
+	p.notBoth("embed.api_key", e.APIKey != "", "embed.api_key_file", e.APIKeyFile != "")
+	p.atLeast("embed.dimensions", e.Dimensions, 1)
+	p.atLeast("embed.batch_size", e.BatchSize, 1)
+
+	v := c.Vector
+	p.oneOf("vector.backend", v.Backend, VectorBackendEmbedded, VectorBackendQdrant)
+	if v.Backend == VectorBackendEmbedded && v.Path == "" {
+		p.add("vector.path", "must not be empty with the embedded backend")
+	}
+	if v.Backend == VectorBackendQdrant && v.Qdrant.Addr == "" {
+		p.add("vector.qdrant.addr", "must be set with the qdrant backend")
+	}
+	p.hostPort("vector.qdrant.addr", v.Qdrant.Addr)
+	p.notBoth("vector.qdrant.api_key", v.Qdrant.APIKey != "", "vector.qdrant.api_key_file", v.Qdrant.APIKeyFile != "")
+	p.tls("vector.qdrant.tls", v.Qdrant.TLS)
+	if v.Collection == "" {
+		p.add("vector.collection", "must not be empty")
+	}
+	p.atLeast("vector.k_episodic", v.KEpisodic, 1)
+	p.atLeast("vector.k_semantic", v.KSemantic, 1)
+	if v.MergeThreshold <= 0 || v.MergeThreshold > 1 {
+		p.add("vector.merge_threshold", "must be in (0, 1], got %v", v.MergeThreshold)
+	}
+	if v.SeparateThreshold < 0 || v.SeparateThreshold >= v.MergeThreshold {
+		p.add("vector.separate_threshold", "must be in [0, vector.merge_threshold (%v)), got %v", v.MergeThreshold, v.SeparateThreshold)
+	}
+	p.positive("vector.same_chat_window", v.SameChatWindow)
+	p.positive("vector.cross_chat_window", v.CrossChatWindow)
+	p.positive("vector.consolidate_interval", v.ConsolidateInterval)
+
+	p.hostPort("http.listen", c.HTTP.Listen)
+	if lvl, err := zapcore.ParseLevel(c.Log.Level); err != nil || lvl > zapcore.ErrorLevel {
+		p.add("log.level", "must be one of debug, info, warn, error, got %q", c.Log.Level)
+	}
+	p.oneOf("log.format", c.Log.Format, "json", "console")
+
+	slices.SortFunc(p, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(p...)
+}

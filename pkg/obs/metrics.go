@@ -1,0 +1,107 @@
+package obs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcome is how a worker's handler finished with one message.
+type Outcome string
+
+// Outcomes, the values of the "outcome" label.
+const (
+	OutcomeOK         Outcome = "ok"
+	OutcomeRetry      Outcome = "retry"
+	OutcomeDeadLetter Outcome = "dead_letter"
+)
+
+// Metrics is the metric set every message worker exports, labelled with its worker name.
+// Several workers may share one registry (agentmem up runs all of them in one process):
+// the collectors are registered once and each Metrics is a view for its worker.
+type Metrics struct {
+	messages    *prometheus.CounterVec
+	duration    prometheus.ObserverVec
+	deadLetters *prometheus.CounterVec
+}
+
+// NewMetrics registers (or reuses, when another worker already registered them) the
+// worker metrics in reg:
+//
+//	agentmem_messages_processed_total{worker,outcome}
+//	agentmem_handler_duration_seconds{worker,outcome}
+//	agentmem_dead_letters_total{worker,reason}
+func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("%w: nil prometheus registerer", ErrInvalidConfig)
+	}
+	if worker == "" {
+		return nil, fmt.Errorf("%w: empty worker name", ErrInvalidConfig)
+	}
+	messages, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "agentmem",
+		Name:      "messages_processed_total",
+		Help:      "Messages handled by a worker, by outcome (ok, retry, dead_letter).",
+	}, []string{"worker", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "agentmem",
+		Name:      "handler_duration_seconds",
+		Help:      "Time a worker's handler spent on one message, by outcome.",
+		Buckets:   prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms .. ~4.4min: LLM calls are slow
+	}, []string{"worker", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	deadLetters, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "agentmem",
+		Name:      "dead_letters_total",
+		Help:      "Messages a worker published to the dead-letter stream, by reason.",
+	}, []string{"worker", "reason"}))
+	if err != nil {
+		return nil, err
+	}
+	labels := prometheus.Labels{"worker": worker}
+	m := &Metrics{
+		messages:    messages.MustCurryWith(labels),
+		duration:    duration.MustCurryWith(labels),
+		deadLetters: deadLetters.MustCurryWith(labels),
+	}
+	// Export every outcome from the start, so rate() and alerts see zeros, not gaps.
+	for _, o := range []Outcome{OutcomeOK, OutcomeRetry, OutcomeDeadLetter} {
+		m.messages.WithLabelValues(string(o))
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	var zero C
+	return zero, fmt.Errorf("obs: register metrics: %w", err)
+}
+
+// ObserveMessage records one handled message and how long its handler took.
+func (m *Metrics) ObserveMessage(outcome Outcome, took time.Duration) {
+	m.messages.WithLabelValues(string(outcome)).Inc()
+	m.duration.WithLabelValues(string(outcome)).Observe(took.Seconds())
+}
+
+// DeadLetter records one message sent to the dead-letter stream. reason must come from
+// a small fixed set (e.g. "malformed", "max_deliver", "schema_version"): it is a label.
+func (m *Metrics) DeadLetter(reason string) {
+	m.deadLetters.WithLabelValues(reason).Inc()
+}
