@@ -1,8 +1,11 @@
-// Package markdown is the human-readable memory format: entries in MEMORY.md and
-// topic files, long-term appends, daily notes, chunking and keyword scoring.
 package markdown
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Category says what an entry is about; it decides which file the entry goes to (SPEC A4).
 type Category string
@@ -13,6 +16,12 @@ const (
 	CategoryUserPref      Category = "user_pref"
 	CategoryErrorSolution Category = "error_solution"
 	CategoryGeneral       Category = "general"
+)
+
+// Sentinel errors, wrapped with what exactly is wrong.
+var (
+	ErrUnknownCategory = errors.New("markdown: unknown category")
+	ErrInvalidEntry    = errors.New("markdown: invalid entry")
 )
 
 // Entry is one memory entry (SPEC A6):
@@ -26,4 +35,67 @@ type Entry struct {
 	Time     time.Time // minute precision, UTC
 	Category Category
 	Content  string // body, without surrounding blank lines
+}
+
+// Valid reports whether c is one of the four known categories.
+func (c Category) Valid() bool {
+	switch c {
+	case CategoryFilePattern, CategoryUserPref, CategoryErrorSolution, CategoryGeneral:
+		return true
+	}
+	return false
+}
+
+// ParseCategory reads a category name, ignoring surrounding space and case, because
+// LLMs and people write "General" as often as "general".
+func ParseCategory(s string) (Category, error) {
+	c := Category(strings.ToLower(strings.TrimSpace(s)))
+	if !c.Valid() {
+		return "", fmt.Errorf("%w %q: want file_pattern, user_pref, error_solution or general", ErrUnknownCategory, s)
+	}
+	return c, nil
+}
+
+// Validate reports what would stop e from surviving FormatEntry and ParseEntries: an
+// unknown category, a zero time or one outside years 0000–9999, or content with a line
+// that would end the entry ("---"), start another ("### [") or end in a carriage return.
+// Sub-minute precision and surrounding blank lines are not errors: FormatEntry drops
+// them. SanitizeContent turns any text into valid content.
+func (e Entry) Validate() error {
+	if !e.Category.Valid() {
+		return fmt.Errorf("%w: %w %q", ErrInvalidEntry, ErrUnknownCategory, e.Category)
+	}
+	if y := e.Time.UTC().Year(); e.Time.IsZero() || y < 0 || y > 9999 {
+		return fmt.Errorf("%w: time %v is zero or outside years 0000-9999", ErrInvalidEntry, e.Time)
+	}
+	for i, l := range strings.Split(e.Content, "\n") {
+		switch {
+		case isEntryEnd(l):
+			return fmt.Errorf("%w: content line %d %q would end the entry", ErrInvalidEntry, i+1, l)
+		case isEntryHeader(l):
+			return fmt.Errorf("%w: content line %d %q would start another entry", ErrInvalidEntry, i+1, l)
+		case strings.HasSuffix(l, "\r"):
+			return fmt.Errorf("%w: content line %d ends in a carriage return", ErrInvalidEntry, i+1)
+		}
+	}
+	return nil
+}
+
+// SanitizeContent makes text valid entry content with the least visible change: CRLF
+// and trailing carriage returns become plain line ends, a "---" line becomes "***" (the
+// same horizontal rule in Markdown) and a line starting with "### [" gets a backslash
+// ("\### [", shown as literal text). Surrounding blank lines are removed.
+func SanitizeContent(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		l = strings.TrimRight(l, "\r")
+		switch {
+		case isEntryEnd(l):
+			l = "***"
+		case isEntryHeader(l):
+			l = `\` + l
+		}
+		lines[i] = l
+	}
+	return trimBlankLines(strings.Join(lines, "\n"))
 }

@@ -1,0 +1,219 @@
+// Package bm25 is the lexical relevance model shared by Markdown chunk search and the
+// vector stores' sparse vectors: one tokenizer and one Okapi BM25 scorer, so that a
+// query ranks the same way wherever it is run.
+package bm25
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ErrInvalidParams is returned (wrapped, naming the field) by Params.Validate.
+var ErrInvalidParams = errors.New("bm25: invalid params")
+
+// stopwords are frequent English function words. The list is deliberately small: a
+// word missing here only costs a little ranking precision, while a content word wrongly
+// listed here could never be found.
+var stopwords = func() map[string]struct{} {
+	set := map[string]struct{}{}
+	for _, w := range strings.Fields(`a an and are as at be been but by can do does for from
+		had has have he her his how i if in into is it its me my of on or our she so than
+		that the their them then there these they this those to was we were what when where
+		which who why will with you your`) {
+		set[w] = struct{}{}
+	}
+	return set
+}()
+
+// Tokenize turns text into index terms:
+//
+//   - text is lowercased and split on every rune that is not a Unicode letter, digit or
+//     combining mark (marks are kept so decomposed accents do not split a word);
+//   - stopwords (a short English list) are dropped;
+//   - one-rune tokens are dropped unless they are a digit; this also removes the "s" of
+//     a possessive ("user's" gives "user"), because the apostrophe splits it off;
+//   - a trailing "s" is stripped from tokens longer than four runes unless they end in
+//     "ss", "us" or "is" ("columns" → "column", "files" → "file", but "class",
+//     "status" and "analysis" stay), a plural folding that is crude but deterministic.
+//
+// The same text always gives the same terms, in text order, duplicates kept.
+func Tokenize(text string) []string {
+	var terms []string
+	for _, f := range strings.FieldsFunc(strings.ToLower(text), isSeparator) {
+		if _, stop := stopwords[f]; stop {
+			continue
+		}
+		n := utf8.RuneCountInString(f)
+		if n == 1 && !unicode.IsDigit([]rune(f)[0]) {
+			continue
+		}
+		if n > 4 && strings.HasSuffix(f, "s") &&
+			!strings.HasSuffix(f, "ss") && !strings.HasSuffix(f, "us") && !strings.HasSuffix(f, "is") {
+			f = f[:len(f)-1]
+		}
+		terms = append(terms, f)
+	}
+	return terms
+}
+
+func isSeparator(r rune) bool {
+	return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.Is(unicode.Mn, r)
+}
+
+// Params are the BM25 free parameters.
+type Params struct {
+	// K1 is term-frequency saturation: how much repeated occurrences still add (>= 0).
+	K1 float64
+	// B is length normalisation, from 0 (none) to 1 (full).
+	B float64
+}
+
+// DefaultParams returns the usual K1 = 1.2, B = 0.75.
+func DefaultParams() Params { return Params{K1: 1.2, B: 0.75} }
+
+// Validate reports a K1 that is negative or not finite, or a B outside [0, 1].
+func (p Params) Validate() error {
+	if math.IsNaN(p.K1) || math.IsInf(p.K1, 0) || p.K1 < 0 {
+		return fmt.Errorf("%w: K1 is %v, want a finite number >= 0", ErrInvalidParams, p.K1)
+	}
+	if math.IsNaN(p.B) || p.B < 0 || p.B > 1 {
+		return fmt.Errorf("%w: B is %v, want a number in [0, 1]", ErrInvalidParams, p.B)
+	}
+	return nil
+}
+
+// Result is one matching document of a Search.
+type Result struct {
+	Doc   int // index into the docs given to NewIndex
+	Score float64
+}
+
+type posting struct {
+	doc, tf int
+}
+
+// Index is an immutable BM25 index over a fixed list of documents; it is safe for
+// concurrent use.
+type Index struct {
+	p        Params
+	docLen   []int
+	avgLen   float64
+	postings map[string][]posting // sorted by doc
+}
+
+// NewIndex indexes docs, each a token list (normally from Tokenize). The zero Params
+// means DefaultParams; Params that fail Validate are replaced by DefaultParams too, so
+// that a bad setting degrades ranking instead of failing a read path. Validate the
+// params where they are configured.
+func NewIndex(docs [][]string, p Params) *Index {
+	if p == (Params{}) || p.Validate() != nil {
+		p = DefaultParams()
+	}
+	ix := &Index{p: p, docLen: make([]int, len(docs)), postings: map[string][]posting{}}
+	total := 0
+	for d, toks := range docs {
+		ix.docLen[d] = len(toks)
+		total += len(toks)
+		tf := map[string]int{}
+		for _, t := range toks {
+			tf[t]++
+		}
+		for t, n := range tf {
+			ix.postings[t] = append(ix.postings[t], posting{doc: d, tf: n})
+		}
+	}
+	if len(docs) > 0 {
+		ix.avgLen = float64(total) / float64(len(docs))
+	}
+	return ix
+}
+
+// Len returns the number of indexed documents.
+func (ix *Index) Len() int { return len(ix.docLen) }
+
+// IDF returns the inverse document frequency of term, in the always-positive form
+// log(1 + (N - n + 0.5) / (n + 0.5)) used by Lucene, so that a term present in most
+// documents still adds a little instead of subtracting; 0 for a term in no document.
+func (ix *Index) IDF(term string) float64 {
+	n := len(ix.postings[term])
+	if n == 0 {
+		return 0
+	}
+	return math.Log(1 + (float64(len(ix.docLen))-float64(n)+0.5)/(float64(n)+0.5))
+}
+
+// Score returns the BM25 score of doc for query. Each distinct query term counts once,
+// however often the query repeats it. A doc index out of range scores 0.
+func (ix *Index) Score(query []string, doc int) float64 {
+	if doc < 0 || doc >= len(ix.docLen) {
+		return 0
+	}
+	score := 0.0
+	for _, term := range distinct(query) {
+		ps := ix.postings[term]
+		i := sort.Search(len(ps), func(i int) bool { return ps[i].doc >= doc })
+		if i < len(ps) && ps[i].doc == doc {
+			score += ix.IDF(term) * ix.tfWeight(ps[i].tf, doc)
+		}
+	}
+	return score
+}
+
+// tfWeight is BM25's saturated, length-normalised term frequency.
+func (ix *Index) tfWeight(tf, doc int) float64 {
+	norm := 1.0
+	if ix.avgLen > 0 {
+		norm = 1 - ix.p.B + ix.p.B*float64(ix.docLen[doc])/ix.avgLen
+	}
+	f := float64(tf)
+	return f * (ix.p.K1 + 1) / (f + ix.p.K1*norm)
+}
+
+// Search returns at most limit documents with a score above zero, highest score first
+// and, for equal scores, lower doc index first. limit <= 0 returns nil.
+func (ix *Index) Search(query []string, limit int) []Result {
+	if limit <= 0 {
+		return nil
+	}
+	seen := map[int]bool{}
+	var results []Result
+	for _, term := range distinct(query) {
+		for _, p := range ix.postings[term] {
+			if seen[p.doc] {
+				continue
+			}
+			seen[p.doc] = true
+			if s := ix.Score(query, p.doc); s > 0 {
+				results = append(results, Result{Doc: p.doc, Score: s})
+			}
+		}
+	}
+	sort.Slice(results, func(i, j int) bool {
+		if results[i].Score != results[j].Score {
+			return results[i].Score > results[j].Score
+		}
+		return results[i].Doc < results[j].Doc
+	})
+	if len(results) > limit {
+		results = results[:limit]
+	}
+	return results
+}
+
+// distinct returns terms without repeats, in first-seen order so sums are reproducible.
+func distinct(terms []string) []string {
+	seen := make(map[string]struct{}, len(terms))
+	out := make([]string, 0, len(terms))
+	for _, t := range terms {
+		if _, ok := seen[t]; !ok {
+			seen[t] = struct{}{}
+			out = append(out, t)
+		}
+	}
+	return out
+}

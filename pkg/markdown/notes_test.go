@@ -1,0 +1,115 @@
+package markdown
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func TestFormatLongTermAndAppend(t *testing.T) {
+	day := time.Date(2025, 1, 15, 23, 30, 0, 0, time.FixedZone("EST", -5*3600)) // 2025-01-16 in UTC
+	sec := FormatLongTerm(day, "\n  fiscal year starts in April  \n\n")
+	if want := "## 2025-01-16\n\n  fiscal year starts in April  \n"; sec != want {
+		t.Errorf("FormatLongTerm = %q, want %q", sec, want)
+	}
+	if got := FormatLongTerm(day, " \n"); got != "## 2025-01-16\n" {
+		t.Errorf("FormatLongTerm with blank content = %q", got)
+	}
+	tests := []struct{ name, doc, want string }{
+		{"empty doc", "", sec},
+		{"no final newline", "# Memory", "# Memory\n\n" + sec},
+		{"final newline", "# Memory\n", "# Memory\n\n" + sec},
+		{"already blank line", "# Memory\n\n", "# Memory\n\n" + sec},
+		{"CRLF blank line", "# Memory\r\n\r\n", "# Memory\r\n\r\n" + sec},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := AppendBlock(tt.doc, sec)
+			if got != tt.want {
+				t.Errorf("AppendBlock(%q) = %q, want %q", tt.doc, got, tt.want)
+			}
+			if !strings.HasPrefix(got, tt.doc) {
+				t.Errorf("AppendBlock changed the existing text")
+			}
+		})
+	}
+}
+
+func TestDailyNoteName(t *testing.T) {
+	day := time.Date(2025, 1, 5, 23, 0, 0, 0, time.FixedZone("X", -3*3600)) // 2025-01-06 UTC
+	if got := DailyNoteName(day); got != "202501/20250106.md" {
+		t.Errorf("DailyNoteName = %q", got)
+	}
+	got, ok := ParseDailyNoteName("202501/20250106.md")
+	if !ok || !got.Equal(time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC)) || got.Location() != time.UTC {
+		t.Errorf("ParseDailyNoteName = %v, %v", got, ok)
+	}
+	for _, bad := range []string{"", "20250106.md", "202502/20250106.md", "202501/20250132.md", "202501/20250106.txt",
+		"../202501/20250106.md", "202501/20250106.md/x", "2025-01/2025-01-06.md", "202501\\20250106.md"} {
+		if _, ok := ParseDailyNoteName(bad); ok {
+			t.Errorf("ParseDailyNoteName(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPropertyDailyNoteNameRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		day := time.Unix(rapid.Int64Range(minMinute, maxMinute).Draw(t, "minute")*60, 0).UTC()
+		got, ok := ParseDailyNoteName(DailyNoteName(day))
+		if want := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC); !ok || !got.Equal(want) {
+			t.Fatalf("name %q parsed as %v, %v; want %v", DailyNoteName(day), got, ok, want)
+		}
+	})
+}
+
+func TestParseDailyNote(t *testing.T) {
+	day := time.Date(2025, 1, 15, 0, 0, 0, 0, time.UTC)
+	doc := "# Notes for today\r\n\r\n### 09:05\r\n\r\nfirst\r\n\r\n### 25:00 not a time\n### 14:30\n\nsecond\nline two\n"
+	got := ParseDailyNote(day, doc)
+	want := []NoteItem{
+		{Time: time.Date(2025, 1, 15, 9, 5, 0, 0, time.UTC), Content: "first\n\n### 25:00 not a time"},
+		{Time: time.Date(2025, 1, 15, 14, 30, 0, 0, time.UTC), Content: "second\nline two"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("items = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !got[i].Time.Equal(want[i].Time) || got[i].Content != want[i].Content {
+			t.Errorf("item %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if items := ParseDailyNote(day, "just a title\n"); len(items) != 0 {
+		t.Errorf("preamble parsed as items: %+v", items)
+	}
+}
+
+func TestPropertyDailyNoteAppendParseRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		day := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+		n := rapid.IntRange(0, 5).Draw(t, "items")
+		doc := rapid.SampledFrom([]string{"", "# Daily note\n", "title without newline"}).Draw(t, "preamble")
+		var want []NoteItem
+		for range n {
+			at := day.Add(time.Duration(rapid.IntRange(0, 24*60-1).Draw(t, "minute")) * time.Minute)
+			content := genContent(t)
+			// An item heading inside content would legitimately split the item.
+			if slices.ContainsFunc(strings.Split(content, "\n"), dailyItemRE.MatchString) {
+				content = "plain"
+			}
+			doc = AppendBlock(doc, FormatDailyNote(at, content))
+			want = append(want, NoteItem{Time: at, Content: content})
+		}
+		got := ParseDailyNote(day, doc)
+		if len(got) != len(want) {
+			t.Fatalf("got %d items, want %d\ndoc:\n%s", len(got), len(want), doc)
+		}
+		for i := range want {
+			if !got[i].Time.Equal(want[i].Time) || got[i].Content != want[i].Content {
+				t.Fatalf("item %d = %+v, want %+v\ndoc:\n%s", i, got[i], want[i], doc)
+			}
+		}
+	})
+}
