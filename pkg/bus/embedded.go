@@ -1,5 +1,3 @@
-// Package bus is agentmem's NATS plumbing: the embedded JetStream server, client
-// connections, stream and consumer provisioning, and the Watermill adapters.
 package bus
 
 import (
@@ -27,16 +25,28 @@ type EmbeddedConfig struct {
 	ServerName string
 	// ReadyTimeout bounds the wait for the server to accept connections; default 10s.
 	ReadyTimeout time.Duration
+	// MonitorListen is "host:port" for the HTTP monitoring endpoints (/varz, /jsz,
+	// /healthz; KEDA's JetStream scaler reads /jsz); empty means none. Port 0 picks a
+	// free port; read it back with srv.MonitorAddr().
+	MonitorListen string
+	// Configure, when set, is applied to the server options last: for settings this
+	// config does not name (users, nkeys, TLS, limits).
+	Configure func(*server.Options)
 }
 
 // Validate reports configuration errors.
 func (c EmbeddedConfig) Validate() error {
 	if c.StoreDir == "" {
-		return errors.New("bus: embedded server: StoreDir is required")
+		return fmt.Errorf("%w: embedded server: StoreDir is required", ErrInvalidConfig)
 	}
 	if c.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-			return fmt.Errorf("bus: embedded server: listen address %q: %w", c.Listen, err)
+			return fmt.Errorf("%w: embedded server: listen address %q: %w", ErrInvalidConfig, c.Listen, err)
+		}
+	}
+	if c.MonitorListen != "" {
+		if _, _, err := net.SplitHostPort(c.MonitorListen); err != nil {
+			return fmt.Errorf("%w: embedded server: monitor address %q: %w", ErrInvalidConfig, c.MonitorListen, err)
 		}
 	}
 	return nil
@@ -61,15 +71,21 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		opts.ServerName = "agentmem"
 	}
 	if cfg.Listen != "" {
-		host, port, _ := net.SplitHostPort(cfg.Listen)
-		p, err := strconv.Atoi(port)
+		host, port, err := splitListen(cfg.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("bus: embedded server: listen port %q: %w", port, err)
+			return nil, err
 		}
-		if p == 0 {
-			p = server.RANDOM_PORT
+		opts.Host, opts.Port = host, port
+	}
+	if cfg.MonitorListen != "" {
+		host, port, err := splitListen(cfg.MonitorListen)
+		if err != nil {
+			return nil, err
 		}
-		opts.Host, opts.Port = host, p
+		opts.HTTPHost, opts.HTTPPort = host, port
+	}
+	if cfg.Configure != nil {
+		cfg.Configure(opts)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -85,4 +101,18 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		return nil, fmt.Errorf("%w after %s", ErrServerNotReady, timeout)
 	}
 	return srv, nil
+}
+
+// splitListen parses "host:port"; port 0 becomes server.RANDOM_PORT because 0 means
+// "disabled" (monitoring) or "default 4222" (clients) to nats-server.
+func splitListen(addr string) (string, int, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: embedded server: port %q of %q: %w", ErrInvalidConfig, port, addr, err)
+	}
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	return host, p, nil
 }

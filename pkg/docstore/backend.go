@@ -9,6 +9,15 @@ import (
 var (
 	ErrNotFound    = errors.New("docstore: not found")
 	ErrInvalidPath = errors.New("docstore: invalid path")
+	// ErrInvalidNamespace wraps events.ErrInvalidID for a bad tenant or user.
+	ErrInvalidNamespace = errors.New("docstore: invalid namespace")
+	// ErrConflict means a compare-and-set update kept losing to concurrent writers.
+	ErrConflict = errors.New("docstore: too many concurrent update conflicts")
+	// ErrTooLarge means a value exceeds what the backend can store in one file.
+	ErrTooLarge = errors.New("docstore: value too large")
+	// ErrInvalidContent means data for a structured file (policy overrides, the
+	// compression stamp) is not in the required format.
+	ErrInvalidContent = errors.New("docstore: invalid content")
 )
 
 // Namespace is one (tenant, user) memory; both IDs are validated with events.ValidateID.

@@ -2,10 +2,13 @@
 package bustest
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/pkg/bus"
 )
@@ -21,7 +24,17 @@ func StartServer(t testing.TB) *server.Server {
 // The caller may shut it down early; the cleanup tolerates that.
 func StartServerIn(t testing.TB, storeDir string) *server.Server {
 	t.Helper()
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: storeDir})
+	return StartServerWith(t, bus.EmbeddedConfig{StoreDir: storeDir})
+}
+
+// StartServerWith starts a server from cfg (StoreDir defaults to a fresh t.TempDir()),
+// for tests that need a TCP listener, monitoring, auth or TLS.
+func StartServerWith(t testing.TB, cfg bus.EmbeddedConfig) *server.Server {
+	t.Helper()
+	if cfg.StoreDir == "" {
+		cfg.StoreDir = t.TempDir()
+	}
+	srv, err := bus.StartEmbedded(cfg)
 	if err != nil {
 		t.Fatalf("start embedded nats-server: %v", err)
 	}
@@ -41,4 +54,53 @@ func Connect(t testing.TB, srv *server.Server) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// JetStream returns a JetStream context on a new in-process connection to srv.
+func JetStream(t testing.TB, srv *server.Server) jetstream.JetStream {
+	t.Helper()
+	return jetStreamOn(t, Connect(t, srv))
+}
+
+// Provisioned starts a server, connects to it and provisions the AGENTMEM and
+// AGENTMEM_DLQ streams with the default bus.StreamConfig.
+func Provisioned(t testing.TB) (*server.Server, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv := StartServer(t)
+	nc := Connect(t, srv)
+	js := jetStreamOn(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bus.ProvisionStreams(ctx, js, bus.StreamConfig{}); err != nil {
+		t.Fatalf("provision streams: %v", err)
+	}
+	return srv, nc, js
+}
+
+// Eventually polls check every 10ms until it returns nil, and fails the test with
+// check's last error if that does not happen within timeout.
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %v", timeout, err)
+		}
+		<-tick.C
+	}
+}
+
+func jetStreamOn(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream context: %v", err)
+	}
+	return js
 }

@@ -1,0 +1,249 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Subject prefixes. Events live under mem.> (the JetStream stream), retriever
+// requests under memrpc.> (core NATS request/reply, never stored) and dead letters
+// under memdlq.> (a stream of their own, so replaying mem.> never re-reads them).
+const (
+	EventPrefix = "mem"
+	RPCPrefix   = "memrpc"
+	DLQPrefix   = "memdlq"
+)
+
+// Stream and consumer filter subjects. The filters are the only wildcard subjects
+// of the contract; no builder ever produces a wildcard from an ID.
+const (
+	StreamSubjects = "mem.>"    // the event stream
+	DLQSubjects    = "memdlq.>" // the dead-letter stream
+
+	FilterObservations = "mem.*.obs.*.*"
+	FilterEnded        = "mem.*.ended.*.*"
+	FilterHits         = "mem.*.hit.*"
+	FilterWritten      = "mem.*.written.*"
+	FilterConsolidate  = "mem.*.consolidate.*"
+)
+
+// Retriever endpoints: memrpc.<tenant>.<endpoint>. A dotted name is still one logical
+// endpoint (memrpc.acme.session.summary).
+const (
+	EndpointContext         = "context"
+	EndpointSearch          = "search"
+	EndpointAppend          = "append"
+	EndpointTopic           = "topic"
+	EndpointAdd             = "add"
+	EndpointGet             = "get"
+	EndpointUpdate          = "update"
+	EndpointDelete          = "delete"
+	EndpointReset           = "reset"
+	EndpointHistory         = "history"
+	EndpointConsolidate     = "consolidate"
+	EndpointSessionSummary  = "session.summary"
+	EndpointSessionClear    = "session.clear"
+	EndpointSessionArchive  = "session.archive"
+	EndpointSessionRestore  = "session.restore"
+	EndpointItemSave        = "item.save"
+	EndpointItemGet         = "item.get"
+	EndpointItemList        = "item.list"
+	EndpointItemUpdate      = "item.update"
+	EndpointItemDelete      = "item.delete"
+	EndpointItemDeleteScope = "item.delete_scope"
+	EndpointItemSearch      = "item.search"
+)
+
+// Endpoints lists every retriever endpoint, in the order of the README.
+var Endpoints = []string{
+	EndpointContext, EndpointSearch, EndpointAppend, EndpointTopic,
+	EndpointAdd, EndpointGet, EndpointUpdate, EndpointDelete, EndpointReset, EndpointHistory, EndpointConsolidate,
+	EndpointSessionSummary, EndpointSessionClear, EndpointSessionArchive, EndpointSessionRestore,
+	EndpointItemSave, EndpointItemGet, EndpointItemList, EndpointItemUpdate, EndpointItemDelete, EndpointItemDeleteScope, EndpointItemSearch,
+}
+
+// IsEndpoint reports whether name is one of Endpoints.
+func IsEndpoint(name string) bool {
+	return oneOf(name, Endpoints)
+}
+
+// SubjectKind says which of the contract's subject families a subject belongs to.
+type SubjectKind string
+
+// Subject kinds; the event kinds are the subject's third token.
+const (
+	SubjectObservation SubjectKind = "obs"
+	SubjectEnded       SubjectKind = "ended"
+	SubjectHit         SubjectKind = "hit"
+	SubjectWritten     SubjectKind = "written"
+	SubjectConsolidate SubjectKind = "consolidate"
+	SubjectRPC         SubjectKind = "rpc"
+	SubjectDLQ         SubjectKind = "dlq"
+)
+
+// Subject is a parsed subject. Only the fields of its Kind are set: Tenant, User and
+// Session for observations and ended sessions; Tenant and User for hit, written and
+// consolidate; Tenant and Endpoint for rpc; Worker for dlq.
+type Subject struct {
+	Kind     SubjectKind
+	Tenant   string
+	User     string
+	Session  string
+	Endpoint string
+	Worker   string
+}
+
+// ObservationSubject is mem.<tenant>.obs.<user>.<session>.
+func ObservationSubject(tenant, user, session string) (string, error) {
+	return sessionSubject(SubjectObservation, tenant, user, session)
+}
+
+// EndedSubject is mem.<tenant>.ended.<user>.<session>.
+func EndedSubject(tenant, user, session string) (string, error) {
+	return sessionSubject(SubjectEnded, tenant, user, session)
+}
+
+// HitSubject is mem.<tenant>.hit.<user>.
+func HitSubject(tenant, user string) (string, error) {
+	return userSubject(SubjectHit, tenant, user)
+}
+
+// WrittenSubject is mem.<tenant>.written.<user>.
+func WrittenSubject(tenant, user string) (string, error) {
+	return userSubject(SubjectWritten, tenant, user)
+}
+
+// ConsolidateSubject is mem.<tenant>.consolidate.<user>.
+func ConsolidateSubject(tenant, user string) (string, error) {
+	return userSubject(SubjectConsolidate, tenant, user)
+}
+
+// RPCSubject is memrpc.<tenant>.<endpoint>; endpoint must be one of Endpoints.
+func RPCSubject(tenant, endpoint string) (string, error) {
+	if err := ValidateID("tenant", tenant); err != nil {
+		return "", wrap(ErrInvalidSubject, err)
+	}
+	if !IsEndpoint(endpoint) {
+		return "", wrap(ErrInvalidSubject, ruleError("endpoint", "is %q, which is not a retriever endpoint (see events.Endpoints)", endpoint))
+	}
+	return RPCPrefix + "." + tenant + "." + endpoint, nil
+}
+
+// RPCServiceSubject is memrpc.*.<endpoint>: what a retriever serving every tenant
+// listens on; the tenant is then read from the request subject with ParseSubject.
+func RPCServiceSubject(endpoint string) (string, error) {
+	if !IsEndpoint(endpoint) {
+		return "", wrap(ErrInvalidSubject, ruleError("endpoint", "is %q, which is not a retriever endpoint (see events.Endpoints)", endpoint))
+	}
+	return RPCPrefix + ".*." + endpoint, nil
+}
+
+// DLQSubject is memdlq.<worker>.
+func DLQSubject(worker string) (string, error) {
+	if err := ValidateID("worker", worker); err != nil {
+		return "", wrap(ErrInvalidSubject, err)
+	}
+	return DLQPrefix + "." + worker, nil
+}
+
+func sessionSubject(kind SubjectKind, tenant, user, session string) (string, error) {
+	if err := validateIDs("tenant", tenant, "user", user, "session", session); err != nil {
+		return "", wrap(ErrInvalidSubject, err)
+	}
+	return EventPrefix + "." + tenant + "." + string(kind) + "." + user + "." + session, nil
+}
+
+func userSubject(kind SubjectKind, tenant, user string) (string, error) {
+	if err := validateIDs("tenant", tenant, "user", user); err != nil {
+		return "", wrap(ErrInvalidSubject, err)
+	}
+	return EventPrefix + "." + tenant + "." + string(kind) + "." + user, nil
+}
+
+// validateIDs checks (field, id) pairs in order and returns the first failure.
+func validateIDs(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := ValidateID(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseSubject parses any concrete subject of the contract. Wildcards, unknown
+// families, unknown endpoints, wrong token counts and invalid IDs are errors wrapping
+// ErrInvalidSubject.
+func ParseSubject(s string) (Subject, error) {
+	sub, err := splitSubject(s)
+	if err != nil {
+		return Subject{}, fmt.Errorf("%w: %q %w", ErrInvalidSubject, s, err)
+	}
+	// Format validates every token with the same rules the builders use.
+	if _, err := sub.Format(); err != nil {
+		return Subject{}, fmt.Errorf("%q: %w", s, err)
+	}
+	return sub, nil
+}
+
+// splitSubject assigns the tokens of s to the fields of its family without
+// validating the IDs.
+func splitSubject(s string) (Subject, error) {
+	tokens := strings.Split(s, ".")
+	switch tokens[0] {
+	case EventPrefix:
+		if len(tokens) < 4 {
+			return Subject{}, fmt.Errorf("has %d tokens; an event subject is mem.<tenant>.<kind>.<user>[.<session>]", len(tokens))
+		}
+		sub := Subject{Kind: SubjectKind(tokens[2]), Tenant: tokens[1], User: tokens[3]}
+		want := 4
+		switch sub.Kind {
+		case SubjectObservation, SubjectEnded:
+			want = 5
+		case SubjectHit, SubjectWritten, SubjectConsolidate:
+		default:
+			return Subject{}, fmt.Errorf("has event kind %q; known kinds are obs, ended, hit, written, consolidate", tokens[2])
+		}
+		if len(tokens) != want {
+			return Subject{}, fmt.Errorf("has %d tokens; %s subjects have %d", len(tokens), sub.Kind, want)
+		}
+		if want == 5 {
+			sub.Session = tokens[4]
+		}
+		return sub, nil
+	case RPCPrefix:
+		if len(tokens) < 3 {
+			return Subject{}, fmt.Errorf("has %d tokens; a request subject is memrpc.<tenant>.<endpoint>", len(tokens))
+		}
+		return Subject{Kind: SubjectRPC, Tenant: tokens[1], Endpoint: strings.Join(tokens[2:], ".")}, nil
+	case DLQPrefix:
+		if len(tokens) != 2 {
+			return Subject{}, fmt.Errorf("has %d tokens; a dead-letter subject is memdlq.<worker>", len(tokens))
+		}
+		return Subject{Kind: SubjectDLQ, Worker: tokens[1]}, nil
+	default:
+		return Subject{}, fmt.Errorf("does not start with %s, %s or %s", EventPrefix, RPCPrefix, DLQPrefix)
+	}
+}
+
+// Format builds the subject string back from its parts; ParseSubject(s).Format()
+// returns s for every valid s.
+func (s Subject) Format() (string, error) {
+	switch s.Kind {
+	case SubjectObservation:
+		return ObservationSubject(s.Tenant, s.User, s.Session)
+	case SubjectEnded:
+		return EndedSubject(s.Tenant, s.User, s.Session)
+	case SubjectHit:
+		return HitSubject(s.Tenant, s.User)
+	case SubjectWritten:
+		return WrittenSubject(s.Tenant, s.User)
+	case SubjectConsolidate:
+		return ConsolidateSubject(s.Tenant, s.User)
+	case SubjectRPC:
+		return RPCSubject(s.Tenant, s.Endpoint)
+	case SubjectDLQ:
+		return DLQSubject(s.Worker)
+	default:
+		return "", wrap(ErrInvalidSubject, ruleError("kind", "is %q, which is not a subject kind", s.Kind))
+	}
+}

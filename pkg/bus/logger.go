@@ -1,0 +1,48 @@
+package bus
+
+import (
+	"github.com/ThreeDotsLabs/watermill"
+	"go.uber.org/zap"
+)
+
+// zapAdapter is a watermill.LoggerAdapter over zap. Watermill 1.5.1 ships only std and
+// slog adapters, and zap's slog handler lives in the separate go.uber.org/zap/exp
+// module, so this small adapter is hand-written.
+type zapAdapter struct{ l *zap.Logger }
+
+// NewWatermillLogger adapts logger for Watermill. zap has no trace level: Watermill's
+// Trace messages (one per message handled) are logged at debug level.
+func NewWatermillLogger(logger *zap.Logger) watermill.LoggerAdapter {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return zapAdapter{l: logger}
+}
+
+func (a zapAdapter) Error(msg string, err error, fields watermill.LogFields) {
+	a.l.Error(msg, append(zapFields(fields), zap.Error(err))...)
+}
+
+func (a zapAdapter) Info(msg string, fields watermill.LogFields) {
+	a.l.Info(msg, zapFields(fields)...)
+}
+
+func (a zapAdapter) Debug(msg string, fields watermill.LogFields) {
+	a.l.Debug(msg, zapFields(fields)...)
+}
+
+func (a zapAdapter) Trace(msg string, fields watermill.LogFields) {
+	a.l.Debug(msg, zapFields(fields)...)
+}
+
+func (a zapAdapter) With(fields watermill.LogFields) watermill.LoggerAdapter {
+	return zapAdapter{l: a.l.With(zapFields(fields)...)}
+}
+
+func zapFields(fields watermill.LogFields) []zap.Field {
+	out := make([]zap.Field, 0, len(fields)+1)
+	for k, v := range fields {
+		out = append(out, zap.Any(k, v))
+	}
+	return out
+}

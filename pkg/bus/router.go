@@ -1,0 +1,165 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+)
+
+// Dead-letter headers, set by Watermill's PoisonQueue middleware (and, with the same
+// names, by WatchMaxDeliveries). A dead letter also carries the Subscriber's metadata:
+// MetaSubject (the original subject), MetaStreamSeq and MetaDeliveryCount.
+const (
+	HeaderReason  = middleware.ReasonForPoisonedKey
+	HeaderHandler = middleware.PoisonedHandlerKey
+)
+
+// RetryConfig configures the Router's in-process retries of a failed handler.
+type RetryConfig struct {
+	// MaxRetries after the first attempt; default 3, negative disables retries.
+	MaxRetries int
+	// InitialInterval before the first retry; default 100ms.
+	InitialInterval time.Duration
+	// MaxInterval caps the growing interval; default 10s.
+	MaxInterval time.Duration
+	// Multiplier of the interval after each retry; default 2.
+	Multiplier float64
+}
+
+// RouterConfig configures a worker's Router.
+type RouterConfig struct {
+	// Worker names the worker; dead letters go to memdlq.<Worker>. Required.
+	Worker string
+	// HandlerTimeout bounds each handler attempt (its message context ends); default 30s.
+	HandlerTimeout time.Duration
+	// CloseTimeout bounds how long Close waits for running handlers; default 30s.
+	CloseTimeout time.Duration
+	// Retry configures the in-process retries.
+	Retry RetryConfig
+}
+
+func (c RouterConfig) withDefaults() RouterConfig {
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = 30 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 30 * time.Second
+	}
+	r := &c.Retry
+	switch {
+	case r.MaxRetries == 0:
+		r.MaxRetries = 3
+	case r.MaxRetries < 0:
+		r.MaxRetries = 0
+	}
+	if r.InitialInterval == 0 {
+		r.InitialInterval = 100 * time.Millisecond
+	}
+	if r.MaxInterval == 0 {
+		r.MaxInterval = 10 * time.Second
+	}
+	if r.Multiplier == 0 {
+		r.Multiplier = 2
+	}
+	return c
+}
+
+// Validate reports configuration errors.
+func (c RouterConfig) Validate() error {
+	if err := events.ValidateID("router Worker", c.Worker); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if c.HandlerTimeout < 0 || c.CloseTimeout < 0 || c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < 0 {
+		return fmt.Errorf("%w: router %s: timeouts and retry intervals must not be negative", ErrInvalidConfig, c.Worker)
+	}
+	if c.Retry.Multiplier != 0 && c.Retry.Multiplier < 1 {
+		return fmt.Errorf("%w: router %s: retry Multiplier %g is below 1", ErrInvalidConfig, c.Worker, c.Retry.Multiplier)
+	}
+	return nil
+}
+
+// NewRouter returns a Watermill Router for worker cfg.Worker whose handlers are
+// wrapped, outermost first, in:
+//
+//  1. CorrelationID: copies the correlation ID to the messages a handler produces.
+//  2. PoisonQueue: a message whose handler still fails after the retries is
+//     published to memdlq.<worker> (with the reason and the Subscriber's metadata:
+//     original subject, stream sequence, delivery count) and then acked, so a
+//     poison message never blocks or loops. It sits outside Retry so that only
+//     exhausted retries are dead-lettered; if the dead-letter publish fails, the
+//     message is nacked and redelivered.
+//  3. Retry: retries a failed attempt with exponential backoff, except errors
+//     marked Permanent (malformed input), which go straight to the PoisonQueue.
+//  4. Timeout: each attempt gets its own deadline (Retry resets the context
+//     between attempts, otherwise attempt 2 would start with attempt 1's expired one).
+//  5. Recoverer: innermost, so that a panic becomes an error that is retried and
+//     then dead-lettered like any other failure.
+//
+// dlqPub publishes the dead letters; give it a connection of its own.
+func NewRouter(cfg RouterConfig, dlqPub message.Publisher, logger *zap.Logger) (*message.Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if dlqPub == nil {
+		return nil, fmt.Errorf("%w: router %s: dead-letter publisher is nil", ErrInvalidConfig, cfg.Worker)
+	}
+	cfg = cfg.withDefaults()
+	wlog := NewWatermillLogger(logger)
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout}, wlog)
+	if err != nil {
+		return nil, fmt.Errorf("%w: router %s: %w", ErrInvalidConfig, cfg.Worker, err)
+	}
+	dlqSubject, err := events.DLQSubject(cfg.Worker)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	poison, err := middleware.PoisonQueue(dlqPub, dlqSubject)
+	if err != nil {
+		return nil, fmt.Errorf("%w: router %s: %w", ErrInvalidConfig, cfg.Worker, err)
+	}
+	retry := middleware.Retry{
+		MaxRetries:          cfg.Retry.MaxRetries,
+		InitialInterval:     cfg.Retry.InitialInterval,
+		MaxInterval:         cfg.Retry.MaxInterval,
+		Multiplier:          cfg.Retry.Multiplier,
+		ShouldRetry:         func(p middleware.RetryParams) bool { return !IsPermanent(p.Err) },
+		ResetContextOnRetry: true,
+		Logger:              wlog,
+	}
+	r.AddMiddleware(
+		middleware.CorrelationID,
+		poison,
+		retry.Middleware,
+		middleware.Timeout(cfg.HandlerTimeout),
+		middleware.Recoverer,
+	)
+	return r, nil
+}
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying (malformed input, an unknown schema
+// version): the Router dead-letters the message after this one attempt. It returns
+// nil for nil; errors.Is and errors.As still see err.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or any error it wraps, was marked by Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}

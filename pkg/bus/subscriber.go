@@ -1,0 +1,359 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Metadata keys the Subscriber adds to every message, next to the message headers.
+// They travel into dead letters as headers, which is how a dead letter keeps its
+// original subject and delivery count.
+const (
+	MetaSubject       = "subject"
+	MetaStreamSeq     = "stream_seq"
+	MetaDeliveryCount = "delivery_count"
+)
+
+// SubscriberConfig configures a Subscriber.
+type SubscriberConfig struct {
+	// Conn is the connection to consume on; one per Subscriber. Required.
+	Conn *nats.Conn
+	// OwnConn makes Close drain and close Conn; by default the caller owns it.
+	OwnConn bool
+	// Stream holding the messages; default "AGENTMEM".
+	Stream string
+	// Consumer is the durable this Subscriber consumes; it is created or updated on
+	// Subscribe. Required.
+	Consumer ConsumerSpec
+	// Concurrency is how many messages are handed out at once; default 1. Each one
+	// stays unacknowledged until its Watermill message is acked or nacked.
+	Concurrency int
+	// MaxProcessing bounds how long the Subscriber keeps extending the ack deadline
+	// (with "in progress" acks) of a message whose handler is still running; after
+	// that the server redelivers it. Default 5m: enough for the Router's retries at
+	// their default handler timeout, short enough that a hung handler does not hold
+	// a message forever.
+	MaxProcessing time.Duration
+	// CloseTimeout bounds how long Close waits for in-flight messages to be acked
+	// or nacked; default 30s.
+	CloseTimeout time.Duration
+}
+
+func (c SubscriberConfig) withDefaults() SubscriberConfig {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 1
+	}
+	if c.MaxProcessing == 0 {
+		c.MaxProcessing = 5 * time.Minute
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// Validate reports configuration errors.
+func (c SubscriberConfig) Validate() error {
+	if c.Conn == nil {
+		return fmt.Errorf("%w: subscriber: Conn is nil", ErrInvalidConfig)
+	}
+	if err := c.Consumer.Validate(); err != nil {
+		return fmt.Errorf("subscriber: %w", err)
+	}
+	if c.Concurrency < 0 || c.MaxProcessing < 0 || c.CloseTimeout < 0 {
+		return fmt.Errorf("%w: subscriber %s: Concurrency, MaxProcessing and CloseTimeout must not be negative", ErrInvalidConfig, c.Consumer.Durable)
+	}
+	return nil
+}
+
+// Subscriber is a Watermill message.Subscriber over one JetStream durable pull
+// consumer. The topic passed to Subscribe (the Router's subscribe topic) is the
+// durable's name, not a subject: the subjects are the durable's FilterSubjects.
+// Replicas subscribing with the same durable split the messages between them.
+//
+// Each message is held unacknowledged until its Watermill message is acked (then
+// the JetStream message is acked and the ack confirmed) or nacked (then it is
+// nak'ed and redelivered). Close, or cancelling the Subscribe context, stops
+// pulling, hands back the messages not yet started and waits for those in flight.
+// The context of the messages does not end with the Subscribe context, so that
+// handlers in flight finish during a graceful shutdown (the Router's Timeout
+// middleware bounds them).
+type Subscriber struct {
+	cfg    SubscriberConfig
+	js     jetstream.JetStream
+	logger *zap.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{} // closed by Close: stop pulling
+	abandon chan struct{} // closed when Close gives up waiting for in-flight messages
+	running sync.WaitGroup
+}
+
+var _ message.Subscriber = (*Subscriber)(nil)
+
+// NewSubscriber returns a Subscriber; nothing is sent to the server before Subscribe.
+func NewSubscriber(cfg SubscriberConfig, logger *zap.Logger) (*Subscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: subscriber: %w", ErrInvalidConfig, err)
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	cfg = cfg.withDefaults()
+	return &Subscriber{
+		cfg:     cfg,
+		js:      js,
+		logger:  logger.With(zap.String("stream", cfg.Stream), zap.String("consumer", cfg.Consumer.Durable)),
+		closing: make(chan struct{}),
+		abandon: make(chan struct{}),
+	}, nil
+}
+
+// Subscribe provisions the durable named topic and streams its messages until ctx
+// ends or Close is called; the channel is closed once every message handed out has
+// been acked or nacked (or Close gave up on it).
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if topic != s.cfg.Consumer.Durable {
+		return nil, fmt.Errorf("%w: subscriber: topic %q is not this subscriber's durable %q (the topic names the durable, not a subject)",
+			ErrInvalidConfig, topic, s.cfg.Consumer.Durable)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("%w: subscribe to %s", ErrClosed, topic)
+	}
+	cons, err := ProvisionConsumer(ctx, s.js, s.cfg.Stream, s.cfg.Consumer)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *message.Message)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.closing:
+		}
+		close(stop)
+	}()
+	s.running.Add(1)
+	go func() {
+		defer s.running.Done()
+		s.run(context.WithoutCancel(ctx), cons, out, stop)
+	}()
+	return out, nil
+}
+
+// run pulls with Concurrency loops, each fetching one message only when it is free
+// to process it. Unlike a prefetching iterator, a fetch is never abandoned: on stop
+// the loop lets its outstanding pull request finish (at most pullWait) and hands
+// back what it brought, so a shutdown delays no message by a whole ack deadline.
+func (s *Subscriber) run(msgCtx context.Context, cons jetstream.Consumer, out chan<- *message.Message, stop <-chan struct{}) {
+	var loops sync.WaitGroup
+	for range s.cfg.Concurrency {
+		loops.Go(func() {
+			for !isClosed(stop) {
+				if !s.pullOne(msgCtx, cons, out, stop) {
+					return
+				}
+			}
+		})
+	}
+	loops.Wait()
+	close(out)
+}
+
+// pullWait is how long one pull request waits for a message; it bounds how long
+// Close waits for an idle pull to end.
+const pullWait = time.Second
+
+// pullOne fetches and processes at most one message; it returns false when the
+// connection is closed for good, which ends the subscription (and so the Router's
+// handler) instead of retrying forever.
+func (s *Subscriber) pullOne(msgCtx context.Context, cons jetstream.Consumer, out chan<- *message.Message, stop <-chan struct{}) bool {
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(pullWait))
+	if err == nil {
+		for msg := range batch.Messages() {
+			if isClosed(stop) {
+				s.handBack(msg)
+				continue
+			}
+			s.process(msgCtx, msg, out, stop)
+		}
+		err = batch.Error()
+	}
+	switch {
+	case err == nil, errors.Is(err, nats.ErrTimeout):
+		return true
+	case errors.Is(err, nats.ErrConnectionClosed):
+		s.logger.Error("connection closed; subscription ended", zap.Error(err))
+		return false
+	}
+	s.logger.Warn("pulling messages", zap.Error(err))
+	// Do not spin while the server or the consumer is unavailable.
+	select {
+	case <-stop:
+	case <-time.After(pullWait):
+	}
+	return true
+}
+
+// process hands one message to the Router and settles it with the server.
+func (s *Subscriber) process(ctx context.Context, msg jetstream.Msg, out chan<- *message.Message, stop <-chan struct{}) {
+	wm, err := toWatermill(msg)
+	if err != nil {
+		// Not a JetStream delivery (no metadata); nothing to ack.
+		s.logger.Error("dropping message without JetStream metadata", zap.String("subject", msg.Subject()), zap.Error(err))
+		return
+	}
+	wm.SetContext(ctx)
+	log := s.logger.With(zap.String("subject", msg.Subject()), zap.String("message_uuid", wm.UUID), zap.String("stream_seq", wm.Metadata.Get(MetaStreamSeq)))
+	select {
+	case out <- wm:
+	case <-stop:
+		s.handBack(msg)
+		return
+	}
+	heartbeat := time.NewTicker(s.cfg.Consumer.minAckDeadline() / 2)
+	defer heartbeat.Stop()
+	giveUp := time.After(s.cfg.MaxProcessing)
+	for {
+		select {
+		case <-wm.Acked():
+			ackCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			// A confirmed ack: an ack lost on the way would redeliver a processed message.
+			if err := msg.DoubleAck(ackCtx); err != nil {
+				log.Warn("ack not confirmed; the message may be redelivered", zap.Error(err))
+			}
+			return
+		case <-wm.Nacked():
+			if err := s.nak(msg); err != nil {
+				log.Warn("nak failed; the message is redelivered after its ack deadline", zap.Error(err))
+			}
+			return
+		case <-heartbeat.C:
+			if err := msg.InProgress(); err != nil {
+				log.Warn("extending the ack deadline", zap.Error(err))
+			}
+		case <-giveUp:
+			heartbeat.Stop()
+			giveUp = nil
+			log.Warn("handler still running after MaxProcessing; letting the server redeliver the message",
+				zap.Duration("max_processing", s.cfg.MaxProcessing))
+		case <-s.abandon:
+			log.Warn("closed before the message was acked or nacked; it will be redelivered")
+			return
+		}
+	}
+}
+
+// handBack naks a message that was pulled but not started, so that another replica
+// gets it now rather than after its ack deadline.
+func (s *Subscriber) handBack(msg jetstream.Msg) {
+	if err := s.nak(msg); err != nil {
+		s.logger.Debug("handing back an unstarted message", zap.String("subject", msg.Subject()), zap.Error(err))
+	}
+}
+
+// nak naks msg and waits for the server to confirm it (the server answers an ack
+// that has a reply subject once it processed it), so that a nak sent just before a
+// shutdown is not lost: a lost nak delays the redelivery by a whole ack deadline.
+func (s *Subscriber) nak(msg jetstream.Msg) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := s.cfg.Conn.RequestWithContext(ctx, msg.Reply(), []byte("-NAK"))
+	return err
+}
+
+// Close stops pulling, hands back unstarted messages and waits up to CloseTimeout
+// for in-flight messages to be acked or nacked; then it closes the connection if
+// the Subscriber owns it. The Router calls it when it closes.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closing)
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		s.running.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-time.After(s.cfg.CloseTimeout):
+		close(s.abandon)
+		<-done
+		err = fmt.Errorf("bus: subscriber %s: in-flight messages not settled within %s; they will be redelivered", s.cfg.Consumer.Durable, s.cfg.CloseTimeout)
+	}
+	if s.cfg.OwnConn {
+		err = errors.Join(err, drainConn(s.cfg.Conn))
+	}
+	return err
+}
+
+// toWatermill converts a JetStream delivery: UUID from Nats-Msg-Id (else stream and
+// sequence), metadata from the application headers plus subject, stream sequence
+// and delivery count.
+func toWatermill(msg jetstream.Msg) (*message.Message, error) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	uuid := msg.Headers().Get(jetstream.MsgIDHeader)
+	if uuid == "" {
+		uuid = md.Stream + "-" + strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	wm := message.NewMessage(uuid, msg.Data())
+	wm.Metadata = appHeaders(msg.Headers())
+	wm.Metadata.Set(MetaSubject, msg.Subject())
+	wm.Metadata.Set(MetaStreamSeq, strconv.FormatUint(md.Sequence.Stream, 10))
+	wm.Metadata.Set(MetaDeliveryCount, strconv.FormatUint(md.NumDelivered, 10))
+	return wm, nil
+}
+
+// appHeaders keeps the application headers and Nats-Msg-Id. Other "Nats-" headers are
+// directives to the server (expected sequence, TTL, rollup, ...) or set by it;
+// carried over into a dead letter or a replay they would make that publish fail.
+func appHeaders(h nats.Header) message.Metadata {
+	md := make(message.Metadata, len(h))
+	for k, v := range h {
+		if len(v) == 0 || (strings.HasPrefix(k, "Nats-") && k != jetstream.MsgIDHeader) {
+			continue
+		}
+		md[k] = v[0]
+	}
+	return md
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

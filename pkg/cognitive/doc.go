@@ -1,0 +1,122 @@
+// Package cognitive holds the processors of episodic and semantic memory (SPEC C3,
+// C5, C6, C7, C8) and the consolidation planner and executor.
+//
+// # Processors
+//
+// Each processor is an interface with two implementations: a rule-based one, the
+// offline default (deterministic, lexical, no network), and an LLM one whose
+// prompt is an embedded text/template (prompts/<name>.tmpl) and whose reply is
+// validated against an embedded JSON Schema (prompts/<name>.schema.json) through
+// llm.Client.CompleteJSON. When the reply is bad (llm.ErrBadReply, or valid JSON
+// that cannot be used) the LLM processor logs a warning and returns what its
+// rule-based twin returns: that is the documented safe default of every
+// processor. Transient failures (llm.ErrUnavailable, a rejected request, an ended
+// context) are returned, so the pipeline retries the message.
+//
+//   - WriteDecider (C3) decides whether an observation becomes an episode.
+//   - SemanticWriter (C8) turns episodes into stable facts, never duplicating a
+//     known fact or another new one (normalised comparison: case, punctuation and
+//     spacing ignored). FactRecord derives the record id from the normalised fact,
+//     so even two concurrent writers upsert one record.
+//   - Merger writes the text replacing two near-duplicate episodes.
+//   - Separator rewrites two similar but distinct episodes so that they read as
+//     distinct.
+//   - Reconsolidator (C5) rewrites an episode after it was used in a new context;
+//     it returns text only, so time, chat and speaker stay the caller's.
+//
+// # Rule-based write decision
+//
+// The speaker (Episode.Who) is "user" for the user role, else the observation's
+// Who, else its role. Time is always the observation's time; Context is "<kind>
+// by <who> in chat <chat>", the kind (preference, plan, relationship, location,
+// identity or affiliation, personal fact or event) picked by keywords. In order:
+//
+//  1. Empty text and system messages are not written.
+//  2. An explicit request to remember ("Remember, ...", "Please don't forget
+//     that ...", "Can you keep in mind: ...", or "..., please remember that.") is
+//     always written when its body has a first-person word or at least three
+//     content words; Thing is the body. "Remember when we ...?" is a question,
+//     not a request.
+//  3. Greetings, thanks, acknowledgements and fillers (every word from a closed
+//     chit-chat vocabulary: "hi!", "thanks", "ok", "lol", "good morning", "I
+//     agree") and single tokens are not written.
+//  4. The text is cut into sentences (and at a comma that opens a question).
+//     Questions are dropped ("What is the capital of France?", "How do I convert
+//     my file?"), as are chit-chat sentences and fragments (fewer than three
+//     content words; stop words and pronouns other than first person do not
+//     count, so "I like hiking" is a statement and "I love it" is not).
+//  5. From a human speaker, a remaining sentence is kept when it has a
+//     first-person word (I, my, we, our, ...) and is not a request to the
+//     assistant ("I want you to ...", "help me ...", "please ..."): facts, events,
+//     plans and preferences such as "I moved to Berlin last year", "my sister's
+//     name is Ana", "we went hiking on Saturday".
+//  6. From an assistant or tool, a sentence is kept only when its subject is the
+//     user ("You live in Berlin", "Your sales files have columns ...") and it is
+//     not advice ("You can ...", "You should ..."); everything else an assistant
+//     says is answer text, not memory.
+//
+// The episode is written when a sentence was kept; Thing is the kept sentences,
+// cleaned (single spaces, capital letter, final period). Limits: the rules are
+// lexical and English-only; impersonal facts without "remember" ("The staging DB
+// is orders_v2") are not written; a first-person sentence about something
+// fleeting ("I'm tired today") is; sarcasm, negation and coreference are not
+// understood. The LLM decider has none of these limits but keeps rule 2 as a
+// guarantee: an explicit remember request is written whatever the model says.
+//
+// # Rule-based semantic writer
+//
+// A sentence of an episode becomes a fact when it matches one pattern of a stable
+// attribute: identity and affiliation ("I'm a/an/the X", "I work/study ...",
+// "I'm from/based in/allergic to/married to ..."), location ("I live ...", "I
+// moved to ...", "I grew up ..."), preferences ("I like/love/prefer/hate ...",
+// "I don't like ..."), possessions ("I have two cats") and "my X is/are/has/have
+// Y" (relationships, names, files), except "my X is <verb>ing ..." (an ongoing
+// event). The fact is in the third person: "User is a student at Peking
+// University.", "User's sister's name is Ana.", or with the speaker's name
+// ("Caroline is from Sweden."); an assistant's "Your files have ..." becomes
+// "User's files have ...". The source chat and first-seen time are those of the
+// earliest episode stating the fact. Events, plans and "we" statements give no
+// fact.
+//
+// # Rule-based merger, separator and reconsolidator
+//
+// The merger keeps the text with more content words and appends each sentence of
+// the other that brings a content word not yet present, so no sentence is
+// repeated and no information lost. The separator prefixes each text with its own
+// time and chat, "On 2026-11-02 10:04 UTC in chat c1: ...", adding the memory id
+// when both prefixes coincide; it replaces its own earlier prefix, so separating
+// twice gives the same texts. The reconsolidator appends "(recalled: <new
+// context, at most 80 bytes>)", replacing an earlier recall note so the text does
+// not grow with each use.
+//
+// # Consolidation (C6, C7)
+//
+// Plan is pure: over the user's episodes it takes pairs greedily by descending
+// cosine of their vectors (ties by ids), each record in at most one action. A
+// pair with cosine ≥ 0.85 that passes the hard rules (HardRulesPass: same who;
+// same chat within 30 minutes; different chats within 7 days) is merged; 0.65 ≤
+// cosine < 0.85, or ≥ 0.85 failing the hard rules, is separated; below 0.65
+// nothing happens. A pair whose records both list each other in
+// separated_from_ids is not paired again, so repeated runs converge instead of
+// rewriting the same pair forever.
+//
+// Executor.Consolidate carries a plan out. A merge upserts the merged record
+// (MergedRecord: id DeterministicID("merge", smaller id, larger id), earliest
+// time and its chat, summed hit counts, source_chat_ids and merged_from_ids the
+// union of both records' own lists and their chats and ids) and only then deletes
+// both originals. Crash safety: if the process stops between the two steps the
+// store holds the merged record and both originals, and nothing is lost. Every
+// run starts by deleting each record whose id is listed in another record's
+// merged_from_ids, so the next run removes those originals before planning and
+// the store ends as if the merge had completed; the same cleanup removes an
+// original that a redelivered observation re-created after its merge. Rerunning a
+// merge upserts the same id, so two concurrent runs cannot duplicate it. A
+// separation patches each record with its rewritten text, a new vector, an
+// update entry and the other's id in separated_from_ids; a run stopped between
+// the two patches leaves the pair half-marked, and the next run separates it
+// again.
+//
+// Executor.Reconsolidate (C5) rewrites episodes after use: new text and vector,
+// an update entry {ts, context, previous_text}; time, chat_id and who are never
+// in the patch, so they cannot change.
+package cognitive

@@ -1,0 +1,326 @@
+package cognitive
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+const (
+	tenant = "acme"
+	user   = "u1"
+)
+
+// newStore opens a real embedded vector store in memory.
+func newStore(t interface {
+	Fatal(...any)
+	Cleanup(func())
+}) vectorstore.Store {
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: vectorstore.MemoryPath, Dimensions: testDims}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newExecutor(t interface {
+	Fatal(...any)
+	Cleanup(func())
+}, store vectorstore.Store) *Executor {
+	emb, err := embed.NewLocal(embed.LocalConfig{Dimensions: testDims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewExecutor(ExecutorConfig{Now: func() time.Time { return t0.Add(30 * 24 * time.Hour) }}, store, emb, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// stored gives generated records the partition and C1 metadata a stored episode has.
+func stored(recs []vectorstore.Record) []vectorstore.Record {
+	out := make([]vectorstore.Record, len(recs))
+	for i, r := range recs {
+		r.Tenant, r.UserID = tenant, user
+		r.Metadata = EpisodeMetadata(Episode{Thing: r.Text, Who: r.Who, Time: r.TS, Context: "test"}, r.ChatID)
+		out[i] = r
+	}
+	return out
+}
+
+func allEpisodes(t interface{ Fatal(...any) }, s vectorstore.Store) map[string]vectorstore.Record {
+	recs, _, err := s.Scroll(context.Background(), vectorstore.Filter{Tenant: tenant, UserID: user}, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := make(map[string]vectorstore.Record, len(recs))
+	for _, r := range recs {
+		m[r.ID] = r
+	}
+	return m
+}
+
+func countMerges(plan []Action) int {
+	n := 0
+	for _, a := range plan {
+		if a.Kind == ActionMerge {
+			n++
+		}
+	}
+	return n
+}
+
+func TestConsolidateMergeCountLeavesNMinusMAndMergedRecordsKeepEarliestTimeAndSources(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		recs := stored(episodesGen(rt))
+		store := newStore(t)
+		if len(recs) > 0 {
+			if err := store.Upsert(context.Background(), recs...); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		plan := Plan(recs, DefaultThresholds())
+		m := countMerges(plan)
+
+		res, err := newExecutor(t, store).Consolidate(context.Background(), tenant, user)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if res.Merged != m || res.Separated != len(plan)-m || res.Cleaned != 0 {
+			rt.Fatalf("result %+v, plan has %d merges of %d actions", res, m, len(plan))
+		}
+		after := allEpisodes(rt, store)
+		if len(after) != len(recs)-m {
+			rt.Fatalf("%d records after %d merges of %d, want %d", len(after), m, len(recs), len(recs)-m)
+		}
+		for _, act := range plan {
+			if act.Kind != ActionMerge {
+				continue
+			}
+			merged, ok := after[vectorstore.DeterministicID("merge", act.A.ID, act.B.ID)]
+			if !ok {
+				rt.Fatalf("merged record of %s and %s missing", act.A.ID, act.B.ID)
+			}
+			if _, ok := after[act.A.ID]; ok {
+				rt.Fatalf("original %s still stored", act.A.ID)
+			}
+			earliest := act.A.TS
+			if act.B.TS.Before(earliest) {
+				earliest = act.B.TS
+			}
+			if !merged.TS.Equal(earliest) || merged.Metadata[MetaTime] != isoTime(earliest) {
+				rt.Fatalf("merged time %v (metadata %v), want the earliest %v", merged.TS, merged.Metadata[MetaTime], earliest)
+			}
+			sources, ids := stringList(merged.Metadata[MetaSourceChatIDs]), stringList(merged.Metadata[MetaMergedFromIDs])
+			if !slices.Contains(sources, act.A.ChatID) || !slices.Contains(sources, act.B.ChatID) {
+				rt.Fatalf("source_chat_ids %v lacks %q or %q", sources, act.A.ChatID, act.B.ChatID)
+			}
+			if !slices.Contains(ids, act.A.ID) || !slices.Contains(ids, act.B.ID) {
+				rt.Fatalf("merged_from_ids %v lacks %s or %s", ids, act.A.ID, act.B.ID)
+			}
+			if merged.HitCount != act.A.HitCount+act.B.HitCount || merged.Who != act.A.Who {
+				rt.Fatalf("merged hit count %d who %q", merged.HitCount, merged.Who)
+			}
+		}
+		for _, act := range plan {
+			if act.Kind != ActionSeparate {
+				continue
+			}
+			a, b := after[act.A.ID], after[act.B.ID]
+			if a.Text == b.Text || len(anyList(a.Metadata[MetaUpdates])) != 1 || !separated(a, b) {
+				rt.Fatalf("separated pair: texts %q / %q, updates %v", a.Text, b.Text, a.Metadata[MetaUpdates])
+			}
+		}
+	})
+}
+
+func TestConsolidateAfterACrashBetweenInsertAndDeleteLosesNothingAndDuplicatesNothing(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		recs := stored(episodesGen(rt))
+		store := newStore(t)
+		if len(recs) > 0 {
+			if err := store.Upsert(context.Background(), recs...); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		// The crashed run inserted the merged records and stopped before deleting.
+		e := newExecutor(t, store)
+		plan := Plan(recs, DefaultThresholds())
+		for _, act := range plan {
+			if act.Kind != ActionMerge {
+				continue
+			}
+			text, _ := e.merger.Merge(context.Background(), act.A, act.B)
+			vecs, err := e.embed(context.Background(), text)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if err := store.Upsert(context.Background(), MergedRecord(act.A, act.B, text, vecs[0])); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		res, err := e.Consolidate(context.Background(), tenant, user)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if m := countMerges(plan); res.Cleaned != 2*m {
+			rt.Fatalf("cleaned %d originals, want %d", res.Cleaned, 2*m)
+		}
+		after := allEpisodes(rt, store)
+		mergedInto := map[string]string{}
+		for id, r := range after {
+			for _, from := range stringList(r.Metadata[MetaMergedFromIDs]) {
+				mergedInto[from] = id
+			}
+		}
+		for _, r := range recs {
+			_, kept := after[r.ID]
+			into, merged := mergedInto[r.ID]
+			switch {
+			case !kept && !merged:
+				rt.Fatalf("record %s (%q) lost", r.ID, r.Text)
+			case kept && merged:
+				rt.Fatalf("record %s is stored and also merged into %s", r.ID, into)
+			}
+		}
+	})
+}
+
+func TestReconsolidationPreservesTimeChatAndWhoAndGrowsUpdates(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		store := newStore(t)
+		e := newExecutor(t, store)
+		recs := stored(episodesGen(rt))
+		if len(recs) == 0 {
+			return
+		}
+		if err := store.Upsert(context.Background(), recs...); err != nil {
+			rt.Fatal(err)
+		}
+		picked := rapid.SliceOfNDistinct(rapid.IntRange(0, len(recs)-1), 1, len(recs), rapid.ID[int]).Draw(rt, "picked")
+		ids := make([]string, len(picked))
+		for i, p := range picked {
+			ids[i] = recs[p].ID
+		}
+		before := allEpisodes(rt, store)
+		rounds := rapid.IntRange(1, 3).Draw(rt, "rounds")
+		for range rounds {
+			ctxText := rapid.StringMatching(`[a-z ()]{0,120}`).Draw(rt, "context")
+			if err := e.Reconsolidate(context.Background(), tenant, user, ids, ctxText, nil); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		after := allEpisodes(rt, store)
+		for _, id := range ids {
+			b, a := before[id], after[id]
+			if !a.TS.Equal(b.TS) || a.ChatID != b.ChatID || a.Who != b.Who {
+				rt.Fatalf("time/chat/who changed: %v %q %q → %v %q %q", b.TS, b.ChatID, b.Who, a.TS, a.ChatID, a.Who)
+			}
+			for _, k := range []string{MetaTime, MetaChatID, MetaWho} {
+				if a.Metadata[k] != b.Metadata[k] {
+					rt.Fatalf("metadata %s changed: %v → %v", k, b.Metadata[k], a.Metadata[k])
+				}
+			}
+			ub, ua := anyList(b.Metadata[MetaUpdates]), anyList(a.Metadata[MetaUpdates])
+			if len(ua) != len(ub)+rounds {
+				rt.Fatalf("updates grew from %d to %d after %d reconsolidations", len(ub), len(ua), rounds)
+			}
+			first, _ := ua[len(ub)].(map[string]any)
+			if first[UpdatePreviousText] != b.Text || first[UpdateTS] == nil {
+				rt.Fatalf("first update entry %v does not keep the previous text %q", first, b.Text)
+			}
+			if a.Text != a.Metadata[MetaThing] {
+				rt.Fatalf("text %q and thing %v differ", a.Text, a.Metadata[MetaThing])
+			}
+		}
+	})
+}
+
+func TestReconsolidateReportsMissingIDsAndSkipsFacts(t *testing.T) {
+	store := newStore(t)
+	e := newExecutor(t, store)
+	ep := stored([]vectorstore.Record{{ID: testID(1), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c1", TS: t0, Vector: axis(0), Text: "I live in Berlin."}})[0]
+	fact := FactRecord(tenant, user, Fact{Fact: "User lives in Berlin.", SourceChatID: "c1", FirstSeen: t0})
+	fact.Vector = axis(1)
+	if err := store.Upsert(context.Background(), ep, fact); err != nil {
+		t.Fatal(err)
+	}
+	err := e.Reconsolidate(context.Background(), tenant, user, []string{ep.ID, fact.ID, testID(99)}, "trip planning", nil)
+	if !errors.Is(err, vectorstore.ErrNotFound) {
+		t.Fatalf("error %v, want ErrNotFound for the missing id", err)
+	}
+	got := allEpisodes(t, store)
+	if got[ep.ID].Text != "I live in Berlin. (recalled: trip planning)" {
+		t.Fatalf("episode text %q", got[ep.ID].Text)
+	}
+	if got[fact.ID].Text != fact.Text {
+		t.Fatalf("fact rewritten to %q", got[fact.ID].Text)
+	}
+	if err := e.Reconsolidate(context.Background(), "bad tenant", user, nil, "", nil); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("bad tenant: error %v, want ErrInvalidInput", err)
+	}
+	if _, err := e.Consolidate(context.Background(), tenant, "bad.user"); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("bad user: error %v, want ErrInvalidInput", err)
+	}
+}
+
+func TestNewExecutorValidates(t *testing.T) {
+	store := newStore(t)
+	emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: testDims})
+	if _, err := NewExecutor(ExecutorConfig{}, nil, emb, nil, nil, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("nil store: %v", err)
+	}
+	if _, err := NewExecutor(ExecutorConfig{Thresholds: Thresholds{Merge: 0.5, Separate: 0.7}}, store, emb, nil, nil, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("separate above merge: %v", err)
+	}
+}
+
+func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing.T) {
+	store := newStore(t)
+	obs := Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: t0, ChatID: "c1", EventID: "01JD3Q"}
+	ep, _ := NewRuleDecider().Decide(context.Background(), obs)
+	rec := EpisodeRecord(tenant, user, obs, ep)
+	rec.Vector = axis(0)
+	if again := EpisodeRecord(tenant, user, obs, ep); again.ID != rec.ID {
+		t.Fatalf("redelivery gives id %s, first delivery %s", again.ID, rec.ID)
+	}
+	for range 2 {
+		if err := store.Upsert(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := allEpisodes(t, store)
+	if len(got) != 1 {
+		t.Fatalf("%d records after a redelivered upsert, want 1", len(got))
+	}
+	r := got[rec.ID]
+	want := map[string]any{
+		MetaContext: "explicit remember request by user in chat c1", MetaThing: "I'm a student at Peking University.",
+		MetaTime: "2026-11-02T10:00:00Z", MetaChatID: "c1", MetaWho: "user",
+	}
+	for k, v := range want {
+		if r.Metadata[k] != v {
+			t.Errorf("metadata %s = %v, want %v", k, r.Metadata[k], v)
+		}
+	}
+	if l := stringList(r.Metadata[MetaSourceChatIDs]); !slices.Equal(l, []string{"c1"}) {
+		t.Errorf("source_chat_ids %v", l)
+	}
+	for _, k := range []string{MetaUpdates, MetaMergedFromIDs} {
+		if l, ok := r.Metadata[k].([]any); !ok || len(l) != 0 {
+			t.Errorf("%s = %#v, want an empty list", k, r.Metadata[k])
+		}
+	}
+	if r.MemoryType != vectorstore.Episodic || r.Who != "user" || r.ChatID != "c1" || !r.TS.Equal(t0) || r.HitCount != 0 {
+		t.Errorf("record fields %+v", r)
+	}
+}

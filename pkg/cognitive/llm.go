@@ -1,0 +1,344 @@
+package cognitive
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/llm"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// Completer is the part of *llm.Client the LLM processors use.
+type Completer interface {
+	CompleteJSON(ctx context.Context, system, user string, schema []byte, out any) error
+}
+
+// LLMConfig configures the LLM processors.
+type LLMConfig struct {
+	// Client answers with JSON validated against the processor's schema; usually
+	// an *llm.Client.
+	Client Completer
+}
+
+// Validate reports what is wrong with the configuration, if anything.
+func (c LLMConfig) Validate() error {
+	if c.Client == nil {
+		return fmt.Errorf("%w: LLM client is nil", ErrInvalidConfig)
+	}
+	return nil
+}
+
+//go:embed prompts
+var promptFS embed.FS
+
+// prompt is one processor's template (blocks "system" and "user") and reply schema.
+type prompt struct {
+	name   string
+	tmpl   *template.Template
+	schema []byte
+}
+
+// loadPrompt reads prompts/<name>.tmpl and prompts/<name>.schema.json. They are
+// compiled into the binary, so a failure is a build defect caught by any test.
+func loadPrompt(name string) prompt {
+	schema, err := promptFS.ReadFile("prompts/" + name + ".schema.json")
+	if err != nil {
+		panic(fmt.Sprintf("cognitive: embedded schema %s: %v", name, err))
+	}
+	return prompt{
+		name:   name,
+		tmpl:   template.Must(template.ParseFS(promptFS, "prompts/"+name+".tmpl")),
+		schema: schema,
+	}
+}
+
+var (
+	decidePrompt        = loadPrompt("decide")
+	semanticPrompt      = loadPrompt("semantic")
+	mergePrompt         = loadPrompt("merge")
+	separatePrompt      = loadPrompt("separate")
+	reconsolidatePrompt = loadPrompt("reconsolidate")
+)
+
+// errUnusable marks a reply that matches the schema but cannot be used (e.g. a
+// write with nothing to write); it is handled like llm.ErrBadReply.
+var errUnusable = errors.New("reply is unusable")
+
+// llmCaller holds what every LLM processor shares.
+type llmCaller struct {
+	client Completer
+	logger *zap.Logger
+}
+
+func newCaller(cfg LLMConfig, logger *zap.Logger) (llmCaller, error) {
+	if err := cfg.Validate(); err != nil {
+		return llmCaller{}, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return llmCaller{client: cfg.Client, logger: logger}, nil
+}
+
+// ask renders p with data and decodes the reply into out. It returns
+// fallback=true, with the reason logged, when the reply is bad: the processor then
+// uses its safe default. Any other failure (endpoint unavailable, request
+// rejected, context ended) is returned for the caller to retry or give up.
+func (c llmCaller) ask(ctx context.Context, p prompt, data, out any) (fallback bool, err error) {
+	var system, user strings.Builder
+	if err := p.tmpl.ExecuteTemplate(&system, "system", data); err != nil {
+		return false, fmt.Errorf("cognitive: %s prompt: %w", p.name, err)
+	}
+	if err := p.tmpl.ExecuteTemplate(&user, "user", data); err != nil {
+		return false, fmt.Errorf("cognitive: %s prompt: %w", p.name, err)
+	}
+	err = c.client.CompleteJSON(ctx, system.String(), user.String(), p.schema, out)
+	if errors.Is(err, llm.ErrBadReply) {
+		c.badReply(p, err)
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cognitive: %s: %w", p.name, err)
+	}
+	return false, nil
+}
+
+func (c llmCaller) badReply(p prompt, err error) {
+	c.logger.Warn("LLM reply unusable, using the rule-based default",
+		zap.String("processor", p.name), zap.Error(err))
+}
+
+// promptRecord is the view of a record a prompt shows.
+type promptRecord struct {
+	ID, Time, ChatID, Who, Text string
+}
+
+func viewRecord(r vectorstore.Record) promptRecord {
+	return promptRecord{ID: r.ID, Time: isoTime(r.TS), ChatID: r.ChatID, Who: r.Who, Text: recordText(r)}
+}
+
+// LLMDecider is the write decision by a model (SPEC C3). An explicit remember
+// request with personal information is always written, whatever the model says;
+// on a bad reply the rule-based decision is the safe default.
+type LLMDecider struct {
+	c     llmCaller
+	rules RuleDecider
+}
+
+// NewLLMDecider returns a model-backed write decider.
+func NewLLMDecider(cfg LLMConfig, logger *zap.Logger) (*LLMDecider, error) {
+	c, err := newCaller(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &LLMDecider{c: c}, nil
+}
+
+// Decide asks the model; speaker and time always come from obs, never the model.
+func (d *LLMDecider) Decide(ctx context.Context, obs Observation) (Episode, error) {
+	ruled, _ := d.rules.Decide(ctx, obs)
+	if strings.TrimSpace(obs.Text) == "" {
+		return ruled, nil
+	}
+	var reply struct {
+		Write   bool   `json:"write"`
+		Thing   string `json:"thing"`
+		Context string `json:"context"`
+		Reason  string `json:"reason"`
+	}
+	data := struct{ Role, Who, ChatID, Time, Text string }{obs.Role, obs.Who, obs.ChatID, isoTime(obs.TS), obs.Text}
+	fallback, err := d.c.ask(ctx, decidePrompt, data, &reply)
+	if err != nil {
+		return Episode{}, err
+	}
+	if !fallback && reply.Write && strings.TrimSpace(reply.Thing) == "" {
+		d.c.badReply(decidePrompt, fmt.Errorf("%w: write without a thing", errUnusable))
+		fallback = true
+	}
+	if fallback || (ruled.Reason == ReasonRemember && !reply.Write) {
+		return ruled, nil
+	}
+	ep := Episode{Write: reply.Write, Who: ruled.Who, Time: obs.TS, Reason: "model: " + reply.Reason}
+	if ep.Write {
+		ep.Thing = strings.TrimSpace(reply.Thing)
+		ep.Context = strings.TrimSpace(reply.Context)
+		if ep.Context == "" {
+			ep.Context = describe("statement", ep.Who, obs.ChatID)
+		}
+	}
+	return ep, nil
+}
+
+// LLMSemanticWriter finds stable facts with a model (SPEC C8). Each fact names the
+// episode it comes from, which gives its chat and first-seen time; duplicates of
+// known facts and within the reply are dropped (normalised comparison), whatever
+// the model returns. On a bad reply the rule-based facts are the safe default.
+type LLMSemanticWriter struct {
+	c     llmCaller
+	rules RuleSemanticWriter
+}
+
+// NewLLMSemanticWriter returns a model-backed semantic writer.
+func NewLLMSemanticWriter(cfg LLMConfig, logger *zap.Logger) (*LLMSemanticWriter, error) {
+	c, err := newCaller(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &LLMSemanticWriter{c: c}, nil
+}
+
+// Facts asks the model; no episodes means no call and no facts.
+func (w *LLMSemanticWriter) Facts(ctx context.Context, episodes []vectorstore.Record, known []vectorstore.Record) ([]Fact, error) {
+	if len(episodes) == 0 {
+		return nil, nil
+	}
+	byID := make(map[string]vectorstore.Record, len(episodes))
+	data := struct {
+		Known    []string
+		Episodes []promptRecord
+	}{}
+	for _, k := range known {
+		data.Known = append(data.Known, recordText(k))
+	}
+	for _, ep := range episodes {
+		byID[ep.ID] = ep
+		data.Episodes = append(data.Episodes, viewRecord(ep))
+	}
+	var reply struct {
+		Facts []struct {
+			Fact      string `json:"fact"`
+			EpisodeID string `json:"episode_id"`
+		} `json:"facts"`
+	}
+	fallback, err := w.c.ask(ctx, semanticPrompt, data, &reply)
+	if err != nil {
+		return nil, err
+	}
+	if fallback {
+		return w.rules.Facts(ctx, episodes, known)
+	}
+	seen := knownFacts(known)
+	var out []Fact
+	for _, f := range reply.Facts {
+		ep, ok := byID[f.EpisodeID]
+		if !ok {
+			w.c.badReply(semanticPrompt, fmt.Errorf("%w: fact %q names unknown episode %q", errUnusable, f.Fact, f.EpisodeID))
+			return w.rules.Facts(ctx, episodes, known)
+		}
+		if n := normalizeText(f.Fact); n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, Fact{Fact: cleanStatement(f.Fact), SourceChatID: ep.ChatID, FirstSeen: ep.TS})
+		}
+	}
+	return out, nil
+}
+
+// LLMMerger merges with a model; on a bad reply the rule-based merge (which keeps
+// every distinct sentence of both) is the safe default.
+type LLMMerger struct {
+	c     llmCaller
+	rules RuleMerger
+}
+
+// NewLLMMerger returns a model-backed merger.
+func NewLLMMerger(cfg LLMConfig, logger *zap.Logger) (*LLMMerger, error) {
+	c, err := newCaller(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &LLMMerger{c: c}, nil
+}
+
+// Merge asks the model for the merged text.
+func (m *LLMMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
+	var reply struct {
+		Text string `json:"text"`
+	}
+	fallback, err := m.c.ask(ctx, mergePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)}, &reply)
+	if err != nil {
+		return "", err
+	}
+	if fallback || strings.TrimSpace(reply.Text) == "" {
+		return m.rules.Merge(ctx, a, b)
+	}
+	return strings.TrimSpace(reply.Text), nil
+}
+
+// LLMSeparator separates with a model; on a bad reply, or two rewrites that are
+// still equal, the rule-based time-and-chat prefixes are the safe default.
+type LLMSeparator struct {
+	c     llmCaller
+	rules RuleSeparator
+}
+
+// NewLLMSeparator returns a model-backed separator.
+func NewLLMSeparator(cfg LLMConfig, logger *zap.Logger) (*LLMSeparator, error) {
+	c, err := newCaller(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &LLMSeparator{c: c}, nil
+}
+
+// Separate asks the model for two distinct rewrites.
+func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (string, string, error) {
+	var reply struct {
+		A string `json:"a"`
+		B string `json:"b"`
+	}
+	fallback, err := s.c.ask(ctx, separatePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)}, &reply)
+	if err != nil {
+		return "", "", err
+	}
+	ta, tb := strings.TrimSpace(reply.A), strings.TrimSpace(reply.B)
+	if !fallback && normalizeText(ta) == normalizeText(tb) {
+		s.c.badReply(separatePrompt, fmt.Errorf("%w: both rewrites say the same", errUnusable))
+		fallback = true
+	}
+	if fallback {
+		return s.rules.Separate(ctx, a, b)
+	}
+	return ta, tb, nil
+}
+
+// LLMReconsolidator rewrites a recalled memory with a model; on a bad reply the
+// rule-based recall note is the safe default.
+type LLMReconsolidator struct {
+	c     llmCaller
+	rules RuleReconsolidator
+}
+
+// NewLLMReconsolidator returns a model-backed reconsolidator.
+func NewLLMReconsolidator(cfg LLMConfig, logger *zap.Logger) (*LLMReconsolidator, error) {
+	c, err := newCaller(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &LLMReconsolidator{c: c}, nil
+}
+
+// Reconsolidate asks the model for the rewritten text only: the caller keeps time,
+// chat and speaker.
+func (r *LLMReconsolidator) Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (string, error) {
+	var reply struct {
+		Text string `json:"text"`
+	}
+	data := struct {
+		Memory  promptRecord
+		Context string
+	}{viewRecord(m), newContext}
+	fallback, err := r.c.ask(ctx, reconsolidatePrompt, data, &reply)
+	if err != nil {
+		return "", err
+	}
+	if fallback || strings.TrimSpace(reply.Text) == "" {
+		return r.rules.Reconsolidate(ctx, m, newContext)
+	}
+	return strings.TrimSpace(reply.Text), nil
+}

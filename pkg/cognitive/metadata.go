@@ -1,0 +1,167 @@
+package cognitive
+
+import (
+	"slices"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// Metadata keys of episodic and semantic records (SPEC C1). The values are plain
+// JSON (strings, lists, objects) so they survive every store backend unchanged.
+const (
+	MetaContext       = "context"         // episodic: what the statement was for
+	MetaThing         = "thing"           // episodic: the statement; mirrors Record.Text
+	MetaTime          = "time"            // episodic: ISO 8601 (RFC 3339, UTC) of Record.TS
+	MetaChatID        = "chatid"          // episodic: mirrors Record.ChatID
+	MetaWho           = "who"             // episodic: mirrors Record.Who
+	MetaUpdates       = "updates"         // episodic: list of UpdateEntry objects, oldest first
+	MetaSourceChatIDs = "source_chat_ids" // episodic: every chat the memory came from
+	MetaMergedFromIDs = "merged_from_ids" // episodic: ids of every record merged into this one
+	// MetaSeparatedFromIDs lists the records this one was separated from; the
+	// planner does not pair them again, so repeated consolidation runs converge
+	// instead of rewriting the same pair each time.
+	MetaSeparatedFromIDs = "separated_from_ids"
+
+	MetaFact         = "fact"          // semantic: the fact sentence
+	MetaSourceChatID = "source_chatid" // semantic: chat of the episode the fact came from
+	MetaFirstSeen    = "first_seen"    // semantic: ISO 8601 time of that episode
+)
+
+// Keys of one entry of MetaUpdates.
+const (
+	UpdateTS           = "ts"
+	UpdateContext      = "context"
+	UpdatePreviousText = "previous_text"
+)
+
+// isoTime is the one time format written into metadata.
+func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// EpisodeMetadata is the episodic metadata (SPEC C1) of a new memory from ep said
+// in chat chatID.
+func EpisodeMetadata(ep Episode, chatID string) map[string]any {
+	return map[string]any{
+		MetaContext:       ep.Context,
+		MetaThing:         ep.Thing,
+		MetaTime:          isoTime(ep.Time),
+		MetaChatID:        chatID,
+		MetaWho:           ep.Who,
+		MetaUpdates:       []any{},
+		MetaSourceChatIDs: []any{chatID},
+		MetaMergedFromIDs: []any{},
+	}
+}
+
+// EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
+// vector. The id is deterministic from the source observation (its event id when
+// set, else chat, time and text), so a redelivered observation upserts the same
+// record instead of adding a duplicate.
+func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorstore.Record {
+	source := obs.EventID
+	if source == "" {
+		source = obs.ChatID + "\x00" + isoTime(obs.TS) + "\x00" + obs.Text
+	}
+	return vectorstore.Record{
+		ID:         vectorstore.DeterministicID("episodic", tenant, userID, source),
+		Tenant:     tenant,
+		UserID:     userID,
+		MemoryType: vectorstore.Episodic,
+		Text:       ep.Thing,
+		TS:         ep.Time,
+		ChatID:     obs.ChatID,
+		Who:        ep.Who,
+		Metadata:   EpisodeMetadata(ep, obs.ChatID),
+	}
+}
+
+// FactRecord builds the semantic record of f for (tenant, userID), without its
+// vector. The id is deterministic from the normalised fact, so the same fact found
+// twice (even by two consolidators at once) upserts one record (SPEC C8).
+func FactRecord(tenant, userID string, f Fact) vectorstore.Record {
+	return vectorstore.Record{
+		ID:         vectorstore.DeterministicID("semantic", tenant, userID, normalizeText(f.Fact)),
+		Tenant:     tenant,
+		UserID:     userID,
+		MemoryType: vectorstore.Semantic,
+		Text:       f.Fact,
+		TS:         f.FirstSeen,
+		ChatID:     f.SourceChatID,
+		Metadata: map[string]any{
+			MetaFact:         f.Fact,
+			MetaSourceChatID: f.SourceChatID,
+			MetaFirstSeen:    isoTime(f.FirstSeen),
+		},
+	}
+}
+
+// stringList reads a metadata list of strings, as written ([]string, []any) or
+// as decoded from JSON ([]any of string); other values give nil.
+func stringList(v any) []string {
+	switch l := v.(type) {
+	case []string:
+		return slices.Clone(l)
+	case []any:
+		out := make([]string, 0, len(l))
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// anyList reads a metadata list (e.g. updates) as a fresh []any; other values give
+// an empty list.
+func anyList(v any) []any {
+	switch l := v.(type) {
+	case []any:
+		return slices.Clone(l)
+	case []map[string]any:
+		out := make([]any, len(l))
+		for i, m := range l {
+			out[i] = m
+		}
+		return out
+	}
+	return []any{}
+}
+
+// toAnyList turns strings into a JSON-shaped list.
+func toAnyList(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+// union returns the sorted distinct non-empty strings of all lists.
+func union(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, s := range l {
+			if s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// recordText is the statement of a memory: its text, or its metadata thing/fact
+// when the text is empty.
+func recordText(r vectorstore.Record) string {
+	if r.Text != "" {
+		return r.Text
+	}
+	for _, k := range []string{MetaThing, MetaFact} {
+		if s, ok := r.Metadata[k].(string); ok && s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,116 @@
+package cognitive
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// RuleMerger is the offline merger: it keeps the more informative text and appends
+// the sentences of the other that add something.
+type RuleMerger struct{}
+
+// NewRuleMerger returns the offline merger.
+func NewRuleMerger() *RuleMerger { return &RuleMerger{} }
+
+// Merge keeps the text with more content words (then the longer one, then a's)
+// and appends each sentence of the other whose content words are not all in it
+// already, so no sentence is repeated and nothing new is lost.
+func (RuleMerger) Merge(_ context.Context, a, b vectorstore.Record) (string, error) {
+	primary, other := recordText(a), recordText(b)
+	pw, ow := words(primary), words(other)
+	if cw, co := contentWords(ow), contentWords(pw); cw > co || (cw == co && len(other) > len(primary)) {
+		primary, other, pw = other, primary, ow
+	}
+	have := make(map[string]bool, len(pw))
+	for _, w := range pw {
+		have[w] = true
+	}
+	parts := []string{strings.TrimSpace(primary)}
+	for _, s := range splitSentences(other) {
+		sw := words(s.text)
+		news := false
+		for _, w := range sw {
+			if !stopWords[w] && !have[w] {
+				news = true
+			}
+			have[w] = true
+		}
+		if !news {
+			continue
+		}
+		text := s.text
+		if s.question {
+			text += "?"
+		}
+		parts = append(parts, cleanStatement(text))
+	}
+	return strings.TrimSpace(strings.Join(parts, " ")), nil
+}
+
+// RuleSeparator is the offline separator: it prefixes each text with its own time
+// and chat ("On 2026-11-02 10:04 UTC in chat c1: ..."), so two similar memories
+// read as two distinct events. When time and chat coincide too, the memory id is
+// added. An earlier prefix is replaced, not stacked, so separating again is stable.
+type RuleSeparator struct{}
+
+// NewRuleSeparator returns the offline separator.
+func NewRuleSeparator() *RuleSeparator { return &RuleSeparator{} }
+
+// separatorPrefix matches a prefix the separator wrote before.
+var separatorPrefix = regexp.MustCompile(`^On \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC(?: in chat [^:]*?)?(?:, memory [^:]*)?: `)
+
+// Separate rewrites a and b with their own time and chat in front.
+func (RuleSeparator) Separate(_ context.Context, a, b vectorstore.Record) (string, string, error) {
+	pa, pb := situation(a), situation(b)
+	if pa == pb {
+		pa += ", memory " + a.ID
+		pb += ", memory " + b.ID
+	}
+	ta := pa + ": " + separatorPrefix.ReplaceAllString(recordText(a), "")
+	tb := pb + ": " + separatorPrefix.ReplaceAllString(recordText(b), "")
+	if ta == tb {
+		return "", "", fmt.Errorf("%w: cannot separate two memories with the same id, time, chat and text (id %q)", ErrInvalidInput, a.ID)
+	}
+	return ta, tb, nil
+}
+
+// situation is "On <time> in chat <chat>" for r.
+func situation(r vectorstore.Record) string {
+	s := "On " + r.TS.UTC().Format("2006-01-02 15:04") + " UTC"
+	if r.ChatID != "" {
+		s += " in chat " + strings.ReplaceAll(r.ChatID, ":", "")
+	}
+	return s
+}
+
+// RuleReconsolidator is the offline reconsolidator: the text becomes the original
+// statement plus "(recalled: <new context, shortened>)". A previous recall note is
+// replaced, so a memory recalled many times does not grow without bound.
+type RuleReconsolidator struct{}
+
+// NewRuleReconsolidator returns the offline reconsolidator.
+func NewRuleReconsolidator() *RuleReconsolidator { return &RuleReconsolidator{} }
+
+// recallNote matches the note a previous reconsolidation appended.
+var recallNote = regexp.MustCompile(`\s*\(recalled: [^()]*\)\s*$`)
+
+// maxRecallNote bounds the context quoted in a recall note.
+const maxRecallNote = 80
+
+// stripParens keeps the context from closing the note early.
+var stripParens = strings.NewReplacer("(", "", ")", "")
+
+// Reconsolidate returns m's statement with a note of newContext; an empty context
+// leaves the statement as it is.
+func (RuleReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, newContext string) (string, error) {
+	base := recallNote.ReplaceAllString(recordText(m), "")
+	note := shorten(stripParens.Replace(newContext), maxRecallNote)
+	if note == "" {
+		return base, nil
+	}
+	return base + " (recalled: " + note + ")", nil
+}

@@ -1,0 +1,145 @@
+package cognitive
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The text helpers below serve the rule-based processors: they are lexical on
+// purpose (no model), and their limits are those documented in doc.go.
+
+// foldQuotes maps typographic apostrophes to ASCII ones so "I’m" and "I'm" match.
+var foldQuotes = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u02bc", "'")
+
+// normalizeText is the comparison form of a statement: lower case, letters and
+// digits only, single spaces. Two statements that differ only in case,
+// punctuation or spacing normalise to the same string.
+func normalizeText(s string) string {
+	s = foldQuotes.Replace(strings.ToLower(s))
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			// "user's" and "users" should not collide with "user s"; dropping the
+			// apostrophe keeps the word whole.
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			space = false
+			b.WriteRune(r)
+		default:
+			space = true
+		}
+	}
+	return b.String()
+}
+
+// words splits s into lower-case word tokens; apostrophes inside a word are kept
+// ("i'm", "sister's") because the rules read contractions and possessives.
+func words(s string) []string {
+	s = foldQuotes.Replace(strings.ToLower(s))
+	f := strings.FieldsFunc(s, func(r rune) bool {
+		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'')
+	})
+	out := f[:0]
+	for _, w := range f {
+		if w = strings.Trim(w, "'"); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// sentence is one sentence of a message and whether it asks something.
+type sentence struct {
+	text     string // trimmed, without its final punctuation
+	question bool
+}
+
+// splitSentences cuts s at '.', '!', '?', ';' and line breaks when followed by
+// white space or the end (so "3.5" and "example.com" stay whole), and at a comma
+// that introduces a question ("I moved, what should I pack?").
+func splitSentences(s string) []sentence {
+	var out []sentence
+	emit := func(text string, question bool) {
+		text = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(text), ".!?;,:"))
+		if text != "" {
+			out = append(out, sentence{text: text, question: question})
+		}
+	}
+	start := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		next := i + size
+		atBoundary := next >= len(s) || s[next] == ' ' || s[next] == '\n' || s[next] == '\t'
+		switch {
+		case r == '\n':
+			emit(s[start:i], false)
+			start = next
+		case (r == '.' || r == '!' || r == '?' || r == ';') && atBoundary:
+			emit(s[start:next], r == '?')
+			start = next
+		case r == ',' && atBoundary && startsQuestion(s[next:]) && strings.ContainsRune(s[next:], '?'):
+			emit(s[start:i], false)
+			start = next
+		}
+		i = next
+	}
+	emit(s[start:], strings.HasSuffix(strings.TrimSpace(s[start:]), "?"))
+	return out
+}
+
+// questionWords open a question when they start a sentence.
+var questionWords = setOf("what", "what's", "how", "why", "when", "where", "who", "whom", "whose", "which",
+	"is", "are", "am", "was", "were", "can", "could", "do", "does", "did", "should", "would", "will", "shall",
+	"may", "might", "isn't", "aren't", "don't", "doesn't", "can't", "won't")
+
+// startsQuestion reports whether s opens with a question word.
+func startsQuestion(s string) bool {
+	w := words(s)
+	return len(w) > 0 && questionWords[w[0]]
+}
+
+// cleanStatement is the stored form of a statement: single spaces, first letter
+// upper case, one final period (or the question mark it had).
+func cleanStatement(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.TrimLeft(s, " ,:;-")
+	end := "."
+	if strings.HasSuffix(s, "?") {
+		end = "?"
+	}
+	s = strings.TrimRight(s, " .!?;,:")
+	if s == "" {
+		return ""
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[size:] + end
+}
+
+// shorten cuts s to at most n bytes at a word boundary, marking the cut with "…".
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := strings.LastIndexByte(s[:n], ' ')
+	if cut <= 0 {
+		cut = n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+	}
+	return strings.TrimRight(s[:cut], " ,;:") + "…"
+}
+
+func setOf(ws ...string) map[string]bool {
+	m := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		m[w] = true
+	}
+	return m
+}

@@ -1,0 +1,631 @@
+package docstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/markdown"
+)
+
+// Defaults of Config (SPEC A2, A7).
+const (
+	DefaultAutoLoadLines = 200
+	DefaultMaxLines      = 500
+	DefaultTargetLines   = 400
+)
+
+const (
+	// maxOverwriteAttempts bounds the copy-then-replace loop when the target keeps
+	// changing between the copy and the replace.
+	maxOverwriteAttempts = 20
+	// maxStampSeq bounds the suffixes tried for a backup or snapshot name within
+	// one second.
+	maxStampSeq = 1000
+)
+
+// Internal signals from Update callbacks; never returned to callers.
+var (
+	errUnchanged = errors.New("docstore: unchanged")
+	errStale     = errors.New("docstore: changed since read")
+	errExists    = errors.New("docstore: exists")
+)
+
+// Config configures a Store.
+type Config struct {
+	// AutoLoadLines is how many lines of MEMORY.md Head returns by default. Default 200.
+	AutoLoadLines int
+	// MaxLines is the size of MEMORY.md, in lines, above which the oldest entries are
+	// dropped. Default 500.
+	MaxLines int
+	// TargetLines is the size, in lines, that MEMORY.md is cut down to. Default 400.
+	TargetLines int
+	// Now is the clock for entry stamps, daily notes and backup names. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.AutoLoadLines == 0 {
+		c.AutoLoadLines = DefaultAutoLoadLines
+	}
+	if c.MaxLines == 0 {
+		c.MaxLines = DefaultMaxLines
+	}
+	if c.TargetLines == 0 {
+		c.TargetLines = min(DefaultTargetLines, c.MaxLines)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	switch {
+	case c.AutoLoadLines < 1:
+		return fmt.Errorf("docstore: AutoLoadLines %d must be positive", c.AutoLoadLines)
+	case c.MaxLines < 1:
+		return fmt.Errorf("docstore: MaxLines %d must be positive", c.MaxLines)
+	case c.TargetLines < 1 || c.TargetLines > c.MaxLines:
+		return fmt.Errorf("docstore: TargetLines %d must be between 1 and MaxLines (%d)", c.TargetLines, c.MaxLines)
+	case c.Now == nil:
+		return errors.New("docstore: Now is required")
+	}
+	return nil
+}
+
+// Store is the Markdown memory of every namespace, with all of its semantics
+// (routing, idempotent appends, capacity, backups, policy snapshots) implemented
+// once over any Backend.
+type Store struct {
+	cfg    Config
+	b      Backend
+	logger *zap.Logger
+}
+
+// New returns a Store over b.
+func New(cfg Config, b Backend, logger *zap.Logger) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, errors.New("docstore: nil Backend")
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Store{cfg: cfg, b: b, logger: logger.Named("docstore")}, nil
+}
+
+// AppendResult says what AppendEntries did.
+type AppendResult struct {
+	// Appended counts the entries written, by file name.
+	Appended map[string]int
+	// Skipped counts entries already present in their file (or twice in the call).
+	Skipped int
+	// Dropped counts old entries removed from MEMORY.md by the capacity bound.
+	Dropped int
+}
+
+// DailyNote is one day's note.
+type DailyNote struct {
+	Day     time.Time // midnight UTC
+	Name    string    // YYYYMM/YYYYMMDD.md
+	Content string
+}
+
+// Head returns the first n lines of MEMORY.md, AutoLoadLines when n <= 0 (SPEC A2).
+// A missing file gives "" and no error.
+func (s *Store) Head(ctx context.Context, ns Namespace, n int) (string, error) {
+	if n <= 0 {
+		n = s.cfg.AutoLoadLines
+	}
+	doc, _, err := s.read(ctx, ns, MemoryFile)
+	if err != nil {
+		return "", err
+	}
+	return markdown.Head(doc, n), nil
+}
+
+// ReadFile returns a file of the namespace; a missing one is an error wrapping
+// ErrNotFound.
+func (s *Store) ReadFile(ctx context.Context, ns Namespace, name string) ([]byte, error) {
+	if err := checkName(ns, name); err != nil {
+		return nil, err
+	}
+	return s.b.Read(ctx, ns, name)
+}
+
+// Files lists every file of the namespace, sorted.
+func (s *Store) Files(ctx context.Context, ns Namespace) ([]string, error) {
+	if err := ns.Validate(); err != nil {
+		return nil, err
+	}
+	return s.b.List(ctx, ns, "")
+}
+
+// AppendEntries appends entries to the files their categories route to (SPEC A4):
+// file_pattern to file_patterns.md, user_pref to user_prefs.md, the rest to
+// MEMORY.md, in one atomic update per file. An entry identical to one already in
+// its file is skipped, so a redelivered event adds nothing. MEMORY.md is then held
+// to its capacity (SPEC A7) within the same update.
+func (s *Store) AppendEntries(ctx context.Context, ns Namespace, entries []markdown.Entry) (AppendResult, error) {
+	res := AppendResult{Appended: make(map[string]int)}
+	if err := ns.Validate(); err != nil {
+		return res, err
+	}
+	byFile := make(map[string][]markdown.Entry)
+	for i, e := range entries {
+		if err := checkEntry(e); err != nil {
+			return res, fmt.Errorf("entry %d: %w", i, err)
+		}
+		file := RouteCategory(e.Category)
+		byFile[file] = append(byFile[file], e)
+	}
+	for _, file := range []string{MemoryFile, FilePatternsFile, UserPrefsFile} {
+		if len(byFile[file]) == 0 {
+			continue
+		}
+		var appended, skipped, dropped int
+		err := s.b.Update(ctx, ns, file, func(old []byte, _ bool) ([]byte, error) {
+			var doc string
+			doc, appended, skipped = appendNew(string(old), byFile[file])
+			dropped = 0
+			if appended == 0 {
+				return nil, errUnchanged
+			}
+			if file == MemoryFile {
+				doc, dropped = markdown.TrimToCapacity(doc, s.cfg.MaxLines, s.cfg.TargetLines)
+			}
+			return []byte(doc), nil
+		})
+		if err != nil && !errors.Is(err, errUnchanged) {
+			return res, s.failed(ns, file, fmt.Errorf("docstore: append to %s: %w", file, err))
+		}
+		if appended > 0 {
+			res.Appended[file] = appended
+		}
+		res.Skipped += skipped
+		res.Dropped += dropped
+		s.logger.Debug("appended entries", nsFields(ns, file, zap.Int("appended", appended), zap.Int("skipped", skipped))...)
+		if dropped > 0 {
+			s.logger.Info("capacity reached: dropped oldest entries", nsFields(ns, file,
+				zap.Int("dropped", dropped), zap.Int("max_lines", s.cfg.MaxLines), zap.Int("target_lines", s.cfg.TargetLines))...)
+		}
+	}
+	return res, nil
+}
+
+// RouteCategory is the file an entry of category c goes to (SPEC A4).
+func RouteCategory(c markdown.Category) string {
+	switch c {
+	case markdown.CategoryFilePattern:
+		return FilePatternsFile
+	case markdown.CategoryUserPref:
+		return UserPrefsFile
+	default:
+		return MemoryFile
+	}
+}
+
+// checkEntry rejects an entry that would not parse back as itself: it would be
+// invisible to readers and to the duplicate check.
+func checkEntry(e markdown.Entry) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidContent, err)
+	}
+	if strings.TrimSpace(e.Content) == "" {
+		return fmt.Errorf("%w: entry [%s] has no content", ErrInvalidContent, e.Category)
+	}
+	return nil
+}
+
+// appendNew appends to doc the entries not already in it, in order.
+func appendNew(doc string, entries []markdown.Entry) (string, int, int) {
+	present, _ := markdown.ParseEntries(doc)
+	seen := make(map[string]bool, len(present)+len(entries))
+	for _, e := range present {
+		seen[markdown.FormatEntry(e)] = true
+	}
+	var fresh []markdown.Entry
+	for _, e := range entries {
+		key := markdown.FormatEntry(e)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		fresh = append(fresh, e)
+	}
+	if len(fresh) == 0 {
+		return doc, 0, len(entries)
+	}
+	return markdown.AppendBlock(doc, markdown.FormatEntries(fresh)), len(fresh), len(entries) - len(fresh)
+}
+
+// AppendLongTerm appends "## YYYY-MM-DD" and content to MEMORY.md (SPEC A9); it
+// never rewrites what is there.
+func (s *Store) AppendLongTerm(ctx context.Context, ns Namespace, content string) error {
+	block := markdown.FormatLongTerm(s.now(), content)
+	return s.appendBlock(ctx, ns, MemoryFile, content, block)
+}
+
+// AppendToday appends content to today's daily note (SPEC A9) and returns its name.
+func (s *Store) AppendToday(ctx context.Context, ns Namespace, content string) (string, error) {
+	now := s.now()
+	name := markdown.DailyNoteName(now)
+	return name, s.appendBlock(ctx, ns, name, content, markdown.FormatDailyNote(now, content))
+}
+
+func (s *Store) appendBlock(ctx context.Context, ns Namespace, name, content, block string) error {
+	if err := checkName(ns, name); err != nil {
+		return err
+	}
+	if strings.TrimSpace(content) == "" {
+		return fmt.Errorf("%w: nothing to append to %s: content is empty", ErrInvalidContent, name)
+	}
+	err := s.b.Update(ctx, ns, name, func(old []byte, _ bool) ([]byte, error) {
+		return []byte(markdown.AppendBlock(string(old), block)), nil
+	})
+	if err != nil {
+		return s.failed(ns, name, fmt.Errorf("docstore: append to %s: %w", name, err))
+	}
+	return nil
+}
+
+// RecentDailyNotes returns the notes of the last days days, today included, newest
+// first; days without a note are left out.
+func (s *Store) RecentDailyNotes(ctx context.Context, ns Namespace, days int) ([]DailyNote, error) {
+	if err := ns.Validate(); err != nil {
+		return nil, err
+	}
+	if days <= 0 {
+		return nil, nil
+	}
+	now := s.now()
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	oldest := today.AddDate(0, 0, -(days - 1))
+	// One listing instead of a read per day: a wide window costs nothing extra.
+	names, err := s.b.List(ctx, ns, "")
+	if err != nil {
+		return nil, fmt.Errorf("docstore: list daily notes: %w", err)
+	}
+	var notes []DailyNote
+	for _, name := range names {
+		day, ok := markdown.ParseDailyNoteName(name)
+		if !ok || day.Before(oldest) || day.After(today) {
+			continue
+		}
+		data, err := s.b.Read(ctx, ns, name)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		notes = append(notes, DailyNote{Day: day, Name: name, Content: string(data)})
+	}
+	sort.Slice(notes, func(i, j int) bool { return notes[i].Day.After(notes[j].Day) })
+	return notes, nil
+}
+
+// Replace overwrites a Markdown file (MEMORY.md, a topic file or a daily note)
+// atomically, after a backup of its current content to
+// backups/YYYYMMDD_HHMMSS_<base name> (SPEC A8). It returns the backup's name, ""
+// when the file did not exist.
+func (s *Store) Replace(ctx context.Context, ns Namespace, name string, content []byte) (string, error) {
+	if err := checkName(ns, name); err != nil {
+		return "", err
+	}
+	if !replaceable(name) {
+		return "", fmt.Errorf("%w: %s cannot be replaced; only MEMORY.md, topic files and daily notes can", ErrInvalidPath, name)
+	}
+	backup, err := s.overwrite(ctx, ns, name, content, func(t time.Time, seq int) string { return backupName(t, seq, name) }, nil)
+	if err != nil {
+		return backup, s.failed(ns, name, fmt.Errorf("docstore: replace %s: %w", name, err))
+	}
+	s.logger.Info("replaced file", nsFields(ns, name, zap.String("backup", backup))...)
+	return backup, nil
+}
+
+// Backups lists the namespace's backups, oldest first.
+func (s *Store) Backups(ctx context.Context, ns Namespace) ([]string, error) {
+	return s.stamped(ctx, ns, BackupsDir, parseBackupName)
+}
+
+// Restore puts a backup's content back in place of the file it was taken of; the
+// current content is backed up first. backup is a name from Backups, with or
+// without the "backups/" prefix.
+func (s *Store) Restore(ctx context.Context, ns Namespace, backup string) error {
+	backup = inDir(BackupsDir, backup)
+	if err := checkName(ns, backup); err != nil {
+		return err
+	}
+	sn, ok := parseBackupName(backup)
+	if !ok {
+		return fmt.Errorf("%w: %s is not a backup", ErrInvalidPath, backup)
+	}
+	data, err := s.b.Read(ctx, ns, backup)
+	if err != nil {
+		return fmt.Errorf("docstore: restore %s: %w", backup, err)
+	}
+	if _, err := s.Replace(ctx, ns, sn.Target, data); err != nil {
+		return err
+	}
+	s.logger.Info("restored backup", nsFields(ns, sn.Target, zap.String("from", backup))...)
+	return nil
+}
+
+// EnforceCapacity cuts MEMORY.md to TargetLines when it exceeds MaxLines (SPEC A7)
+// and returns how many entries were dropped.
+func (s *Store) EnforceCapacity(ctx context.Context, ns Namespace) (int, error) {
+	if err := ns.Validate(); err != nil {
+		return 0, err
+	}
+	var dropped int
+	err := s.b.Update(ctx, ns, MemoryFile, func(old []byte, exists bool) ([]byte, error) {
+		var doc string
+		doc, dropped = markdown.TrimToCapacity(string(old), s.cfg.MaxLines, s.cfg.TargetLines)
+		if !exists || dropped == 0 {
+			return nil, errUnchanged
+		}
+		return []byte(doc), nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.failed(ns, MemoryFile, fmt.Errorf("docstore: enforce capacity: %w", err))
+	}
+	s.logger.Info("capacity reached: dropped oldest entries", nsFields(ns, MemoryFile,
+		zap.Int("dropped", dropped), zap.Int("max_lines", s.cfg.MaxLines), zap.Int("target_lines", s.cfg.TargetLines))...)
+	return dropped, nil
+}
+
+// PolicyOverrides returns policy_overrides.json; ok is false when there is none.
+func (s *Store) PolicyOverrides(ctx context.Context, ns Namespace) ([]byte, bool, error) {
+	doc, ok, err := s.read(ctx, ns, PolicyOverridesFile)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return []byte(doc), true, nil
+}
+
+// SetPolicyOverrides writes policy_overrides.json after saving the current overrides
+// ("{}" when there are none) to policy_snapshots/YYYYMMDD_HHMMSS.json (SPEC B5), and
+// returns the snapshot's name. data must be a JSON object.
+func (s *Store) SetPolicyOverrides(ctx context.Context, ns Namespace, data []byte) (string, error) {
+	if err := ns.Validate(); err != nil {
+		return "", err
+	}
+	if err := checkJSONObject(data); err != nil {
+		return "", err
+	}
+	snapshot, err := s.overwrite(ctx, ns, PolicyOverridesFile, data, snapshotName, []byte("{}\n"))
+	if err != nil {
+		return snapshot, s.failed(ns, PolicyOverridesFile, fmt.Errorf("docstore: set policy overrides: %w", err))
+	}
+	s.logger.Info("policy overrides written", nsFields(ns, PolicyOverridesFile, zap.String("snapshot", snapshot))...)
+	return snapshot, nil
+}
+
+// DeletePolicyOverrides removes policy_overrides.json, so the configured policy
+// applies again (SPEC B1). The overrides are snapshotted first, so that this too
+// can be rolled back.
+func (s *Store) DeletePolicyOverrides(ctx context.Context, ns Namespace) error {
+	cur, ok, err := s.PolicyOverrides(ctx, ns)
+	if err != nil || !ok {
+		return err
+	}
+	snapshot, err := s.createUnique(ctx, ns, snapshotName, cur)
+	if err == nil {
+		err = s.b.Delete(ctx, ns, PolicyOverridesFile)
+	}
+	if err != nil {
+		return s.failed(ns, PolicyOverridesFile, fmt.Errorf("docstore: delete policy overrides: %w", err))
+	}
+	s.logger.Info("policy overrides deleted", nsFields(ns, PolicyOverridesFile, zap.String("snapshot", snapshot))...)
+	return nil
+}
+
+// PolicySnapshots lists the namespace's policy snapshots, oldest first.
+func (s *Store) PolicySnapshots(ctx context.Context, ns Namespace) ([]string, error) {
+	return s.stamped(ctx, ns, PolicySnapshotsDir, parseSnapshotName)
+}
+
+// RestorePolicySnapshot makes a snapshot the current overrides (the rollback of
+// SPEC B5); the current overrides are snapshotted first. name is a name from
+// PolicySnapshots, with or without the "policy_snapshots/" prefix.
+func (s *Store) RestorePolicySnapshot(ctx context.Context, ns Namespace, name string) error {
+	name = inDir(PolicySnapshotsDir, name)
+	if err := checkName(ns, name); err != nil {
+		return err
+	}
+	if !isSnapshot(name) {
+		return fmt.Errorf("%w: %s is not a policy snapshot", ErrInvalidPath, name)
+	}
+	data, err := s.b.Read(ctx, ns, name)
+	if err != nil {
+		return fmt.Errorf("docstore: restore %s: %w", name, err)
+	}
+	if _, err := s.SetPolicyOverrides(ctx, ns, data); err != nil {
+		return fmt.Errorf("docstore: restore %s: %w", name, err)
+	}
+	return nil
+}
+
+// LastLongTermCompress returns the time stamped by SetLastLongTermCompress (SPEC
+// B4); ok is false when there is none.
+func (s *Store) LastLongTermCompress(ctx context.Context, ns Namespace) (time.Time, bool, error) {
+	doc, ok, err := s.read(ctx, ns, LastCompressFile)
+	if err != nil || !ok {
+		return time.Time{}, false, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(doc))
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("%w: %s: %w", ErrInvalidContent, LastCompressFile, err)
+	}
+	return t, true, nil
+}
+
+// SetLastLongTermCompress stamps t into .last_longterm_compress.
+func (s *Store) SetLastLongTermCompress(ctx context.Context, ns Namespace, t time.Time) error {
+	if err := ns.Validate(); err != nil {
+		return err
+	}
+	if err := s.b.Put(ctx, ns, LastCompressFile, []byte(t.UTC().Format(time.RFC3339Nano)+"\n")); err != nil {
+		return s.failed(ns, LastCompressFile, fmt.Errorf("docstore: stamp long-term compression: %w", err))
+	}
+	return nil
+}
+
+// overwrite replaces target with content after copying its current content to a
+// fresh name from copyName (or ifMissing when target does not exist; nothing when
+// that is nil too). If target changes between the copy and the replace, the copy
+// would not hold what is overwritten, so the step repeats: the copy made last
+// always holds exactly the content that was replaced.
+func (s *Store) overwrite(ctx context.Context, ns Namespace, target string, content []byte,
+	copyName func(time.Time, int) string, ifMissing []byte) (string, error) {
+	for range maxOverwriteAttempts {
+		cur, err := s.b.Read(ctx, ns, target)
+		exists := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return "", err
+		}
+		copyData, doCopy := cur, exists
+		if !exists && ifMissing != nil {
+			copyData, doCopy = ifMissing, true
+		}
+		var copied string
+		if doCopy {
+			if copied, err = s.createUnique(ctx, ns, copyName, copyData); err != nil {
+				return "", err
+			}
+		}
+		err = s.b.Update(ctx, ns, target, func(old []byte, ok bool) ([]byte, error) {
+			if ok != exists || !bytes.Equal(old, cur) {
+				return nil, errStale
+			}
+			return content, nil
+		})
+		if !errors.Is(err, errStale) {
+			return copied, err
+		}
+	}
+	return "", fmt.Errorf("%w: %s changed during %d backup-and-replace attempts", ErrConflict, target, maxOverwriteAttempts)
+}
+
+// createUnique writes data under the first name from nameFor(now, seq), seq = 0, 1,
+// …, that does not exist yet; the existence check and the write are one atomic
+// update, so concurrent writers never share a name.
+func (s *Store) createUnique(ctx context.Context, ns Namespace, nameFor func(time.Time, int) string, data []byte) (string, error) {
+	now := s.now()
+	for seq := range maxStampSeq {
+		name := nameFor(now, seq)
+		err := s.b.Update(ctx, ns, name, func(_ []byte, exists bool) ([]byte, error) {
+			if exists {
+				return nil, errExists
+			}
+			return data, nil
+		})
+		if !errors.Is(err, errExists) {
+			return name, err
+		}
+	}
+	return "", fmt.Errorf("%w: %d copies already taken at %s", ErrConflict, maxStampSeq, now.Format(stampLayout))
+}
+
+// stamped lists dir's backup or snapshot names, oldest first.
+func (s *Store) stamped(ctx context.Context, ns Namespace, dir string, parse func(string) (stampedName, bool)) ([]string, error) {
+	if err := ns.Validate(); err != nil {
+		return nil, err
+	}
+	names, err := s.b.List(ctx, ns, dir)
+	if err != nil {
+		return nil, err
+	}
+	var parsed []stampedName
+	for _, name := range names {
+		if sn, ok := parse(name); ok {
+			parsed = append(parsed, sn)
+		}
+	}
+	sort.Slice(parsed, func(i, j int) bool {
+		a, b := parsed[i], parsed[j]
+		if !a.Time.Equal(b.Time) {
+			return a.Time.Before(b.Time)
+		}
+		if a.Seq != b.Seq {
+			return a.Seq < b.Seq
+		}
+		return a.Name < b.Name
+	})
+	out := make([]string, len(parsed))
+	for i, sn := range parsed {
+		out[i] = sn.Name
+	}
+	return out, nil
+}
+
+// read returns a file's content; ok is false, with no error, when it is missing.
+func (s *Store) read(ctx context.Context, ns Namespace, name string) (string, bool, error) {
+	if err := checkName(ns, name); err != nil {
+		return "", false, err
+	}
+	data, err := s.b.Read(ctx, ns, name)
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(data), true, nil
+}
+
+func (s *Store) now() time.Time { return s.cfg.Now().UTC() }
+
+// failed logs a failed write once, here, and returns err for the caller to handle
+// (SPEC A8: a write failure is logged and does not stop the worker).
+func (s *Store) failed(ns Namespace, name string, err error) error {
+	if !errors.Is(err, context.Canceled) {
+		s.logger.Error("write failed", nsFields(ns, name, zap.Error(err))...)
+	}
+	return err
+}
+
+func nsFields(ns Namespace, name string, extra ...zap.Field) []zap.Field {
+	return append([]zap.Field{zap.String("tenant", ns.Tenant), zap.String("user", ns.User), zap.String("file", name)}, extra...)
+}
+
+func checkName(ns Namespace, name string) error {
+	if err := ns.Validate(); err != nil {
+		return err
+	}
+	return ValidateName(name)
+}
+
+// inDir accepts a bare base name for a file that only lives in dir.
+func inDir(dir, name string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	return dir + "/" + name
+}
+
+func checkJSONObject(data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return fmt.Errorf("%w: policy overrides must be a JSON object: %w", ErrInvalidContent, err)
+	}
+	if obj == nil {
+		return fmt.Errorf("%w: policy overrides must be a JSON object, not null", ErrInvalidContent)
+	}
+	return nil
+}

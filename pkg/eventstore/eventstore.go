@@ -1,0 +1,270 @@
+// Package eventstore reads and writes agent events on the AGENTMEM JetStream stream:
+// the stream itself is the event store (SPEC D2). Nothing is copied elsewhere, so any
+// worker can be replayed from the stream at any point in time.
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+)
+
+// ErrNotFound is returned when an event does not exist in the stream.
+var ErrNotFound = errors.New("eventstore: event not found")
+
+// Config configures a Store.
+type Config struct {
+	// Stream is the JetStream stream holding mem.> (default "AGENTMEM").
+	Stream string
+}
+
+func (c *Config) setDefaults() {
+	if c.Stream == "" {
+		c.Stream = "AGENTMEM"
+	}
+}
+
+// Store is the event store on one JetStream stream.
+type Store struct {
+	js     jetstream.JetStream
+	stream string
+	logger *zap.Logger
+}
+
+// Stored is one event as kept in the stream.
+type Stored struct {
+	Seq      uint64
+	Subject  string
+	Time     time.Time // when the stream stored it
+	Envelope events.Envelope
+}
+
+// New returns a Store on cfg.Stream, which must already be provisioned.
+func New(cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error) {
+	cfg.setDefaults()
+	if js == nil {
+		return nil, errors.New("eventstore: nil JetStream context")
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Store{js: js, stream: cfg.Stream, logger: logger}, nil
+}
+
+// Save validates env and publishes it on its subject with Nats-Msg-Id = env.ID, so a
+// repeated Save within the stream's duplicate window is stored once.
+func (s *Store) Save(ctx context.Context, env events.Envelope) (uint64, error) {
+	if err := env.Validate(); err != nil {
+		return 0, fmt.Errorf("eventstore: save: %w", err)
+	}
+	subject, err := env.Subject()
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: save: %w", err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: save: %w", err)
+	}
+	ack, err := s.js.Publish(ctx, subject, data, jetstream.WithMsgID(env.ID))
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: save %s on %s: %w", env.ID, subject, err)
+	}
+	return ack.Sequence, nil
+}
+
+// ListSession returns the session's observations in stream order, skipping the first
+// offset and returning at most limit (limit <= 0: all). Messages on the subject that do
+// not decode are skipped and logged: ingest has dead-lettered them already.
+func (s *Store) ListSession(ctx context.Context, tenant, user, session string, offset, limit int) ([]Stored, error) {
+	subject, err := events.ObservationSubject(tenant, user, session)
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: list session: %w", err)
+	}
+	var out []Stored
+	skipped := 0
+	err = s.scanSubject(ctx, subject, func(st Stored) bool {
+		if skipped < offset {
+			skipped++
+			return true
+		}
+		out = append(out, st)
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
+}
+
+// Get returns one observation of a session by its event id.
+func (s *Store) Get(ctx context.Context, tenant, user, session, eventID string) (Stored, error) {
+	subject, err := events.ObservationSubject(tenant, user, session)
+	if err != nil {
+		return Stored{}, fmt.Errorf("eventstore: get: %w", err)
+	}
+	var found *Stored
+	err = s.scanSubject(ctx, subject, func(st Stored) bool {
+		if st.Envelope.ID == eventID {
+			found = &st
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return Stored{}, err
+	}
+	if found == nil {
+		return Stored{}, fmt.Errorf("%w: %s in session %s", ErrNotFound, eventID, session)
+	}
+	return *found, nil
+}
+
+// ListRange returns the user's observations (all sessions) stored in [from, to), in
+// stream order, at most limit (limit <= 0: all).
+func (s *Store) ListRange(ctx context.Context, tenant, user string, from, to time.Time, limit int) ([]Stored, error) {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return nil, fmt.Errorf("eventstore: list range: %w", err)
+	}
+	if err := events.ValidateID("user", user); err != nil {
+		return nil, fmt.Errorf("eventstore: list range: %w", err)
+	}
+	filter := "mem." + tenant + ".obs." + user + ".*"
+	pending, err := s.count(ctx, filter)
+	if err != nil || pending == 0 {
+		return nil, err
+	}
+	start := from
+	cons, err := s.js.OrderedConsumer(ctx, s.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &start,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: list range: %w", err)
+	}
+	var out []Stored
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return out, fmt.Errorf("eventstore: list range: %w", err)
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			meta, err := msg.Metadata()
+			if err != nil {
+				return out, fmt.Errorf("eventstore: list range: %w", err)
+			}
+			if !to.IsZero() && !meta.Timestamp.Before(to) {
+				return out, nil
+			}
+			if st, ok := s.decode(msg.Subject(), meta.Sequence.Stream, meta.Timestamp, msg.Data()); ok {
+				out = append(out, st)
+			}
+			if meta.NumPending == 0 || (limit > 0 && len(out) >= limit) {
+				return out, nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return out, fmt.Errorf("eventstore: list range: %w", err)
+		}
+		if got == 0 {
+			return out, nil // nothing stored at or after from
+		}
+	}
+}
+
+// CountSession returns how many observations the session has in the stream.
+func (s *Store) CountSession(ctx context.Context, tenant, user, session string) (int, error) {
+	subject, err := events.ObservationSubject(tenant, user, session)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: count session: %w", err)
+	}
+	n, err := s.count(ctx, subject)
+	return int(n), err
+}
+
+// DeleteSession purges the session's observations and its session_ended events and
+// returns how many messages were removed.
+func (s *Store) DeleteSession(ctx context.Context, tenant, user, session string) (int, error) {
+	obs, err := events.ObservationSubject(tenant, user, session)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: delete session: %w", err)
+	}
+	ended, err := events.EndedSubject(tenant, user, session)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: delete session: %w", err)
+	}
+	stream, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: delete session: %w", err)
+	}
+	total := 0
+	for _, subject := range []string{obs, ended} {
+		n, err := s.count(ctx, subject)
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			continue
+		}
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			return total, fmt.Errorf("eventstore: purge %s: %w", subject, err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
+// scanSubject walks the messages on one literal subject in stream order with direct
+// "next message for subject" gets, which cost one request per message and no consumer.
+func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stored) bool) error {
+	stream, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
+	}
+	for seq := uint64(1); ; {
+		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("eventstore: read %s at %d: %w", subject, seq, err)
+		}
+		seq = raw.Sequence + 1
+		st, ok := s.decode(raw.Subject, raw.Sequence, raw.Time, raw.Data)
+		if ok && !visit(st) {
+			return nil
+		}
+	}
+}
+
+func (s *Store) decode(subject string, seq uint64, ts time.Time, data []byte) (Stored, bool) {
+	env, err := events.Decode(data)
+	if err != nil {
+		s.logger.Debug("skipping undecodable event in stream", zap.String("subject", subject), zap.Uint64("seq", seq), zap.Error(err))
+		return Stored{}, false
+	}
+	return Stored{Seq: seq, Subject: subject, Time: ts, Envelope: env}, true
+}
+
+func (s *Store) count(ctx context.Context, filter string) (uint64, error) {
+	stream, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: stream info %s: %w", filter, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}

@@ -1,0 +1,107 @@
+package extract
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/agentmem/agentmem/pkg/markdown"
+)
+
+// A preference is recognised by a strong marker alone, or by a weak marker together
+// with a topic word (charts, formats, answers, ...): "I like line charts" is a
+// preference, "I like it" is chit-chat. Each strong pattern captures the object of
+// the preference, which must name something (see meaningful).
+var (
+	strongPrefRes = []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\bI(?:'d| would)?\s+(?:really\s+|much\s+|generally\s+|usually\s+|always\s+)?prefer\b(.*)`),
+		regexp.MustCompile(`(?i)\bI(?:'d| would)\s+rather\b(.*)`),
+		regexp.MustCompile(`(?i)\bI\s+(?:like|love|find)\b(.+)\b(?:better|more)\b`),
+		regexp.MustCompile(`(?i)\b(?:please\s+always|from now on|going forward|in (?:the )?future|by default|every time)\b(.*)`),
+		regexp.MustCompile(`(?i)^(?:please\s+)?always\b(.*)`),
+		regexp.MustCompile(`(?i)\buse\s+((?:the\s+|a\s+|an\s+)?[^.;!?]{1,40}?)\s+format\b`),
+		regexp.MustCompile(`(?i)\bformat\s+((?:all\s+|the\s+)?(?:dates?|numbers?|amounts?|prices?|totals?|values?|percentages?|currency|times?)\s+(?:as|like|in|with)\b.*)`),
+		regexp.MustCompile(`(?i)\bI\s+(?:want|need|'d like|would like)\s+((?:all\s+|the\s+|my\s+)?(?:charts?|graphs?|plots?|tables?|numbers?|dates?|answers?|responses?|replies|output|results?|reports?|summaries|amounts?|values?|totals?|percentages?)\s+(?:as|in|to be|to use|with|without|formatted|sorted|rounded)\b.*)`),
+		regexp.MustCompile(`(?i)^(?:please\s+)?(?:don't|do not|never|avoid|stop)\s+((?:use|using|show|showing|add|adding|include|including|give|giving|put|putting|write|writing|make|making|round|rounding)\b.*)`),
+		regexp.MustCompile(`(?i)^(?:please\s+)?(?:keep|make)\s+((?:your\s+|the\s+|all\s+)?(?:answers?|responses?|replies|explanations?|summaries|output|messages?)\s+(?:short|brief|concise|simple|minimal|clear|to the point|under|below)\b.*)`),
+		regexp.MustCompile(`(?i)\b(?:be|stay)\s+((?:concise|brief|short|terse)\b.*)`),
+		regexp.MustCompile(`(?i)^(?:please\s+)?(?:answer|respond|reply|write|talk)\s+(?:to me\s+)?in\s+(\S.*)`),
+		regexp.MustCompile(`(?i)\bno\s+((?:emojis?|emoticons|jargon|small talk|fluff|preamble|apologies)\b.*)`),
+		regexp.MustCompile(`(?i)^(?:please\s+)?(?:skip|drop|omit)\s+(the\s+(?:explanations?|intro|introduction|preamble|pleasantries|small talk)\b.*)`),
+		regexp.MustCompile(`(?i)\b((?:short|brief|concise)\s+(?:answers?|responses?|replies))\s+please\b`),
+	}
+	// weakPrefRe is a preference only about a topic word.
+	weakPrefRe = regexp.MustCompile(`(?i)\bI\s+(?:really\s+)?(?:like|love|hate|dislike|don't like|do not like|don't want|do not want|always|usually|normally|typically|mostly)\b|\bmy\s+(?:favou?rite|preferred|usual|default)\b|\b(?:favou?rite|preferred)\b`)
+	topicRe    = regexp.MustCompile(`(?i)\b(?:charts?|graphs?|plots?|formats?|formatting|tables?|decimals?|dates?|numbers?|bullets?|bullet points|answers?|responses?|replies|summar(?:y|ies)|fonts?|colou?rs?|styles?|layouts?|currency|sheets?|columns?|formulas?|output|themes?|language|emojis?|dark mode|light mode|separators?|percentages?|pivot tables?|markdown|json|spreadsheets?|code|python|vba|functions?|vlookup|xlookup|index/match)\b`)
+	// chartStyleRe with a marker of habit: "bar charts are my default".
+	chartStyleRe  = regexp.MustCompile(`(?i)\b(?:bar|line|pie|scatter|area|column|stacked|donut|doughnut)\s+(?:charts?|graphs?|plots?)\b`)
+	habitMarkerRe = regexp.MustCompile(`(?i)\b(?:prefer|preferred|like|love|hate|favou?rite|always|usually|default|rather|better|never|instead)\b`)
+	// formatSpecRe with an imperative: "show dates as DD/MM/YYYY", "use two decimal places".
+	formatSpecRe = regexp.MustCompile(`(?i)\b(?:YYYY|DD|MM)[-/.](?:MM|DD|YYYY)(?:[-/.](?:YYYY|DD|MM))?\b|\bISO(?:[- ]?8601)?\b|\bdecimal\s+(?:places|points|comma|point|separator)\b|\bthousands?\s+separators?\b|\b(?:\d+|one|two|three)\s+decimals?\b`)
+	imperativeRe = regexp.MustCompile(`(?i)^(?:please\s+)?(?:use|show|format|write|display|give|keep|put|round|present|print)\b`)
+)
+
+// isPreference reports whether a (filler-stripped) sentence states a preference.
+func isPreference(s string) bool {
+	if isQuestion(s) {
+		return false
+	}
+	for _, re := range strongPrefRes {
+		if m := re.FindStringSubmatch(s); m != nil && meaningful(m[1]) {
+			return true
+		}
+	}
+	switch {
+	case weakPrefRe.MatchString(s) && topicRe.MatchString(s):
+		return true
+	case chartStyleRe.MatchString(s) && habitMarkerRe.MatchString(s):
+		return true
+	case formatSpecRe.MatchString(s) && (imperativeRe.MatchString(s) || habitMarkerRe.MatchString(s)):
+		return true
+	}
+	return false
+}
+
+// Explicit requests to remember. rememberRe must start the sentence ("I don't
+// remember the formula" is no request); "please remember" may stand anywhere.
+var (
+	rememberRe       = regexp.MustCompile(`(?i)^(?:please\s+)?(?:(?:do\s+)?remember|don'?t\s+forget|do\s+not\s+forget|never\s+forget|keep\s+in\s+mind|for\s+future\s+reference)\b(?:\s+that\b)?\s*[:,\-–—]?\s*(.*)$`)
+	pleaseRememberRe = regexp.MustCompile(`(?i)\bplease\s+remember\b(?:\s+that\b)?\s*[:,\-–—]?\s*(.*)$`)
+	noteThatRe       = regexp.MustCompile(`(?i)^(?:please\s+)?note(?:\s+that|\s*:)\s+((?:I|I'm|I've|I'd|my|we|we're|our)\b.*)$`)
+	rememberThisRe   = regexp.MustCompile(`(?i)^(?:this|the following)\s*[:,\-–—]\s*`)
+)
+
+// remembered returns the text an explicit "remember" statement asks to keep. A
+// question is no statement ("Remember the file I sent?"), except a polite request
+// ("Could you please remember that ...?").
+func remembered(s string) (string, bool) {
+	res := []*regexp.Regexp{pleaseRememberRe}
+	if !isQuestion(s) {
+		res = append(res, rememberRe, noteThatRe)
+	}
+	for _, re := range res {
+		if m := re.FindStringSubmatch(s); m != nil {
+			text := strings.TrimRight(strings.TrimSpace(rememberThisRe.ReplaceAllString(m[1], "")), "? ")
+			return text, meaningful(text)
+		}
+	}
+	return "", false
+}
+
+// observeStatement records a preference or "remember" statement made in a sentence
+// of a user message. Remembered text is filed under the more specific category when
+// it is a preference; when it describes a file the file rule has it already.
+func (s *session) observeStatement(sent string) {
+	sent = stripFiller(sent)
+	if what, ok := remembered(sent); ok {
+		switch {
+		case isPreference(what):
+			s.add(markdown.CategoryUserPref, tidy(what))
+		case len(fileFactsIn(what)) == 0:
+			s.add(markdown.CategoryGeneral, tidy(what))
+		}
+		return
+	}
+	if isPreference(sent) {
+		s.add(markdown.CategoryUserPref, tidy(sent))
+	}
+}

@@ -1,0 +1,230 @@
+// Package pipeline is the runtime every stream worker (ingest, extractor,
+// consolidator) shares: a durable JetStream consumer read through a Watermill Router
+// with the project's middleware, dead letters for what cannot be processed, a watcher
+// for messages that exhausted their deliveries, metrics and structured logs. A worker
+// supplies only a Handler for decoded, validated events.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/obs"
+)
+
+// ErrInvalidConfig is returned for a Config that cannot work.
+var ErrInvalidConfig = errors.New("pipeline: invalid config")
+
+// Handler processes one event that decoded and validated and arrived on the subject
+// its ids belong on. Returning an error retries it (then dead-letters it); wrap input
+// that can never succeed with bus.Permanent to dead-letter it at once. Handlers must
+// be idempotent: JetStream delivers at least once.
+type Handler func(ctx context.Context, env events.Envelope) error
+
+// Dialer opens a new NATS connection named for its use; the worker closes it.
+type Dialer func(name string) (*nats.Conn, error)
+
+// Config configures a Worker.
+type Config struct {
+	// Worker names the worker ("ingest"): logs, metrics and memdlq.<Worker>. Required.
+	Worker string
+	// Stream holding the events; default bus.DefaultStream.
+	Stream string
+	// Consumer is the worker's durable (see bus.WorkerConsumer). Required.
+	Consumer bus.ConsumerSpec
+	// Concurrency is how many messages one replica handles at once; default 4.
+	Concurrency int
+	// Router configures retries and timeouts; its Worker is set from Worker.
+	Router bus.RouterConfig
+	// Dial opens the worker's connections: one for consuming, one for dead letters
+	// (a publisher must not share a Watermill subscriber's connection). Required.
+	Dial Dialer
+	// Registry receives the worker's metrics; nil disables them.
+	Metrics *obs.Metrics
+}
+
+func (c *Config) setDefaults() {
+	if c.Stream == "" {
+		c.Stream = bus.DefaultStream
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 4
+	}
+	c.Router.Worker = c.Worker
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	if err := events.ValidateID("worker", c.Worker); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := c.Consumer.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if c.Dial == nil {
+		return fmt.Errorf("%w: %s: Dial is nil", ErrInvalidConfig, c.Worker)
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("%w: %s: Concurrency %d is negative", ErrInvalidConfig, c.Worker, c.Concurrency)
+	}
+	return nil
+}
+
+// Worker runs one Handler over one durable consumer.
+type Worker struct {
+	cfg     Config
+	handle  Handler
+	logger  *zap.Logger
+	running chan struct{}
+	once    sync.Once
+}
+
+// New returns a Worker; nothing connects before Run.
+func New(cfg Config, handle Handler, logger *zap.Logger) (*Worker, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if handle == nil {
+		return nil, fmt.Errorf("%w: %s: nil handler", ErrInvalidConfig, cfg.Worker)
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Worker{cfg: cfg, handle: handle, logger: logger.With(obs.Worker(cfg.Worker)), running: make(chan struct{})}, nil
+}
+
+// Running is closed once the worker consumes.
+func (w *Worker) Running() <-chan struct{} { return w.running }
+
+// Ready reports whether the worker is consuming, for /readyz.
+func (w *Worker) Ready(context.Context) error {
+	select {
+	case <-w.running:
+		return nil
+	default:
+		return fmt.Errorf("%s is not consuming yet", w.cfg.Worker)
+	}
+}
+
+// Run consumes until ctx ends, then stops pulling and lets the messages in flight
+// finish (bounded by the router's CloseTimeout) before it returns. A message not
+// finished by then is not acked and is redelivered to a replica.
+func (w *Worker) Run(ctx context.Context) error {
+	subConn, err := w.cfg.Dial("agentmem-" + w.cfg.Worker)
+	if err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	defer subConn.Close()
+	dlqConn, err := w.cfg.Dial("agentmem-" + w.cfg.Worker + "-dlq")
+	if err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	defer dlqConn.Close()
+
+	js, err := jetstream.New(subConn)
+	if err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	if _, err := bus.ProvisionConsumer(ctx, js, w.cfg.Stream, w.cfg.Consumer); err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	stopWatch, err := bus.WatchMaxDeliveries(ctx, subConn, js, w.cfg.Stream, w.cfg.Consumer, w.cfg.Worker, w.logger)
+	if err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	defer stopWatch()
+
+	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: subConn, Stream: w.cfg.Stream, Consumer: w.cfg.Consumer, Concurrency: w.cfg.Concurrency}, w.logger)
+	if err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	defer func() { _ = sub.Close() }()
+	dlqPub, err := bus.NewPublisher(bus.PublisherConfig{Conn: dlqConn}, w.logger)
+	if err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	router, err := bus.NewRouter(w.cfg.Router, countingPublisher{dlqPub, w.cfg.Metrics}, w.logger)
+	if err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	router.AddConsumerHandler(w.cfg.Worker, w.cfg.Consumer.Durable, sub, w.consume)
+	go func() {
+		select {
+		case <-router.Running():
+			w.once.Do(func() { close(w.running) })
+			w.logger.Info("worker consuming", zap.String("consumer", w.cfg.Consumer.Durable))
+		case <-ctx.Done():
+		}
+	}()
+	if err := router.Run(ctx); err != nil {
+		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	return nil
+}
+
+// consume decodes and checks one message and hands it to the Handler. Anything
+// malformed is a permanent error: retrying bytes cannot fix them.
+func (w *Worker) consume(msg *message.Message) error {
+	start := time.Now()
+	subject := msg.Metadata.Get(bus.MetaSubject)
+	env, err := events.Decode(msg.Payload)
+	if err == nil {
+		err = env.CheckSubject(subject)
+	}
+	if err != nil {
+		w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
+		w.observe(obs.OutcomeRetry, start)
+		return bus.Permanent(fmt.Errorf("%s: %w", subject, err))
+	}
+	log := w.logger.With(obs.Tenant(env.Tenant), obs.User(env.UserID), obs.Session(env.SessionID), obs.EventID(env.ID))
+	if err := w.handle(msg.Context(), env); err != nil {
+		log.Warn("handler failed", zap.String("delivery", msg.Metadata.Get(bus.MetaDeliveryCount)), zap.Error(err))
+		w.observe(obs.OutcomeRetry, start)
+		return err
+	}
+	log.Debug("event processed", zap.String("type", string(env.Type)))
+	w.observe(obs.OutcomeOK, start)
+	return nil
+}
+
+func (w *Worker) observe(o obs.Outcome, start time.Time) {
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.ObserveMessage(o, time.Since(start))
+	}
+}
+
+// countingPublisher counts the dead letters the Router publishes.
+type countingPublisher struct {
+	message.Publisher
+	metrics *obs.Metrics
+}
+
+func (p countingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	err := p.Publisher.Publish(topic, msgs...)
+	if err == nil && p.metrics != nil {
+		for _, m := range msgs {
+			p.metrics.DeadLetter(reasonClass(m.Metadata.Get(bus.HeaderReason)))
+		}
+	}
+	return err
+}
+
+// reasonClass maps a dead letter's free-form reason to a bounded label value.
+func reasonClass(reason string) string {
+	if strings.HasPrefix(reason, "permanent:") {
+		return "malformed"
+	}
+	return "retries_exhausted"
+}

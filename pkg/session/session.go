@@ -1,0 +1,260 @@
+// Package session keeps per-session state and the turn store (SPEC D3) in JetStream KV.
+//
+// State is what ingest learns from a session's observations: counts, the most recent
+// messages (so a context pack's session history is one KV read, not a stream scan) and
+// the ids of recently applied events, which makes redelivery a no-op. Turns are one KV
+// key each, "<tenant>.<user>.<session>.<turn_id>", so a session's turns list with one
+// key filter.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
+)
+
+// ErrNotFound is returned for a session or turn that has no record.
+var ErrNotFound = errors.New("session: not found")
+
+// Config configures a Store.
+type Config struct {
+	StateBucket string // default "agentmem_sessions"
+	TurnBucket  string // default "agentmem_turns"
+	// RecentMessages is how many of the latest messages State keeps (default 64); it
+	// bounds the session history a context pack can include.
+	RecentMessages int
+	// AppliedWindow is how many recent event ids State remembers for idempotency
+	// (default 1024). Redelivery happens within seconds of the first delivery, and
+	// duplicate publishes are already dropped by the stream's duplicate window.
+	AppliedWindow int
+	Replicas      int // KV replicas, default 1
+}
+
+func (c *Config) setDefaults() {
+	if c.StateBucket == "" {
+		c.StateBucket = "agentmem_sessions"
+	}
+	if c.TurnBucket == "" {
+		c.TurnBucket = "agentmem_turns"
+	}
+	if c.RecentMessages == 0 {
+		c.RecentMessages = 64
+	}
+	if c.AppliedWindow == 0 {
+		c.AppliedWindow = 1024
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	if c.RecentMessages < 1 {
+		return fmt.Errorf("session: RecentMessages is %d, must be >= 1", c.RecentMessages)
+	}
+	if c.AppliedWindow < 1 {
+		return fmt.Errorf("session: AppliedWindow is %d, must be >= 1", c.AppliedWindow)
+	}
+	return nil
+}
+
+// Message is one message observation as a context pack shows it.
+type Message struct {
+	EventID string         `json:"event_id"`
+	Role    events.Role    `json:"role"`
+	Text    string         `json:"text"`
+	TS      time.Time      `json:"ts"`
+	Meta    map[string]any `json:"meta,omitempty"`
+}
+
+// State is what is known about one session.
+type State struct {
+	Tenant      string              `json:"tenant"`
+	UserID      string              `json:"user_id"`
+	SessionID   string              `json:"session_id"`
+	AgentID     string              `json:"agent_id,omitempty"`
+	Messages    int                 `json:"messages"` // message observations
+	ByRole      map[events.Role]int `json:"by_role,omitempty"`
+	ToolCalls   int                 `json:"tool_calls"`
+	ToolResults int                 `json:"tool_results"`
+	Turns       int                 `json:"turns"` // turns started
+	FirstTS     time.Time           `json:"first_ts,omitzero"`
+	LastTS      time.Time           `json:"last_ts,omitzero"`
+	EndedAt     time.Time           `json:"ended_at,omitzero"`
+	Recent      []Message           `json:"recent,omitempty"`  // oldest first
+	Applied     []string            `json:"applied,omitempty"` // recent event ids, oldest first
+}
+
+// Store is the session state and turn store.
+type Store struct {
+	cfg    Config
+	state  jetstream.KeyValue
+	turns  jetstream.KeyValue
+	logger *zap.Logger
+}
+
+// New creates (or binds) the two KV buckets.
+func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	state, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.StateBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem session state"})
+	if err != nil {
+		return nil, fmt.Errorf("session: state bucket: %w", err)
+	}
+	turns, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.TurnBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem turns"})
+	if err != nil {
+		return nil, fmt.Errorf("session: turn bucket: %w", err)
+	}
+	return &Store{cfg: cfg, state: state, turns: turns, logger: logger}, nil
+}
+
+// Apply folds one observation or session_ended event into its session's state and, for
+// turn observations, into the turn store. It reports applied=false, changing nothing,
+// when the event was applied before.
+func (s *Store) Apply(ctx context.Context, env events.Envelope) (State, bool, error) {
+	key, err := events.SessionKey(env.Tenant, env.UserID, env.SessionID)
+	if err != nil {
+		return State{}, false, fmt.Errorf("session: apply %s: %w", env.ID, err)
+	}
+	var (
+		st      State
+		applied bool
+	)
+	_, err = bus.UpdateKV(ctx, s.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
+		st = State{Tenant: env.Tenant, UserID: env.UserID, SessionID: env.SessionID}
+		if exists {
+			if err := json.Unmarshal(old, &st); err != nil {
+				return nil, fmt.Errorf("session: state %s is corrupt: %w", key, err)
+			}
+		}
+		if slices.Contains(st.Applied, env.ID) {
+			applied = false
+			return nil, errAlreadyApplied
+		}
+		applied = true
+		s.fold(&st, env)
+		return json.Marshal(st)
+	})
+	if errors.Is(err, errAlreadyApplied) {
+		return st, false, nil
+	}
+	if err != nil {
+		return State{}, false, fmt.Errorf("session: apply %s: %w", env.ID, err)
+	}
+	if obs := env.Observation; obs != nil && obs.Turn != nil {
+		if err := s.applyTurn(ctx, key, env); err != nil {
+			return st, applied, err
+		}
+	}
+	return st, applied, nil
+}
+
+// errAlreadyApplied aborts an UpdateKV without writing.
+var errAlreadyApplied = errors.New("already applied")
+
+func (s *Store) fold(st *State, env events.Envelope) {
+	if st.AgentID == "" {
+		st.AgentID = env.AgentID
+	}
+	if st.FirstTS.IsZero() || env.TS.Before(st.FirstTS) {
+		st.FirstTS = env.TS
+	}
+	if env.TS.After(st.LastTS) {
+		st.LastTS = env.TS
+	}
+	st.Applied = appendBounded(st.Applied, env.ID, s.cfg.AppliedWindow)
+	if env.Type == events.TypeSessionEnded {
+		st.EndedAt = env.TS
+		return
+	}
+	obs := env.Observation
+	if obs == nil {
+		return
+	}
+	switch obs.EffectiveKind() {
+	case events.KindMessage:
+		st.Messages++
+		if st.ByRole == nil {
+			st.ByRole = make(map[events.Role]int)
+		}
+		st.ByRole[obs.Role]++
+		st.Recent = appendBounded(st.Recent, Message{EventID: env.ID, Role: obs.Role, Text: obs.Text, TS: env.TS, Meta: obs.Meta}, s.cfg.RecentMessages)
+	case events.KindToolCall:
+		st.ToolCalls++
+	case events.KindToolResult:
+		st.ToolResults++
+	case events.KindTurnStarted:
+		st.Turns++
+	}
+}
+
+func appendBounded[T any](xs []T, x T, max int) []T {
+	xs = append(xs, x)
+	if len(xs) > max {
+		xs = slices.Delete(xs, 0, len(xs)-max)
+	}
+	return xs
+}
+
+// applyTurn records turn_started as a new running turn and merges turn_finished into it.
+func (s *Store) applyTurn(ctx context.Context, sessionKey string, env events.Envelope) error {
+	t := *env.Observation.Turn
+	t.SessionKey = sessionKey
+	if t.InputEventID == "" && env.Observation.EffectiveKind() == events.KindTurnStarted {
+		t.InputEventID = env.ID
+	}
+	if t.StartedTS.IsZero() {
+		t.StartedTS = env.TS
+	}
+	return s.mergeTurn(ctx, t)
+}
+
+// Get returns a session's state.
+func (s *Store) Get(ctx context.Context, tenant, user, session string) (State, error) {
+	key, err := events.SessionKey(tenant, user, session)
+	if err != nil {
+		return State{}, fmt.Errorf("session: get: %w", err)
+	}
+	e, err := s.state.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return State{}, fmt.Errorf("%w: session %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("session: get %s: %w", key, err)
+	}
+	var st State
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return State{}, fmt.Errorf("session: state %s is corrupt: %w", key, err)
+	}
+	return st, nil
+}
+
+// Delete removes a session's state and all its turns.
+func (s *Store) Delete(ctx context.Context, tenant, user, session string) error {
+	key, err := events.SessionKey(tenant, user, session)
+	if err != nil {
+		return fmt.Errorf("session: delete: %w", err)
+	}
+	if _, err := s.DeleteTurns(ctx, key); err != nil {
+		return err
+	}
+	if err := s.state.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("session: delete %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/session"
+)
+
+func newStore(t *testing.T, cfg session.Config) *session.Store {
+	t.Helper()
+	_, _, js := bustest.Provisioned(t)
+	s, err := session.New(context.Background(), cfg, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func obs(sess string, o events.Observation, ts time.Time) events.Envelope {
+	env := events.New(events.TypeObservation, "acme", "u1", "bot", sess)
+	env.TS = ts
+	env.Observation = &o
+	return env
+}
+
+func TestApplyCountsAndIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{RecentMessages: 3})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var envs []events.Envelope
+	for i := range 5 {
+		envs = append(envs, obs("s1", events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("m%d", i)}, t0.Add(time.Duration(i)*time.Minute)))
+	}
+	envs = append(envs, obs("s1", events.Observation{Kind: events.KindToolCall, Role: events.RoleAssistant, ToolCall: &events.ToolCall{ID: "c1", Name: "read_csv"}}, t0.Add(10*time.Minute)))
+	for _, env := range envs {
+		if _, applied, err := s.Apply(ctx, env); err != nil || !applied {
+			t.Fatalf("apply %s: applied=%v err=%v", env.ID, applied, err)
+		}
+	}
+	// Redelivery of every event changes nothing.
+	for _, env := range envs {
+		if _, applied, err := s.Apply(ctx, env); err != nil || applied {
+			t.Fatalf("re-apply %s: applied=%v err=%v", env.ID, applied, err)
+		}
+	}
+	st, err := s.Get(ctx, "acme", "u1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Messages != 5 || st.ByRole[events.RoleUser] != 5 || st.ToolCalls != 1 {
+		t.Fatalf("counts = %+v", st)
+	}
+	if len(st.Recent) != 3 || st.Recent[0].Text != "m2" || st.Recent[2].Text != "m4" {
+		t.Fatalf("recent = %+v, want m2..m4", st.Recent)
+	}
+	if !st.FirstTS.Equal(t0) || !st.LastTS.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("first/last = %v %v", st.FirstTS, st.LastTS)
+	}
+	if _, err := s.Get(ctx, "acme", "u1", "nope"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("missing session: %v", err)
+	}
+}
+
+func TestConcurrentApplyLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{RecentMessages: 500})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				env := obs("s1", events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("w%d-%d", w, i)}, time.Now().UTC())
+				if _, _, err := s.Apply(ctx, env); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st, err := s.Get(ctx, "acme", "u1", "s1")
+	if err != nil || st.Messages != 100 || len(st.Recent) != 100 {
+		t.Fatalf("messages = %d recent = %d, err %v; want 100", st.Messages, len(st.Recent), err)
+	}
+}
+
+func TestTurnStore(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{})
+	key, _ := events.SessionKey("acme", "u1", "s1")
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+	start := obs("s1", events.Observation{Kind: events.KindTurnStarted, Role: events.RoleAssistant,
+		Turn: &events.TurnRecord{TurnID: "t1", Plan: "read the file", ToolCalls: []events.ToolCall{{ID: "c1", Name: "read_csv"}}}}, t0)
+	finish := obs("s1", events.Observation{Kind: events.KindTurnFinished, Role: events.RoleAssistant,
+		Turn: &events.TurnRecord{TurnID: "t1", Status: events.TurnOK, FinishedTS: t0.Add(time.Minute),
+			ToolResults: []events.ToolResult{{CallID: "c1", Output: "3 columns"}}, FinalOutputObsID: "01OUT"}}, t0.Add(time.Minute))
+	for _, env := range []events.Envelope{start, finish, finish} {
+		if _, _, err := s.Apply(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetTurn(ctx, key, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != events.TurnOK || got.InputEventID != start.ID || got.Plan != "read the file" ||
+		len(got.ToolCalls) != 1 || len(got.ToolResults) != 1 || !got.StartedTS.Equal(t0) || !got.FinishedTS.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("merged turn = %+v", got)
+	}
+
+	if err := s.SaveTurn(ctx, events.TurnRecord{TurnID: "t2", SessionKey: key, StartedTS: t0.Add(time.Hour), Status: events.TurnRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateTurnStatus(ctx, key, "t2", events.TurnTimeout, "tool hung", t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := s.ListTurns(ctx, key)
+	if err != nil || len(turns) != 2 || turns[0].TurnID != "t1" || turns[1].Status != events.TurnTimeout || turns[1].Error != "tool hung" {
+		t.Fatalf("ListTurns = %+v, %v", turns, err)
+	}
+	if err := s.UpdateTurnStatus(ctx, key, "nope", events.TurnOK, "", t0); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("update missing turn: %v", err)
+	}
+	if n, err := s.CountTurns(ctx, key); err != nil || n != 2 {
+		t.Fatalf("CountTurns = %d, %v", n, err)
+	}
+	if err := s.Delete(ctx, "acme", "u1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CountTurns(ctx, key); err != nil || n != 0 {
+		t.Fatalf("after delete CountTurns = %d, %v", n, err)
+	}
+	if _, err := s.Get(ctx, "acme", "u1", "s1"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("state after delete: %v", err)
+	}
+	if _, err := s.GetTurn(ctx, "acme.u1.s1", "../x"); !errors.Is(err, events.ErrInvalidID) {
+		t.Fatalf("bad turn id: %v", err)
+	}
+}
