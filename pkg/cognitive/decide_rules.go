@@ -102,13 +102,12 @@ func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
 	return ep, nil
 }
 
-// speaker is who said obs: "user" for the user role, else the speaker's name when
-// known, else the role itself.
+// speaker is who said obs: the speaker's name when known (a conversation between
+// two people has two speakers, and C7 must not merge what they said into one), else
+// the role itself.
 func speaker(obs Observation) string {
 	role := strings.ToLower(strings.TrimSpace(obs.Role))
 	switch {
-	case role == "user":
-		return "user"
 	case strings.TrimSpace(obs.Who) != "":
 		return strings.TrimSpace(obs.Who)
 	case role != "":

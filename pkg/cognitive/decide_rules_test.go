@@ -109,7 +109,7 @@ func TestRuleDeciderSpeaker(t *testing.T) {
 	d := NewRuleDecider()
 	for _, tc := range []struct{ role, who, want string }{
 		{"user", "", "user"},
-		{"user", "Caroline", "user"},
+		{"user", "Caroline", "Caroline"}, // a named speaker keeps its name (two people in one chat)
 		{"speaker", "Melanie", "Melanie"},
 		{"assistant", "", "assistant"},
 		{"", "", "user"},

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -91,7 +92,7 @@ type State struct {
 	FirstTS     time.Time           `json:"first_ts,omitzero"`
 	LastTS      time.Time           `json:"last_ts,omitzero"`
 	EndedAt     time.Time           `json:"ended_at,omitzero"`
-	Recent      []Message           `json:"recent,omitempty"`  // oldest first
+	Recent      []Message           `json:"recent,omitempty"`  // by event time, oldest first
 	Applied     []string            `json:"applied,omitempty"` // recent event ids, oldest first
 }
 
@@ -193,7 +194,7 @@ func (s *Store) fold(st *State, env events.Envelope) {
 			st.ByRole = make(map[events.Role]int)
 		}
 		st.ByRole[obs.Role]++
-		st.Recent = appendBounded(st.Recent, Message{EventID: env.ID, Role: obs.Role, Text: obs.Text, TS: env.TS, Meta: obs.Meta}, s.cfg.RecentMessages)
+		st.Recent = insertRecent(st.Recent, Message{EventID: env.ID, Role: obs.Role, Text: obs.Text, TS: env.TS, Meta: obs.Meta}, s.cfg.RecentMessages)
 	case events.KindToolCall:
 		st.ToolCalls++
 	case events.KindToolResult:
@@ -205,6 +206,23 @@ func (s *Store) fold(st *State, env events.Envelope) {
 
 func appendBounded[T any](xs []T, x T, max int) []T {
 	xs = append(xs, x)
+	if len(xs) > max {
+		xs = slices.Delete(xs, 0, len(xs)-max)
+	}
+	return xs
+}
+
+// insertRecent keeps Recent ordered by event time (then id), whatever order the
+// messages were applied in: replicas and concurrent handlers apply a session's
+// messages out of order. Past max, the oldest are dropped.
+func insertRecent(xs []Message, m Message, max int) []Message {
+	i, _ := slices.BinarySearchFunc(xs, m, func(a, b Message) int {
+		if c := a.TS.Compare(b.TS); c != 0 {
+			return c
+		}
+		return strings.Compare(a.EventID, b.EventID)
+	})
+	xs = slices.Insert(xs, i, m)
 	if len(xs) > max {
 		xs = slices.Delete(xs, 0, len(xs)-max)
 	}

@@ -146,3 +146,28 @@ func TestTurnStore(t *testing.T) {
 		t.Fatalf("bad turn id: %v", err)
 	}
 }
+
+// Messages applied out of order (concurrent handlers, replicas) are kept in event-time
+// order, and the bound drops the oldest by time.
+func TestRecentIsOrderedByEventTime(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{RecentMessages: 3})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, i := range []int{3, 0, 4, 1, 2} {
+		env := obs("s1", events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("m%d", i)}, t0.Add(time.Duration(i)*time.Minute))
+		if _, _, err := s.Apply(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.Get(ctx, "acme", "u1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range st.Recent {
+		got = append(got, m.Text)
+	}
+	if fmt.Sprint(got) != "[m2 m3 m4]" {
+		t.Fatalf("recent = %v, want [m2 m3 m4]", got)
+	}
+}
