@@ -1,0 +1,130 @@
+package embed
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/agentmem/agentmem/pkg/bm25"
+)
+
+// DefaultLocalDimensions matches the common small sentence-embedding models, so the
+// vector store's dimension does not change when switching to a remote 384-d model.
+const DefaultLocalDimensions = 384
+
+// Feature weights. Whole words carry the meaning, so they dominate; bigrams reward
+// shared phrases ("peking university"); character trigrams give partial credit to
+// inflections and near-spellings ("student" ~ "study") without a stemmer.
+const (
+	unigramWeight = 1.0
+	bigramWeight  = 0.5
+	trigramWeight = 0.25
+)
+
+// Feature kinds, hashed in first so a word, a bigram and a trigram with the same
+// bytes never share a feature.
+const (
+	kindUnigram byte = 'u'
+	kindBigram  byte = 'b'
+	kindTrigram byte = 't'
+)
+
+// LocalConfig configures the Local embedder.
+type LocalConfig struct {
+	// Dimensions is the vector length; default DefaultLocalDimensions.
+	Dimensions int
+}
+
+func (c *LocalConfig) setDefaults() {
+	if c.Dimensions == 0 {
+		c.Dimensions = DefaultLocalDimensions
+	}
+}
+
+// Validate reports configuration errors.
+func (c LocalConfig) Validate() error {
+	if c.Dimensions < 1 || c.Dimensions > 65536 {
+		return fmt.Errorf("%w: local embedder Dimensions is %d, want 1..65536", ErrInvalidConfig, c.Dimensions)
+	}
+	return nil
+}
+
+// Local is a deterministic lexical embedder: signed feature hashing of word unigrams,
+// word bigrams and character trigrams of words, with sublinear term frequency
+// (1+ln tf), L2-normalised. It is not semantic (synonyms do not match), but texts
+// that share words, phrases or word stems get a high cosine, which is what the
+// offline pipeline and the tests need. Safe for concurrent use.
+type Local struct {
+	dims int
+}
+
+// NewLocal returns a Local embedder.
+func NewLocal(cfg LocalConfig) (*Local, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Local{dims: cfg.Dimensions}, nil
+}
+
+// Dimensions implements Embedder.
+func (l *Local) Dimensions() int { return l.dims }
+
+// Name implements Embedder. The version changes whenever the feature scheme does,
+// because vectors from two schemes are not comparable.
+func (l *Local) Name() string { return fmt.Sprintf("local-hash-v1-%d", l.dims) }
+
+// Embed implements Embedder. It never fails except on a cancelled context. A text
+// without tokens (empty, only punctuation or stopwords) gives the zero vector, whose
+// cosine with anything is 0.
+func (l *Local) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("embed: local: %w", err)
+		}
+		out[i] = l.embed(t)
+	}
+	return out, nil
+}
+
+func (l *Local) embed(text string) []float32 {
+	words := bm25.Tokenize(text)
+	// Term frequency per feature, keyed by its 64-bit hash: collisions at 64 bits
+	// are negligible, and the hash is needed anyway for the bucket and the sign.
+	type feature struct{ tf, weight float64 }
+	features := make(map[uint64]feature, 8*len(words))
+	// First-seen order, so the float sums below run in the same order on every call
+	// (map order is random and float addition is not associative).
+	order := make([]uint64, 0, 8*len(words))
+	add := func(h fnv64, w float64) {
+		f, seen := features[uint64(h)]
+		if !seen {
+			order = append(order, uint64(h))
+		}
+		features[uint64(h)] = feature{tf: f.tf + 1, weight: w}
+	}
+	for i, w := range words {
+		add(newFNV64(kindUnigram).string(w), unigramWeight)
+		if i > 0 {
+			add(newFNV64(kindBigram).string(words[i-1]).byte(' ').string(w), bigramWeight)
+		}
+		r := []rune("#" + w + "#")
+		for j := 0; j+3 <= len(r); j++ {
+			add(newFNV64(kindTrigram).string(string(r[j:j+3])), trigramWeight)
+		}
+	}
+	v := make([]float32, l.dims)
+	for _, h := range order {
+		f := features[h]
+		x := f.weight * (1 + math.Log(f.tf))
+		// The top bit picks the sign so that colliding features cancel on average
+		// instead of piling up (the "signed hashing trick").
+		if h>>63 == 1 {
+			x = -x
+		}
+		v[h%uint64(l.dims)] += float32(x)
+	}
+	Normalize(v)
+	return v
+}

@@ -1,0 +1,224 @@
+package embed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"go.uber.org/zap"
+)
+
+// Defaults for OpenAIConfig.
+const (
+	DefaultOpenAIBatchSize = 64
+	DefaultOpenAIRetries   = 3
+	DefaultOpenAIRetryBase = time.Second
+)
+
+// OpenAIConfig configures the OpenAI-compatible embedder.
+type OpenAIConfig struct {
+	// BaseURL of the API including the version, e.g. "https://api.openai.com/v1" or
+	// "http://localhost:11434/v1". Required.
+	BaseURL string
+	// Model is the embedding model name. Required.
+	Model string
+	// APIKey is sent as a bearer token; may be empty for local servers. It never
+	// appears in errors or logs.
+	APIKey string
+	// Dimensions is the expected vector length. It is sent as the request's
+	// "dimensions" (for models that can shorten their output) and every returned
+	// vector is checked against it. Required.
+	Dimensions int
+	// BatchSize is the most texts sent in one request; default 64.
+	BatchSize int
+	// Retries is how many times a transient failure (connection error, 429, 5xx) is
+	// retried; default 3, negative disables retries.
+	Retries int
+	// RetryBase is the first retry delay, doubled on every retry: 1 s, 2 s, 4 s by
+	// default. Tests shorten it.
+	RetryBase time.Duration
+	// HTTPClient overrides the HTTP client (timeouts, proxies, TLS); default has a
+	// 60 s timeout.
+	HTTPClient *http.Client
+}
+
+func (c *OpenAIConfig) setDefaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultOpenAIBatchSize
+	}
+	if c.Retries == 0 {
+		c.Retries = DefaultOpenAIRetries
+	}
+	if c.Retries < 0 {
+		c.Retries = 0
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = DefaultOpenAIRetryBase
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+	}
+}
+
+// Validate reports configuration errors.
+func (c OpenAIConfig) Validate() error {
+	var errs []error
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("BaseURL is required"))
+	} else if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
+		errs = append(errs, fmt.Errorf("BaseURL %q must start with http:// or https://", c.BaseURL))
+	}
+	if c.Model == "" {
+		errs = append(errs, errors.New("Model is required"))
+	}
+	if c.Dimensions < 1 {
+		errs = append(errs, fmt.Errorf("Dimensions is %d, want > 0", c.Dimensions))
+	}
+	if c.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("BatchSize is %d, want > 0", c.BatchSize))
+	}
+	if c.RetryBase < 0 {
+		errs = append(errs, fmt.Errorf("RetryBase is %s, want >= 0", c.RetryBase))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: openai embedder: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// OpenAI embeds through an OpenAI-compatible /embeddings endpoint. Safe for
+// concurrent use.
+type OpenAI struct {
+	cfg    OpenAIConfig
+	client *openai.Client
+	logger *zap.Logger
+}
+
+// NewOpenAI returns an embedder for cfg. It does not contact the endpoint.
+func NewOpenAI(cfg OpenAIConfig, logger *zap.Logger) (*OpenAI, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = cfg.BaseURL
+	oc.HTTPClient = cfg.HTTPClient
+	return &OpenAI{
+		cfg:    cfg,
+		client: openai.NewClientWithConfig(oc),
+		logger: logger.With(zap.String("endpoint", cfg.BaseURL), zap.String("model", cfg.Model)),
+	}, nil
+}
+
+// Dimensions implements Embedder.
+func (o *OpenAI) Dimensions() int { return o.cfg.Dimensions }
+
+// Name implements Embedder.
+func (o *OpenAI) Name() string { return fmt.Sprintf("openai:%s:%d", o.cfg.Model, o.cfg.Dimensions) }
+
+// Embed implements Embedder: texts are sent in batches of BatchSize, each batch
+// retried on transient errors. Errors wrap ErrUnavailable, ErrRejected or
+// ErrDimension and name the endpoint, never the key.
+func (o *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, 0, len(texts))
+	for start := 0; start < len(texts); start += o.cfg.BatchSize {
+		batch := texts[start:min(start+o.cfg.BatchSize, len(texts))]
+		vecs, err := o.embedBatch(ctx, batch)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vecs...)
+	}
+	return out, nil
+}
+
+func (o *OpenAI) embedBatch(ctx context.Context, batch []string) ([][]float32, error) {
+	req := openai.EmbeddingRequestStrings{
+		Input:      batch,
+		Model:      openai.EmbeddingModel(o.cfg.Model),
+		Dimensions: o.cfg.Dimensions,
+	}
+	delay := o.cfg.RetryBase
+	for attempt := 0; ; attempt++ {
+		res, err := o.client.CreateEmbeddings(ctx, req)
+		if err == nil {
+			return o.check(res, len(batch))
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, o.cfg.BaseURL, ctx.Err())
+		}
+		if !transient(err) {
+			return nil, fmt.Errorf("%w: %s: %s", ErrRejected, o.cfg.BaseURL, o.redact(err))
+		}
+		if attempt >= o.cfg.Retries {
+			return nil, fmt.Errorf("%w: %s after %d attempts: %s", ErrUnavailable, o.cfg.BaseURL, attempt+1, o.redact(err))
+		}
+		o.logger.Warn("embedding request failed, retrying",
+			zap.Int("attempt", attempt+1), zap.Duration("delay", delay), zap.String("error", o.redact(err)))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, o.cfg.BaseURL, ctx.Err())
+		case <-t.C:
+		}
+		delay *= 2
+	}
+}
+
+// check validates a response: one vector per input, each of the configured length.
+func (o *OpenAI) check(res openai.EmbeddingResponse, n int) ([][]float32, error) {
+	if len(res.Data) != n {
+		return nil, fmt.Errorf("%w: %s returned %d embeddings for %d inputs", ErrRejected, o.cfg.BaseURL, len(res.Data), n)
+	}
+	out := make([][]float32, n)
+	for _, d := range res.Data {
+		if d.Index < 0 || d.Index >= n || out[d.Index] != nil {
+			return nil, fmt.Errorf("%w: %s returned embedding index %d for %d inputs", ErrRejected, o.cfg.BaseURL, d.Index, n)
+		}
+		if len(d.Embedding) != o.cfg.Dimensions {
+			return nil, fmt.Errorf("%w: %s returned %d dimensions for input %d, configured %d",
+				ErrDimension, o.cfg.BaseURL, len(d.Embedding), d.Index, o.cfg.Dimensions)
+		}
+		out[d.Index] = d.Embedding
+	}
+	return out, nil
+}
+
+// transient reports whether a failed request may succeed when repeated: the
+// endpoint was unreachable, throttled us (429) or failed itself (5xx).
+func transient(err error) bool {
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		return retryableStatus(apiErr.HTTPStatusCode)
+	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) {
+		return retryableStatus(reqErr.HTTPStatusCode)
+	}
+	// Anything else is a transport failure (refused, reset, timeout) or an
+	// undecodable body from a proxy in between: worth another try.
+	return true
+}
+
+func retryableStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code >= 500
+}
+
+// redact renders err without the API key: some servers echo the key they rejected
+// in their error message, and errors end up in logs.
+func (o *OpenAI) redact(err error) string {
+	msg := err.Error()
+	if o.cfg.APIKey != "" {
+		msg = strings.ReplaceAll(msg, o.cfg.APIKey, "[redacted]")
+	}
+	return msg
+}

@@ -1,0 +1,188 @@
+package vectorstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/vectorstoretest"
+	"go.uber.org/zap/zaptest"
+)
+
+func openEmbedded(t testing.TB, path string, dims int) *vectorstore.Embedded {
+	t.Helper()
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: dims}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestEmbeddedConformance(t *testing.T) {
+	vectorstoretest.RunSuite(t, func(t *testing.T) vectorstore.Store {
+		return openEmbedded(t, filepath.Join(t.TempDir(), "vectors.db"), vectorstoretest.Dimensions)
+	})
+}
+
+func TestEmbeddedConformanceInMemory(t *testing.T) {
+	vectorstoretest.RunSuite(t, func(t *testing.T) vectorstore.Store {
+		return openEmbedded(t, vectorstore.MemoryPath, vectorstoretest.Dimensions)
+	})
+}
+
+func unit(dims, i int) []float32 {
+	v := make([]float32, dims)
+	v[i%dims] = 1
+	return v
+}
+
+func TestEmbeddedPersistence(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vectors.db")
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]vectorstore.Record, 10)
+	for i := range recs {
+		recs[i] = vectorstore.Record{
+			ID: vectorstore.DeterministicID("persist", fmt.Sprint(i)), Tenant: "acme", UserID: "u1",
+			MemoryType: vectorstore.Episodic, Text: fmt.Sprintf("memory number %d about budget", i), Vector: unit(4, i),
+			Metadata: map[string]any{"i": i},
+		}
+	}
+	if err := s.Upsert(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	// Search once so the partition is cached, then change it: the reopened store
+	// must see the change even though nothing is cached yet.
+	q := vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: "u1"}, Vector: unit(4, 1), Text: "budget", Mode: vectorstore.Hybrid, Limit: 3}
+	if _, err := s.Search(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Delete(ctx, "acme", "u1", recs[9].ID); err != nil || n != 1 {
+		t.Fatalf("Delete: %d, %v", n, err)
+	}
+	if err := s.UpdatePayload(ctx, "acme", "u1", recs[0].ID, vectorstore.Patch{HitCountDelta: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Count(ctx, q.Filter); !errors.Is(err, vectorstore.ErrClosed) {
+		t.Fatalf("Count after Close: %v, want ErrClosed", err)
+	}
+
+	s2 := openEmbedded(t, path, 4)
+	if n, err := s2.Count(ctx, q.Filter); err != nil || n != 9 {
+		t.Fatalf("after reopening: Count = %d, %v; want 9", n, err)
+	}
+	got, err := s2.Get(ctx, "acme", "u1", recs[0].ID)
+	if err != nil || len(got) != 1 || got[0].HitCount != 7 || got[0].Metadata["i"] != 0.0 {
+		t.Fatalf("after reopening: %+v, %v", got, err)
+	}
+	hits, err := s2.Search(ctx, q)
+	if err != nil || len(hits) != 3 || hits[0].Record.ID != recs[1].ID {
+		t.Fatalf("after reopening: search = %+v, %v; want record 1 first", hits, err)
+	}
+	sparse, err := s2.Search(ctx, vectorstore.Query{Filter: q.Filter, Text: "number 9", Mode: vectorstore.Sparse, Limit: 20})
+	if err != nil || len(sparse) != 9 {
+		t.Fatalf("sparse search after reopening: %d hits, %v; want 9 (the deleted record gone)", len(sparse), err)
+	}
+}
+
+func TestEmbeddedRefusesSecondOpenAndOtherDimensions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vectors.db")
+	s := openEmbedded(t, path, 4)
+	if _, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: 4}, nil); err == nil {
+		t.Fatal("a second store opened the same file")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: 8}, nil); !errors.Is(err, vectorstore.ErrDimension) {
+		t.Fatalf("reopening with other dimensions: %v, want ErrDimension", err)
+	}
+}
+
+func TestEmbeddedConfigValidate(t *testing.T) {
+	for _, cfg := range []vectorstore.EmbeddedConfig{
+		{Dimensions: 4},
+		{Path: "x.db"},
+		{Path: "x.db?mode=ro", Dimensions: 4},
+	} {
+		if _, err := vectorstore.NewEmbedded(cfg, nil); !errors.Is(err, vectorstore.ErrInvalidConfig) {
+			t.Errorf("config %+v: %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}
+
+// TestEmbeddedConcurrentWritesKeepVectorsInSync races writers against searches; the
+// dense side must end up agreeing with the rows (run with -race).
+func TestEmbeddedConcurrentWritesKeepVectorsInSync(t *testing.T) {
+	ctx := context.Background()
+	s := openEmbedded(t, filepath.Join(t.TempDir(), "vectors.db"), 8)
+	f := vectorstore.Filter{Tenant: "acme", UserID: "u1"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				id := vectorstore.DeterministicID(fmt.Sprint(w), fmt.Sprint(i))
+				r := vectorstore.Record{ID: id, Tenant: "acme", UserID: "u1", MemoryType: vectorstore.Episodic, Text: "concurrent memory", Vector: unit(8, i)}
+				if err := s.Upsert(ctx, r); err != nil {
+					errs <- err
+					return
+				}
+				if i%3 == 0 {
+					if _, err := s.Delete(ctx, "acme", "u1", id); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if _, err := s.Search(ctx, vectorstore.Query{Filter: f, Vector: unit(8, i), Text: "memory", Mode: vectorstore.Hybrid, Limit: 5}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n, err := s.Count(ctx, f)
+	if err != nil || n != 4*(25-9) {
+		t.Fatalf("Count = %d, %v; want %d", n, err, 4*(25-9))
+	}
+	hits, err := s.Search(ctx, vectorstore.Query{Filter: f, Vector: unit(8, 1), Mode: vectorstore.Dense, Limit: 1000})
+	if err != nil || len(hits) != n {
+		t.Fatalf("dense search sees %d records, the table %d (%v)", len(hits), n, err)
+	}
+}
+
+func TestDeterministicID(t *testing.T) {
+	a := vectorstore.DeterministicID("acme", "u1", "event-1")
+	if a != vectorstore.DeterministicID("acme", "u1", "event-1") {
+		t.Fatal("not deterministic")
+	}
+	for _, other := range [][]string{{"acme", "u1", "event-2"}, {"acme", "u1event-1"}, {"acm", "eu1", "event-1"}, {"acme", "u1", "event-1", ""}} {
+		if vectorstore.DeterministicID(other...) == a {
+			t.Errorf("%q collides with (acme, u1, event-1)", other)
+		}
+	}
+	if _, err := vectorstore.CanonicalID(a); err != nil {
+		t.Fatalf("not a UUID: %v", err)
+	}
+	if a[14] != '5' {
+		t.Errorf("%s is not a version 5 UUID", a)
+	}
+}

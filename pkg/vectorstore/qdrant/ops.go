@@ -1,0 +1,448 @@
+package qdrant
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"time"
+
+	qc "github.com/qdrant/go-client/qdrant"
+
+	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+const (
+	// rrfK makes Qdrant's RRF score, 1/(k + 0-based position), equal the package
+	// vectorstore definition 1/(60 + 1-based rank). Qdrant's own default k is 2.
+	rrfK = 61
+	// hybridDepth is how far down each side's ranking hybrid fusion looks, as a
+	// multiple of Limit (the vectorstore contract).
+	hybridDepth = 4
+)
+
+type partKey struct{ tenant, userID string }
+
+// withDense asks for the dense vector only: the sparse one is derived from the text.
+func withDense() *qc.WithVectorsSelector { return qc.NewWithVectorsInclude(vectorDense) }
+
+// Upsert implements vectorstore.Store.
+//
+// Ownership is checked before anything is written: if any id belongs to another
+// partition (stored, or twice in the batch with different partitions), the call
+// fails with ErrConflict and writes nothing. Each partition's points then go in one
+// upsert conditioned on that partition (update_filter), so a point another
+// partition created between the check and the write is left alone rather than
+// overwritten. The batch is one request but not one transaction: Qdrant applies its
+// operations in order.
+func (s *Store) Upsert(ctx context.Context, recs ...vectorstore.Record) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	owner := make(map[string]partKey, len(recs))
+	var (
+		order  []partKey
+		points = make(map[partKey][]*qc.PointStruct)
+		ids    []string
+	)
+	for _, r := range recs {
+		n, err := r.Normalize(s.cfg.Dimensions)
+		if err != nil {
+			return s.wrap("upsert", err)
+		}
+		p, err := toPoint(n)
+		if err != nil {
+			return s.wrap("upsert", err)
+		}
+		k := partKey{n.Tenant, n.UserID}
+		if prev, ok := owner[n.ID]; !ok {
+			owner[n.ID] = k
+			ids = append(ids, n.ID)
+		} else if prev != k {
+			return s.wrap("upsert", fmt.Errorf("%w: record %s appears in the batch for two partitions", vectorstore.ErrConflict, n.ID))
+		}
+		if _, ok := points[k]; !ok {
+			order = append(order, k)
+		}
+		points[k] = append(points[k], p)
+	}
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	stored, err := s.client.Get(ctx, &qc.GetPoints{
+		CollectionName: s.cfg.Collection,
+		Ids:            pointIDs(ids),
+		WithPayload:    qc.NewWithPayloadInclude(fieldTenant, fieldUserID),
+		WithVectors:    qc.NewWithVectors(false),
+	})
+	if err != nil {
+		return s.wrap("upsert: ownership check", err)
+	}
+	for _, p := range stored {
+		id, err := pointUUID(p.GetId())
+		if err != nil {
+			return s.wrap("upsert: ownership check", err)
+		}
+		got := partKey{p.GetPayload()[fieldTenant].GetStringValue(), p.GetPayload()[fieldUserID].GetStringValue()}
+		if got != owner[id] {
+			return s.wrap("upsert", fmt.Errorf("%w: record %s", vectorstore.ErrConflict, id))
+		}
+	}
+	ops := make([]*qc.PointsUpdateOperation, len(order))
+	for i, k := range order {
+		ops[i] = qc.NewPointsUpdateUpsert(&qc.PointsUpdateOperation_PointStructList{
+			Points:       points[k],
+			UpdateFilter: partitionFilter(k.tenant, k.userID),
+		})
+	}
+	return s.wrap("upsert", s.update(ctx, ops...))
+}
+
+// update runs write operations in one request and waits for them to be applied.
+func (s *Store) update(ctx context.Context, ops ...*qc.PointsUpdateOperation) error {
+	res, err := s.client.UpdateBatch(ctx, &qc.UpdateBatchPoints{
+		CollectionName: s.cfg.Collection,
+		Wait:           qc.PtrOf(true),
+		Operations:     ops,
+	})
+	if err != nil {
+		return err
+	}
+	return checkUpdates(res...)
+}
+
+// Get implements vectorstore.Store. It reads through a filtered scroll, not by bare
+// ids, so the partition and expiry are enforced by the server.
+func (s *Store) Get(ctx context.Context, tenant, userID string, ids ...string) ([]vectorstore.Record, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids}.Normalize()
+	if err != nil {
+		return nil, s.wrap("get", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	found, _, err := s.scroll(ctx, toFilter(f, time.Now()), nil, len(f.IDs))
+	if err != nil {
+		return nil, s.wrap("get", err)
+	}
+	byID := make(map[string]vectorstore.Record, len(found))
+	for _, r := range found {
+		byID[r.ID] = r
+	}
+	out := make([]vectorstore.Record, 0, len(found))
+	for _, id := range f.IDs {
+		if r, ok := byID[id]; ok {
+			out = append(out, r)
+			delete(byID, id) // an id asked twice is returned once
+		}
+	}
+	return out, nil
+}
+
+// scroll reads one page in id order from offset (nil: the start).
+func (s *Store) scroll(ctx context.Context, filter *qc.Filter, offset *qc.PointId, limit int) ([]vectorstore.Record, *qc.PointId, error) {
+	pts, next, err := s.client.ScrollAndOffset(ctx, &qc.ScrollPoints{
+		CollectionName: s.cfg.Collection,
+		Filter:         filter,
+		Offset:         offset,
+		Limit:          qc.PtrOf(uint32(min(limit, math.MaxUint32))),
+		WithPayload:    qc.NewWithPayload(true),
+		WithVectors:    withDense(),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	recs := make([]vectorstore.Record, len(pts))
+	for i, p := range pts {
+		if recs[i], err = fromPoint(p.GetId(), p.GetPayload(), p.GetVectors()); err != nil {
+			return nil, nil, err
+		}
+	}
+	return recs, next, nil
+}
+
+// Scroll implements vectorstore.Store. Qdrant scrolls in point id order, and a UUID
+// id orders as its canonical string, so pages come in ascending id order; next is
+// the id Qdrant reports as the next page's first.
+func (s *Store) Scroll(ctx context.Context, f vectorstore.Filter, offset string, limit int) ([]vectorstore.Record, string, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, "", err
+	}
+	f, err := f.Normalize()
+	if err != nil {
+		return nil, "", s.wrap("scroll", err)
+	}
+	if limit < 1 {
+		return nil, "", s.wrap("scroll", fmt.Errorf("%w: limit %d, want > 0", vectorstore.ErrInvalidQuery, limit))
+	}
+	var from *qc.PointId
+	if offset != "" {
+		id, err := vectorstore.CanonicalID(offset)
+		if err != nil {
+			return nil, "", s.wrap("scroll", fmt.Errorf("offset: %w", err))
+		}
+		from = qc.NewIDUUID(id)
+	}
+	if selectsNothing(f) {
+		return nil, "", nil
+	}
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	recs, next, err := s.scroll(ctx, toFilter(f, time.Now()), from, limit)
+	if err != nil {
+		return nil, "", s.wrap("scroll", err)
+	}
+	return recs, next.GetUuid(), nil
+}
+
+// Search implements vectorstore.Store: one Query API call per search. Hybrid sends
+// two prefetches (dense and sparse, each 4×Limit deep, each with the filter) fused
+// by RRF; a query text without terms leaves only the dense prefetch, as the sparse
+// side would find nothing.
+func (s *Store) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.Hit, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	q, err := q.Normalize(s.cfg.Dimensions)
+	if err != nil {
+		return nil, s.wrap("search", err)
+	}
+	if selectsNothing(q.Filter) {
+		return nil, nil
+	}
+	filter := toFilter(q.Filter, time.Now())
+	req := &qc.QueryPoints{
+		CollectionName: s.cfg.Collection,
+		Filter:         filter,
+		Limit:          qc.PtrOf(uint64(q.Limit)),
+		WithPayload:    qc.NewWithPayload(true),
+		WithVectors:    withDense(),
+	}
+	sparse := embed.Sparse(q.Text)
+	switch q.Mode {
+	case vectorstore.Dense:
+		req.Query, req.Using = qc.NewQueryDense(q.Vector), qc.PtrOf(vectorDense)
+	case vectorstore.Sparse:
+		if len(sparse.Indices) == 0 {
+			return nil, nil
+		}
+		req.Query, req.Using = qc.NewQuerySparse(sparse.Indices, sparse.Values), qc.PtrOf(vectorSparse)
+	case vectorstore.Hybrid:
+		depth := qc.PtrOf(uint64(q.Limit) * hybridDepth)
+		req.Prefetch = []*qc.PrefetchQuery{{
+			Query: qc.NewQueryDense(q.Vector), Using: qc.PtrOf(vectorDense), Filter: filter, Limit: depth,
+		}}
+		if len(sparse.Indices) > 0 {
+			req.Prefetch = append(req.Prefetch, &qc.PrefetchQuery{
+				Query: qc.NewQuerySparse(sparse.Indices, sparse.Values), Using: qc.PtrOf(vectorSparse), Filter: filter, Limit: depth,
+			})
+		}
+		req.Query = qc.NewQueryRRF(&qc.Rrf{K: qc.PtrOf(uint32(rrfK))})
+	}
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	pts, err := s.client.Query(ctx, req)
+	if err != nil {
+		return nil, s.wrap("search", err)
+	}
+	hits := make([]vectorstore.Hit, len(pts))
+	for i, p := range pts {
+		rec, err := fromPoint(p.GetId(), p.GetPayload(), p.GetVectors())
+		if err != nil {
+			return nil, s.wrap("search", err)
+		}
+		hits[i] = vectorstore.Hit{Record: rec, Score: float64(p.GetScore())}
+	}
+	return hits, nil
+}
+
+// UpdatePayload implements vectorstore.Store as read, merge, write: the record is
+// read (ErrNotFound if the partition has no such unexpired record), the patch
+// applied to it, and only the changed payload fields and vectors written, each
+// write conditioned on the partition.
+//
+// Not atomic across concurrent writers: two HitCountDelta updates of one record
+// racing here can lose one increment, as Qdrant has no server-side increment.
+// agentmem serialises hit updates per namespace in the consolidator, which is the
+// only writer of hit counts.
+func (s *Store) UpdatePayload(ctx context.Context, tenant, userID, id string, patch vectorstore.Patch) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: []string{id}}.Normalize()
+	if err != nil {
+		return s.wrap("update", err)
+	}
+	if patch.Vector != nil && len(patch.Vector) != s.cfg.Dimensions {
+		return s.wrap("update", fmt.Errorf("%w: patch vector has %d dimensions, the store %d",
+			vectorstore.ErrDimension, len(patch.Vector), s.cfg.Dimensions))
+	}
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	found, _, err := s.scroll(ctx, toFilter(f, time.Now()), nil, 1)
+	if err != nil {
+		return s.wrap("update", err)
+	}
+	if len(found) == 0 {
+		return s.wrap("update", fmt.Errorf("%w: record %s", vectorstore.ErrNotFound, f.IDs[0]))
+	}
+	set, err := s.patchPayload(found[0], patch)
+	if err != nil {
+		return s.wrap("update", err)
+	}
+	var ops []*qc.PointsUpdateOperation
+	if len(set) > 0 {
+		ops = append(ops, qc.NewPointsUpdateSetPayload(&qc.PointsUpdateOperation_SetPayload{
+			Payload:        set,
+			PointsSelector: qc.NewPointsSelectorFilter(partitionFilter(tenant, userID, f.IDs[0])),
+		}))
+	}
+	if vecs := pointVectors(patch.Vector, patch.Text); len(vecs) > 0 {
+		ops = append(ops, qc.NewPointsUpdateUpdateVectors(&qc.PointsUpdateOperation_UpdateVectors{
+			Points:       []*qc.PointVectors{{Id: qc.NewIDUUID(f.IDs[0]), Vectors: qc.NewVectorsMap(vecs)}},
+			UpdateFilter: partitionFilter(tenant, userID),
+		}))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	err = s.update(ctx, ops...)
+	if isNotFound(err) {
+		// Deleted between the read and the write.
+		err = fmt.Errorf("%w: record %s: %w", vectorstore.ErrNotFound, f.IDs[0], err)
+	}
+	return s.wrap("update", err)
+}
+
+// patchPayload applies p to rec, validates the result, and returns the payload
+// fields that change.
+func (s *Store) patchPayload(rec vectorstore.Record, p vectorstore.Patch) (map[string]*qc.Value, error) {
+	set := make(map[string]*qc.Value)
+	if p.Text != nil {
+		rec.Text = *p.Text
+		set[fieldText] = qc.NewValueString(rec.Text)
+	}
+	if p.Vector != nil {
+		rec.Vector = p.Vector
+	}
+	if p.Metadata != nil {
+		merged := maps.Clone(rec.Metadata)
+		if merged == nil {
+			merged = make(map[string]any, len(p.Metadata))
+		}
+		maps.Copy(merged, p.Metadata)
+		v, err := metadataValue(merged)
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %s: %w", vectorstore.ErrInvalidRecord, rec.ID, err)
+		}
+		set[fieldMetadata] = v
+	}
+	if p.HitCountDelta != 0 {
+		rec.HitCount = max(0, rec.HitCount+p.HitCountDelta)
+		set[fieldHitCount] = qc.NewValueInt(int64(rec.HitCount))
+	}
+	if p.Confidence != nil {
+		rec.Confidence = *p.Confidence
+		set[fieldConfidence] = qc.NewValueDouble(rec.Confidence)
+	}
+	if p.ExpiresAt != nil {
+		set[fieldExpiresAt] = expiresValue(*p.ExpiresAt)
+	}
+	if _, err := rec.Normalize(s.cfg.Dimensions); err != nil {
+		return nil, err
+	}
+	return set, checkStrings(rec)
+}
+
+// Delete implements vectorstore.Store. The delete request always carries the
+// partition filter with the ids, never bare ids.
+func (s *Store) Delete(ctx context.Context, tenant, userID string, ids ...string) (int, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids, IncludeExpired: true}.Normalize()
+	if err != nil {
+		return 0, s.wrap("delete", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	n, err := s.deleteMatching(ctx, f)
+	return n, s.wrap("delete", err)
+}
+
+// DeleteByFilter implements vectorstore.Store.
+func (s *Store) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	f, err := f.Normalize()
+	if err != nil {
+		return 0, s.wrap("delete by filter", err)
+	}
+	if selectsNothing(f) {
+		return 0, nil
+	}
+	n, err := s.deleteMatching(ctx, f)
+	return n, s.wrap("delete by filter", err)
+}
+
+// deleteMatching counts, then deletes, what f selects, with one evaluation time for
+// both. Qdrant's delete does not report how many points it removed, so the count
+// is exact only without a concurrent writer in the partition.
+func (s *Store) deleteMatching(ctx context.Context, f vectorstore.Filter) (int, error) {
+	filter := toFilter(f, time.Now())
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	n, err := s.count(ctx, filter)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	res, err := s.client.Delete(ctx, &qc.DeletePoints{
+		CollectionName: s.cfg.Collection,
+		Wait:           qc.PtrOf(true),
+		Points:         qc.NewPointsSelectorFilter(filter),
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := checkUpdates(res); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Count implements vectorstore.Store with an exact count.
+func (s *Store) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	f, err := f.Normalize()
+	if err != nil {
+		return 0, s.wrap("count", err)
+	}
+	if selectsNothing(f) {
+		return 0, nil
+	}
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	n, err := s.count(ctx, toFilter(f, time.Now()))
+	return n, s.wrap("count", err)
+}
+
+func (s *Store) count(ctx context.Context, filter *qc.Filter) (int, error) {
+	n, err := s.client.Count(ctx, &qc.CountPoints{
+		CollectionName: s.cfg.Collection,
+		Filter:         filter,
+		Exact:          qc.PtrOf(true),
+	})
+	return int(n), err
+}

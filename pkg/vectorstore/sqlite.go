@@ -1,0 +1,178 @@
+package vectorstore
+
+import (
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// schema is the embedded store's layout. rid is the SQLite rowid (declared so VACUUM
+// keeps it); id is the public UUID. records_partition_type covers the common search
+// filter (partition, memory types, expiry), so selecting a partition's candidates
+// reads only the index.
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS records (
+		rid INTEGER PRIMARY KEY,
+		id TEXT NOT NULL UNIQUE,
+		tenant TEXT NOT NULL,
+		user_id TEXT NOT NULL,
+		memory_type TEXT NOT NULL,
+		scope TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		key TEXT NOT NULL,
+		text TEXT NOT NULL,
+		vector BLOB NOT NULL,
+		ts INTEGER NOT NULL,
+		chat_id TEXT NOT NULL,
+		who TEXT NOT NULL,
+		hit_count INTEGER NOT NULL,
+		confidence REAL NOT NULL,
+		expires_at INTEGER,
+		metadata TEXT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS records_partition_type ON records(tenant, user_id, memory_type, expires_at)`,
+	`CREATE INDEX IF NOT EXISTS records_partition_ts ON records(tenant, user_id, ts)`,
+	`CREATE INDEX IF NOT EXISTS records_partition_id ON records(tenant, user_id, id)`,
+	`CREATE TABLE IF NOT EXISTS store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+}
+
+// recordCols are the columns scanRecord reads, rid first.
+const recordCols = `r.rid, r.id, r.tenant, r.user_id, r.memory_type, r.scope, r.kind, r.key, r.text,
+	r.vector, r.ts, r.chat_id, r.who, r.hit_count, r.confidence, r.expires_at, r.metadata`
+
+// recordArgs are the column values of rec in schema order, from id to metadata.
+func recordArgs(rec Record) ([]any, error) {
+	meta, err := json.Marshal(rec.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%w: record %s: metadata is not JSON: %w", ErrInvalidRecord, rec.ID, err)
+	}
+	var expires any
+	if !rec.ExpiresAt.IsZero() {
+		expires = rec.ExpiresAt.UnixMicro()
+	}
+	return []any{rec.ID, rec.Tenant, rec.UserID, string(rec.MemoryType), rec.Scope, rec.Kind, rec.Key, rec.Text,
+		encodeVector(rec.Vector), rec.TS.UnixMicro(), rec.ChatID, rec.Who, rec.HitCount, rec.Confidence,
+		expires, string(meta)}, nil
+}
+
+func scanRecord(sc interface{ Scan(...any) error }) (Record, int64, error) {
+	var (
+		rec     Record
+		rid     int64
+		mt      string
+		vec     []byte
+		ts      int64
+		expires sql.NullInt64
+		meta    string
+	)
+	err := sc.Scan(&rid, &rec.ID, &rec.Tenant, &rec.UserID, &mt, &rec.Scope, &rec.Kind, &rec.Key, &rec.Text,
+		&vec, &ts, &rec.ChatID, &rec.Who, &rec.HitCount, &rec.Confidence, &expires, &meta)
+	if err != nil {
+		return rec, 0, err
+	}
+	rec.MemoryType = MemoryType(mt)
+	rec.Vector = decodeVector(vec)
+	rec.TS = time.UnixMicro(ts).UTC()
+	if expires.Valid {
+		rec.ExpiresAt = time.UnixMicro(expires.Int64).UTC()
+	}
+	if err := json.Unmarshal([]byte(meta), &rec.Metadata); err != nil {
+		return rec, 0, fmt.Errorf("record %s: stored metadata: %w", rec.ID, err)
+	}
+	return rec, rid, nil
+}
+
+// encodeVector stores v as little-endian float32s, the layout every platform reads
+// back the same.
+func encodeVector(v []float32) []byte {
+	b := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+func decodeVector(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// jsonList encodes values as a JSON array, bound as one parameter and expanded in
+// SQL with json_each: one statement shape whatever the list's length, and no
+// SQLite parameter limit.
+func jsonList[T any](vs []T) string {
+	b, _ := json.Marshal(vs) // strings and integers always marshal
+	return string(b)
+}
+
+// whereFilter renders f (already normalised) as a WHERE condition on records r.
+func whereFilter(f Filter, now time.Time) (string, []any) {
+	conds := []string{"r.tenant = ?", "r.user_id = ?"}
+	args := []any{f.Tenant, f.UserID}
+	add := func(cond string, a ...any) {
+		conds = append(conds, cond)
+		args = append(args, a...)
+	}
+	if len(f.MemoryTypes) > 0 {
+		add("r.memory_type IN (SELECT value FROM json_each(?))", jsonList(f.MemoryTypes))
+	}
+	if f.IDs != nil {
+		add("r.id IN (SELECT value FROM json_each(?))", jsonList(f.IDs))
+	}
+	if !f.Since.IsZero() {
+		add("r.ts >= ?", ceilMicro(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("r.ts < ?", ceilMicro(f.Until))
+	}
+	for _, c := range []struct{ col, v string }{
+		{"r.chat_id", f.ChatID}, {"r.who", f.Who}, {"r.scope", f.Scope}, {"r.kind", f.Kind}, {"r.key", f.Key},
+	} {
+		if c.v != "" {
+			add(c.col+" = ?", c.v)
+		}
+	}
+	keys := make([]string, 0, len(f.Payload))
+	for k := range f.Payload {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		// Keys are [A-Za-z0-9_-] (checked by Normalize), safe inside a quoted path.
+		path := `$."` + k + `"`
+		switch v, _ := PayloadValue(f.Payload[k]); v := v.(type) {
+		case string:
+			add("json_type(r.metadata, ?) = 'text' AND json_extract(r.metadata, ?) = ?", path, path, v)
+		case bool:
+			add("json_type(r.metadata, ?) = ?", path, strconv.FormatBool(v))
+		case int64:
+			add("json_type(r.metadata, ?) IN ('integer', 'real') AND json_extract(r.metadata, ?) = ?", path, path, v)
+		}
+	}
+	switch {
+	case f.ExpiredOnly:
+		add("r.expires_at IS NOT NULL AND r.expires_at <= ?", now.UnixMicro())
+	case !f.IncludeExpired:
+		add("(r.expires_at IS NULL OR r.expires_at > ?)", now.UnixMicro())
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// ceilMicro is t in Unix microseconds rounded up, so that comparing stored
+// (truncated) microseconds against it gives the same answer as comparing the times.
+func ceilMicro(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.Nanosecond()%1000 != 0 {
+		us++
+	}
+	return us
+}
