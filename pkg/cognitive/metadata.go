@@ -1,7 +1,9 @@
 package cognitive
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -27,6 +29,38 @@ const (
 	MetaSourceChatID = "source_chatid" // semantic: chat of the episode the fact came from
 	MetaFirstSeen    = "first_seen"    // semantic: ISO 8601 time of that episode
 )
+
+// Provenance of every record built from observations; the retriever copies both into
+// each context-pack item, so a memory can be traced to what was said (e.g. a dia_id).
+const (
+	MetaSourceEventIDs = "source_event_ids" // the observations' event ids
+	MetaSourceMeta     = "source_meta"      // the observations' meta objects, unchanged
+)
+
+// SpeakerMetaKey is the observation meta key naming who spoke when the role alone
+// does not (a conversation between two people, e.g. LoCoMo's speakers).
+const SpeakerMetaKey = "speaker"
+
+// Speaker returns the speaker an observation's meta names, or "".
+func Speaker(meta map[string]any) string {
+	s, _ := meta[SpeakerMetaKey].(string)
+	return strings.TrimSpace(s)
+}
+
+// PlainMeta turns decoded observation meta (events.Decode keeps numbers as
+// json.Number) into plain JSON values, so every vector store backend stores and
+// returns it unchanged.
+func PlainMeta(meta map[string]any) map[string]any {
+	data, err := json.Marshal(meta)
+	if err != nil {
+		return meta
+	}
+	var out map[string]any
+	if json.Unmarshal(data, &out) != nil {
+		return meta
+	}
+	return out
+}
 
 // Keys of one entry of MetaUpdates.
 const (

@@ -31,17 +31,6 @@ import (
 // ErrInvalidConfig is returned for a Config or Deps that cannot work.
 var ErrInvalidConfig = errors.New("ingest: invalid config")
 
-// Metadata keys of provenance on every record built from observations; the retriever
-// copies them into each context-pack item.
-const (
-	MetaSourceEventIDs = "source_event_ids"
-	MetaSourceMeta     = "source_meta"
-)
-
-// SpeakerMetaKey is the observation meta key naming who spoke when the role alone
-// does not (a conversation between two people, e.g. LoCoMo's speakers).
-const SpeakerMetaKey = "speaker"
-
 // Config configures the ingest worker.
 type Config struct {
 	// Consumer is the durable; default bus.WorkerConsumer(bus.WorkerIngest, defaults).
@@ -140,7 +129,7 @@ func (w *Worker) writeEpisode(ctx context.Context, env events.Envelope) (string,
 		Text:    o.Text,
 		TS:      env.TS,
 		ChatID:  env.SessionID,
-		Who:     speakerOf(o),
+		Who:     cognitive.Speaker(o.Meta),
 		EventID: env.ID,
 	}
 	ep, err := w.deps.Decider.Decide(ctx, cobs)
@@ -151,9 +140,9 @@ func (w *Worker) writeEpisode(ctx context.Context, env events.Envelope) (string,
 		return "", false, nil
 	}
 	rec := cognitive.EpisodeRecord(env.Tenant, env.UserID, cobs, ep)
-	rec.Metadata[MetaSourceEventIDs] = []any{env.ID}
+	rec.Metadata[cognitive.MetaSourceEventIDs] = []any{env.ID}
 	if len(o.Meta) > 0 {
-		rec.Metadata[MetaSourceMeta] = []any{plainJSON(o.Meta)}
+		rec.Metadata[cognitive.MetaSourceMeta] = []any{cognitive.PlainMeta(o.Meta)}
 	}
 	vecs, err := w.deps.Embedder.Embed(ctx, []string{rec.Text})
 	if err != nil {
@@ -184,25 +173,4 @@ func (w *Worker) publishWritten(ctx context.Context, src events.Envelope, memory
 		return fmt.Errorf("ingest: publish memory_written for %s: %w", src.ID, err)
 	}
 	return nil
-}
-
-func speakerOf(o *events.Observation) string {
-	if s, ok := o.Meta[SpeakerMetaKey].(string); ok {
-		return strings.TrimSpace(s)
-	}
-	return ""
-}
-
-// plainJSON turns decoded meta (numbers kept as json.Number by events.Decode) into
-// plain JSON values, so every vector store backend stores it unchanged.
-func plainJSON(meta map[string]any) map[string]any {
-	data, err := json.Marshal(meta)
-	if err != nil {
-		return meta
-	}
-	var out map[string]any
-	if json.Unmarshal(data, &out) != nil {
-		return meta
-	}
-	return out
 }

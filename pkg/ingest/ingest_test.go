@@ -130,10 +130,10 @@ func TestObservationsBecomeEpisodicMemories(t *testing.T) {
 	if ep.Who != "user" || ep.ChatID != "s1" || !ep.TS.Equal(remember.TS.Truncate(time.Microsecond)) {
 		t.Fatalf("episode = who %q chat %q ts %v", ep.Who, ep.ChatID, ep.TS)
 	}
-	ids, _ := ep.Metadata[ingest.MetaSourceEventIDs].([]any)
-	metas, _ := ep.Metadata[ingest.MetaSourceMeta].([]any)
+	ids, _ := ep.Metadata[cognitive.MetaSourceEventIDs].([]any)
+	metas, _ := ep.Metadata[cognitive.MetaSourceMeta].([]any)
 	if len(ids) != 1 || ids[0] != remember.ID || len(metas) != 1 || metas[0].(map[string]any)["dia_id"] != "D1:3" {
-		t.Fatalf("provenance = %v / %v", ep.Metadata[ingest.MetaSourceEventIDs], ep.Metadata[ingest.MetaSourceMeta])
+		t.Fatalf("provenance = %v / %v", ep.Metadata[cognitive.MetaSourceEventIDs], ep.Metadata[cognitive.MetaSourceMeta])
 	}
 	// The consolidator learns about the write.
 	bustest.Eventually(t, 10*time.Second, func() error {

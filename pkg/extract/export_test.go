@@ -1,0 +1,4 @@
+package extract
+
+// WrittenID exposes writtenID to the property test.
+var WrittenID = writtenID
