@@ -94,7 +94,7 @@ type Stream struct {
 type Consumer struct {
 	AckWait    time.Duration   `koanf:"ack_wait"`
 	MaxDeliver int             `koanf:"max_deliver"`
-	Backoff    []time.Duration `koanf:"backoff"` // in the environment: "1s,5s,30s"
+	Backoff    []time.Duration `koanf:"backoff"` // ack deadline of each delivery; [0] == ack_wait; in the environment: "30s,1m,5m"
 }
 
 // LLM is the OpenAI-compatible chat endpoint; an empty BaseURL selects the offline
@@ -195,7 +195,7 @@ func defaults() Config {
 			Consumer: Consumer{
 				AckWait:    30 * time.Second,
 				MaxDeliver: 5,
-				Backoff:    []time.Duration{time.Second, 5 * time.Second, 30 * time.Second},
+				Backoff:    []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute}, // BackOff[0] is the first ack deadline: it equals AckWait
 			},
 		},
 		LLM: LLM{Timeout: 60 * time.Second, MaxRetries: 3},

@@ -60,7 +60,7 @@ func TestDefaults(t *testing.T) {
 		"nats.stream.replicas":              1,
 		"nats.consumer.ack_wait":            30 * time.Second,
 		"nats.consumer.max_deliver":         5,
-		"nats.consumer.backoff":             []time.Duration{time.Second, 5 * time.Second, 30 * time.Second},
+		"nats.consumer.backoff":             []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute},
 		"llm.base_url":                      "",
 		"llm.timeout":                       60 * time.Second,
 		"llm.max_retries":                   3,
@@ -110,7 +110,7 @@ nats:
   tls:
   consumer:
     ack_wait: 45s
-    backoff: [2s, 10s]
+    backoff: [45s, 10m]
 llm:
   base_url: http://llm.local/v1
   model: small
@@ -122,7 +122,7 @@ vector:
 func TestFileOverridesDefaults(t *testing.T) {
 	c := mustLoad(t, writeFile(t, "agentmem.yaml", sampleYAML))
 	if c.Memory.AutoLoadLines != 50 || c.Memory.Backend != "jetstream" || c.NATS.URL != "nats://nats-1:4222,nats://nats-2:4222" ||
-		c.NATS.Consumer.AckWait != 45*time.Second || !reflect.DeepEqual(c.NATS.Consumer.Backoff, []time.Duration{2 * time.Second, 10 * time.Second}) ||
+		c.NATS.Consumer.AckWait != 45*time.Second || !reflect.DeepEqual(c.NATS.Consumer.Backoff, []time.Duration{45 * time.Second, 10 * time.Minute}) ||
 		c.LLM.BaseURL != "http://llm.local/v1" || c.Vector.MergeThreshold != 0.9 || c.Vector.CrossChatWindow != 72*time.Hour {
 		t.Fatalf("file values not applied: %+v", c)
 	}
@@ -157,13 +157,13 @@ func TestEnvironmentOverridesFile(t *testing.T) {
 		"AGENTMEM_LLM_BASE_URL=https://api.example/v1",
 		"AGENTMEM_LLM_MODEL=big",
 		"AGENTMEM_LLM_API_KEY=sk-env",
-		"AGENTMEM_NATS_CONSUMER_BACKOFF=1s,2s,3s",
+		"AGENTMEM_NATS_CONSUMER_BACKOFF=45s,2m,3m",
 		"AGENTMEM_CONFIG=/ignored/because/binaries/read/it",
 		"PATH=/usr/bin",
 	)
 	if c.Memory.AutoLoadLines != 77 || c.Memory.Dir != "/var/mem" || c.NATS.URL != "tls://secure:4222" ||
 		c.LLM.BaseURL != "https://api.example/v1" || c.LLM.Model != "big" || c.LLM.APIKey.Reveal() != "sk-env" ||
-		!reflect.DeepEqual(c.NATS.Consumer.Backoff, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}) {
+		!reflect.DeepEqual(c.NATS.Consumer.Backoff, []time.Duration{45 * time.Second, 2 * time.Minute, 3 * time.Minute}) {
 		t.Fatalf("environment not applied over the file: %+v", c)
 	}
 	if c.Memory.Backend != "jetstream" {
@@ -408,5 +408,14 @@ func TestHomeExpansion(t *testing.T) {
 	c := mustLoad(t, "", "AGENTMEM_MEMORY_DIR=~/mem", "AGENTMEM_LLM_API_KEY_FILE=~/keys/llm", "AGENTMEM_LLM_MODEL=~literal")
 	if c.Memory.Dir != "/home/x/mem" || c.LLM.APIKeyFile != "/home/x/keys/llm" || c.LLM.Model != "~literal" {
 		t.Fatalf("expansion: dir %q key file %q model %q", c.Memory.Dir, c.LLM.APIKeyFile, c.LLM.Model)
+	}
+}
+
+// JetStream makes BackOff[0] the first ack deadline, whatever ack_wait says; a
+// configuration where they differ would redeliver earlier than it claims.
+func TestBackoffMustStartAtAckWait(t *testing.T) {
+	_, err := Load("", []string{"AGENTMEM_NATS_CONSUMER_ACK_WAIT=30s", "AGENTMEM_NATS_CONSUMER_BACKOFF=1s,5s"})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nats.consumer.backoff") {
+		t.Fatalf("Load = %v; want an error naming nats.consumer.backoff", err)
 	}
 }

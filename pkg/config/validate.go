@@ -137,6 +137,10 @@ func (c Config) Validate() error {
 		// JetStream rejects such a consumer; say so before it does.
 		p.add("nats.consumer.backoff", "has %d entries, more than nats.consumer.max_deliver (%d)", len(n.Consumer.Backoff), n.Consumer.MaxDeliver)
 	}
+	if len(n.Consumer.Backoff) > 0 && n.Consumer.Backoff[0] != n.Consumer.AckWait {
+		// The server makes BackOff[0] the first ack deadline whatever ack_wait says.
+		p.add("nats.consumer.backoff", "first entry %s must equal nats.consumer.ack_wait (%s): it is the first delivery's ack deadline", n.Consumer.Backoff[0], n.Consumer.AckWait)
+	}
 
 	l := c.LLM
 	if l.BaseURL != "" {

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// globalFlags are the flags every command understands.
+type globalFlags struct {
+	config  string
+	natsURL string
+	verbose bool
+}
+
+func newRoot() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "agentmem",
+		Short:         "Long-term memory for fleets of LLM agents, on NATS JetStream",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.config, "config", "", "configuration file (YAML); default $AGENTMEM_CONFIG; AGENTMEM_* variables override it")
+	pf.StringVar(&g.natsURL, "nats-url", "", "NATS server to connect to (client commands); default nats.url of the configuration")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log at debug level to stderr")
+	root.AddCommand(
+		newUpCmd(g),
+		newDemoCmd(g),
+		newObserveCmd(g),
+		newEndCmd(g),
+		newContextCmd(g),
+		newSearchCmd(g),
+		newAppendCmd(g),
+		newTopicCmd(g),
+		newDLQCmd(g),
+	)
+	return root
+}

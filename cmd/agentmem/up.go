@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/demo"
+)
+
+func newUpCmd(g *globalFlags) *cobra.Command {
+	var dataDir, listen string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run everything in one process: embedded NATS, the four workers, the retriever",
+		Long: `up starts an embedded NATS server with JetStream and runs ingest, extractor,
+consolidator and retriever in this process, with the filesystem Markdown store and the
+embedded vector store under --data-dir. Agents connect to the printed NATS URL.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			overrides := map[string]string{"nats.embedded.listen": listen}
+			if dataDir != "" {
+				overrides["data_dir"] = dataDir
+			}
+			cfg, logger, err := loadConfig(g, overrides)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = logger.Sync() }()
+			ctx, stop := app.SignalContext()
+			defer stop()
+			stack, err := app.Up(ctx, cfg, app.UpOptions{}, logger)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "agentmem is up.\n")
+			if url := stack.ClientURL(); url != "" {
+				fmt.Fprintf(out, "  NATS:        %s   (export AGENTMEM_NATS_URL=%s)\n", url, url)
+			}
+			fmt.Fprintf(out, "  Markdown:    %s\n  Vectors:     %s\n  JetStream:   %s\n", cfg.Memory.Dir, cfg.Vector.Path, cfg.NATS.Embedded.StoreDir)
+			if cfg.HTTP.Listen != "" {
+				fmt.Fprintf(out, "  Operations:  http://%s/metrics /healthz /readyz\n", cfg.HTTP.Listen)
+			}
+			fmt.Fprintf(out, "Try: agentmem observe --tenant acme --user u1 --session s1 --text 'Remember: my sales files have columns date, product, qty.'\n")
+			fmt.Fprintf(out, "     agentmem end --tenant acme --user u1 --session s1\n")
+			fmt.Fprintf(out, "     agentmem context --tenant acme --user u1 --query 'which columns do my sales files have?'\n")
+			fmt.Fprintf(out, "Ctrl-C stops it (in-flight messages finish first).\n")
+			select {
+			case <-ctx.Done():
+			case err := <-stack.Done():
+				logger.Error("stack stopped", zap.Error(err))
+			}
+			return stack.Close()
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "where memory, vectors and JetStream data live (default data_dir of the configuration, ~/.agentmem)")
+	cmd.Flags().StringVar(&listen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server's client listener (\"\" for in-process only)")
+	return cmd
+}
+
+func newDemoCmd(g *globalFlags) *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the pipeline in-process on a sample conversation and print the memory it built",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := zap.NewNop()
+			if g.verbose {
+				var err error
+				if logger, err = zap.NewDevelopment(); err != nil {
+					return err
+				}
+			}
+			ctx, stop := app.SignalContext()
+			defer stop()
+			_, err := demo.Run(ctx, dataDir, cmd.OutOrStdout(), logger)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the demo's data here (default: a temporary directory, removed afterwards)")
+	return cmd
+}

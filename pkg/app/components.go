@@ -1,0 +1,180 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/extract"
+	"github.com/agentmem/agentmem/pkg/ingest"
+	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/retrieve"
+)
+
+// processors are the LLM-driven steps: the LLM implementations when an endpoint is
+// configured, the offline rule-based ones otherwise (DESIGN.md "Models").
+type processors struct {
+	extractor      extract.Extractor
+	decider        cognitive.WriteDecider
+	semantic       cognitive.SemanticWriter
+	merger         cognitive.Merger
+	separator      cognitive.Separator
+	reconsolidator cognitive.Reconsolidator
+}
+
+func (rt *Runtime) processors() (processors, error) {
+	if rt.LLM == nil {
+		return processors{
+			extractor:      extract.NewRules(rt.Logger),
+			decider:        cognitive.NewRuleDecider(),
+			semantic:       cognitive.NewRuleSemanticWriter(),
+			merger:         cognitive.NewRuleMerger(),
+			separator:      cognitive.NewRuleSeparator(),
+			reconsolidator: cognitive.NewRuleReconsolidator(),
+		}, nil
+	}
+	lc := cognitive.LLMConfig{Client: rt.LLM}
+	p := processors{extractor: extract.NewLLM(rt.LLM, rt.Logger)}
+	var err error
+	if p.decider, err = cognitive.NewLLMDecider(lc, rt.Logger); err != nil {
+		return p, err
+	}
+	if p.semantic, err = cognitive.NewLLMSemanticWriter(lc, rt.Logger); err != nil {
+		return p, err
+	}
+	if p.merger, err = cognitive.NewLLMMerger(lc, rt.Logger); err != nil {
+		return p, err
+	}
+	if p.separator, err = cognitive.NewLLMSeparator(lc, rt.Logger); err != nil {
+		return p, err
+	}
+	p.reconsolidator, err = cognitive.NewLLMReconsolidator(lc, rt.Logger)
+	return p, err
+}
+
+// llmBudget bounds one handler attempt that may call the LLM: every attempt of the
+// client at its timeout plus the 1+2+4 s of backoff between them, with a margin. The
+// subscriber keeps the message's ack deadline extended meanwhile. Zero (the router's
+// default) when offline.
+func (rt *Runtime) llmBudget() time.Duration {
+	if rt.LLM == nil {
+		return 0
+	}
+	l := rt.Config.LLM
+	return time.Duration(l.MaxRetries+1)*l.Timeout + 15*time.Second
+}
+
+// consumerDefaults are the configuration's durable consumer settings.
+func (rt *Runtime) consumerDefaults() bus.ConsumerDefaults {
+	c := rt.Config.NATS.Consumer
+	return bus.ConsumerDefaults{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, BackOff: c.Backoff}
+}
+
+// Component builds one component by name on the runtime.
+func (rt *Runtime) Component(ctx context.Context, name string) (Component, error) {
+	procs, err := rt.processors()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := obs.NewMetrics(rt.Registry, name)
+	if err != nil {
+		return nil, err
+	}
+	logger := rt.Logger.With(obs.Worker(name))
+	switch name {
+	case Ingest:
+		return ingest.New(ingest.Config{Consumer: bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults())}, ingest.Deps{
+			Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
+			Decider: procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: metrics,
+		}, logger)
+	case Extractor:
+		return extract.NewWorker(extract.WorkerConfig{
+			Consumer: bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
+			Router:   bus.RouterConfig{HandlerTimeout: rt.llmBudget()},
+		}, extract.WorkerDeps{
+			Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: procs.extractor,
+			Decider: procs.decider, Semantic: procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: metrics,
+		}, logger)
+	case Consolidator:
+		runner, err := rt.runner(ctx, procs)
+		if err != nil {
+			return nil, err
+		}
+		return consolidate.NewWorker(consolidate.WorkerConfig{
+			Consumer: bus.WorkerConsumer(bus.WorkerConsolidator, rt.consumerDefaults()),
+			Interval: rt.Config.Vector.ConsolidateInterval,
+		}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: metrics}, logger)
+	case Retriever:
+		mem, err := rt.memories(ctx)
+		if err != nil {
+			return nil, err
+		}
+		runner, err := rt.runner(ctx, procs)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := rt.Dial("agentmem-retriever")
+		if err != nil {
+			return nil, err
+		}
+		rt.onClose(func() error { conn.Close(); return nil })
+		m := rt.Config.Memory
+		return retrieve.New(retrieve.Config{
+			Policy:        m.Policy,
+			AutoLoadLines: m.AutoLoadLines,
+			KEpisodic:     rt.Config.Vector.KEpisodic,
+			KSemantic:     rt.Config.Vector.KSemantic,
+		}, retrieve.Deps{
+			Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
+			Memories: mem, Consolidator: runner,
+		}, logger)
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownComponent, name)
+}
+
+// memories is the process's one memory service (the retriever and the consolidator's
+// history share it).
+func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
+	if rt.mem != nil {
+		return rt.mem, nil
+	}
+	mem, err := memory.New(ctx, memory.Config{
+		KEpisodic: rt.Config.Vector.KEpisodic,
+		KSemantic: rt.Config.Vector.KSemantic,
+	}, memory.Deps{Vectors: rt.Vectors, Embedder: rt.Embedder, JS: rt.JS}, rt.Logger)
+	if err != nil {
+		return nil, err
+	}
+	rt.mem = mem
+	return mem, nil
+}
+
+// runner is the process's one consolidation runner, shared by the consolidator and
+// the retriever's consolidate endpoint; the namespace lease keeps runs exclusive
+// across processes too.
+func (rt *Runtime) runner(ctx context.Context, procs processors) (*consolidate.Runner, error) {
+	if rt.run != nil {
+		return rt.run, nil
+	}
+	mem, err := rt.memories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := rt.Config.Vector
+	run, err := consolidate.NewRunner(ctx, consolidate.RunnerConfig{
+		Thresholds: cognitive.Thresholds{Merge: v.MergeThreshold, Separate: v.SeparateThreshold, SameChatWindow: v.SameChatWindow, CrossChatWindow: v.CrossChatWindow},
+	}, consolidate.RunnerDeps{
+		JS: rt.JS, Vectors: rt.Vectors, Embedder: rt.Embedder,
+		Merger: procs.merger, Separator: procs.separator, Semantic: procs.semantic, Reconsolidator: procs.reconsolidator,
+		History: mem.Log(), Sweeper: mem,
+	}, rt.Logger)
+	if err != nil {
+		return nil, err
+	}
+	rt.run = run
+	return run, nil
+}

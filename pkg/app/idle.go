@@ -1,0 +1,58 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/pkg/bus"
+)
+
+// WaitIdle waits until every worker durable has delivered and had acknowledged
+// everything in the stream, twice in a row (a handler may publish follow-up events
+// for another worker just before acking), polling every interval until ctx ends.
+func WaitIdle(ctx context.Context, js jetstream.JetStream, interval time.Duration) error {
+	durables := []string{
+		bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable,
+		bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{}).Durable,
+		bus.WorkerConsumer(bus.WorkerConsolidator, bus.ConsumerDefaults{}).Durable,
+	}
+	quiet := 0
+	for {
+		busy, err := pending(ctx, js, durables)
+		if err != nil {
+			return err
+		}
+		if busy == 0 {
+			quiet++
+			if quiet == 2 {
+				return nil
+			}
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("app: pipeline still has %d messages in flight: %w", busy, ctx.Err())
+		case <-time.After(interval):
+		}
+	}
+}
+
+func pending(ctx context.Context, js jetstream.JetStream, durables []string) (uint64, error) {
+	var n uint64
+	for _, d := range durables {
+		c, err := js.Consumer(ctx, bus.DefaultStream, d)
+		if err != nil {
+			return 0, fmt.Errorf("app: consumer %s: %w", d, err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("app: consumer %s: %w", d, err)
+		}
+		n += info.NumPending + uint64(info.NumAckPending)
+	}
+	return n, nil
+}

@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/obs"
+)
+
+// LoadConfig loads the configuration from path (or $AGENTMEM_CONFIG when path is
+// empty) and the environment, and builds the logger it selects.
+func LoadConfig(path string) (config.Config, *zap.Logger, error) {
+	if path == "" {
+		path = os.Getenv(config.EnvConfigFile)
+	}
+	cfg, err := config.Load(path, os.Environ())
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return config.Config{}, nil, err
+	}
+	logger, err := obs.NewLogger(obs.LogConfig{Level: cfg.Log.Level, Format: cfg.Log.Format})
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	return cfg, logger, nil
+}
+
+// SignalContext ends on SIGINT or SIGTERM, which start a graceful shutdown.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// RunWorker is the whole main of a worker binary: it parses --config, loads the
+// configuration, connects and runs the named component until SIGINT/SIGTERM, and
+// returns the exit code.
+func RunWorker(name string, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "configuration file (YAML); default $"+config.EnvConfigFile+"; AGENTMEM_* variables override it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cfg, logger, err := LoadConfig(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	defer func() { _ = logger.Sync() }()
+	logger = logger.With(obs.Worker(name))
+	ctx, stop := SignalContext()
+	defer stop()
+	rt, err := NewRuntime(ctx, cfg, nil, logger)
+	if err != nil {
+		logger.Error("start failed", zap.Error(err))
+		return 1
+	}
+	defer func() { _ = rt.Close() }()
+	if err := Serve(ctx, rt, []string{name}, func() { logger.Info("ready") }); err != nil {
+		logger.Error("stopped with an error", zap.Error(err))
+		return 1
+	}
+	logger.Info("stopped")
+	return 0
+}

@@ -1,0 +1,229 @@
+// Package app wires agentmem's components from one configuration: the shared
+// runtime (NATS connection, streams, stores, models) that every binary builds the
+// same way, the components themselves, the operations server, and the all-in-one
+// stack of `agentmem up` with an embedded NATS server.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/llm"
+	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/qdrant"
+)
+
+// Runtime holds the parts every component of one process shares. Components that
+// consume or serve open their own connections through Dial; Conn is for the stores
+// and for publishing.
+type Runtime struct {
+	Config   config.Config
+	Logger   *zap.Logger
+	Registry *prometheus.Registry
+	Conn     *nats.Conn
+	JS       jetstream.JetStream
+	Docs     *docstore.Store
+	Events   *eventstore.Store
+	Sessions *session.Store
+	Vectors  vectorstore.Store
+	Embedder embed.Embedder
+	LLM      *llm.Client // nil: offline, rule-based processors
+
+	connCfg bus.ConnConfig
+	closers []func() error
+	mem     *memory.Service     // built on first use, shared
+	run     *consolidate.Runner // built on first use, shared
+}
+
+// NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the
+// streams and builds the stores and models that cfg selects.
+func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logger *zap.Logger) (rt *Runtime, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	connCfg, err := connConfig(cfg.NATS, srv)
+	if err != nil {
+		return nil, err
+	}
+	rt = &Runtime{Config: cfg, Logger: logger, Registry: obs.NewRegistry(), connCfg: connCfg}
+	defer func() {
+		if err != nil {
+			_ = rt.Close()
+		}
+	}()
+	if rt.Conn, err = rt.Dial("agentmem-runtime"); err != nil {
+		return nil, err
+	}
+	rt.onClose(func() error { rt.Conn.Close(); return nil })
+	if rt.JS, err = jetstream.New(rt.Conn); err != nil {
+		return nil, fmt.Errorf("app: jetstream: %w", err)
+	}
+	if err := bus.ProvisionStreams(ctx, rt.JS, bus.StreamConfig{
+		MaxAge:          cfg.NATS.Stream.MaxAge,
+		DuplicateWindow: cfg.NATS.Stream.DuplicateWindow,
+		Replicas:        cfg.NATS.Stream.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if rt.Events, err = eventstore.New(eventstore.Config{}, rt.JS, logger); err != nil {
+		return nil, err
+	}
+	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: cfg.NATS.Stream.Replicas}, rt.JS, logger); err != nil {
+		return nil, err
+	}
+	if rt.Docs, err = rt.newDocs(ctx); err != nil {
+		return nil, err
+	}
+	if rt.Embedder, err = rt.newEmbedder(); err != nil {
+		return nil, err
+	}
+	if rt.Vectors, err = rt.newVectors(ctx); err != nil {
+		return nil, err
+	}
+	rt.onClose(rt.Vectors.Close)
+	if !cfg.LLM.Offline() {
+		key, err := cfg.LLM.APIKeyValue()
+		if err != nil {
+			return nil, err
+		}
+		if rt.LLM, err = llm.New(llm.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: key, Timeout: cfg.LLM.Timeout, MaxRetries: cfg.LLM.MaxRetries}, logger); err != nil {
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+// Dial opens a new connection with the runtime's settings; the caller closes it.
+func (rt *Runtime) Dial(name string) (*nats.Conn, error) {
+	c := rt.connCfg
+	c.Name = name
+	return bus.Connect(c, rt.Logger)
+}
+
+// Dialer is Dial as a pipeline.Dialer.
+func (rt *Runtime) Dialer() pipeline.Dialer { return rt.Dial }
+
+// Close releases what NewRuntime opened, in reverse order.
+func (rt *Runtime) Close() error {
+	var errs []error
+	for i := len(rt.closers) - 1; i >= 0; i-- {
+		errs = append(errs, rt.closers[i]())
+	}
+	rt.closers = nil
+	return errors.Join(errs...)
+}
+
+func (rt *Runtime) onClose(f func() error) { rt.closers = append(rt.closers, f) }
+
+func (rt *Runtime) newDocs(ctx context.Context) (*docstore.Store, error) {
+	m := rt.Config.Memory
+	var (
+		backend docstore.Backend
+		err     error
+	)
+	switch m.Backend {
+	case config.MemoryBackendJetStream:
+		backend, err = docstore.NewJetStream(ctx, docstore.JetStreamConfig{Replicas: rt.Config.NATS.Stream.Replicas}, rt.JS, rt.Logger)
+	default:
+		backend, err = docstore.NewFilesystem(docstore.FilesystemConfig{BaseDir: m.Dir}, rt.Logger)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return docstore.New(docstore.Config{AutoLoadLines: m.AutoLoadLines, MaxLines: m.MaxLines, TargetLines: m.TargetLines}, backend, rt.Logger)
+}
+
+func (rt *Runtime) newEmbedder() (embed.Embedder, error) {
+	e := rt.Config.Embed
+	if e.Provider != config.EmbedProviderOpenAI {
+		return embed.NewLocal(embed.LocalConfig{Dimensions: e.Dimensions})
+	}
+	key, err := e.APIKeyValue()
+	if err != nil {
+		return nil, err
+	}
+	return embed.NewOpenAI(embed.OpenAIConfig{BaseURL: e.BaseURL, Model: e.Model, APIKey: key, Dimensions: e.Dimensions, BatchSize: e.BatchSize}, rt.Logger)
+}
+
+func (rt *Runtime) newVectors(ctx context.Context) (vectorstore.Store, error) {
+	v := rt.Config.Vector
+	if v.Backend == config.VectorBackendQdrant {
+		key, err := v.Qdrant.APIKeyValue()
+		if err != nil {
+			return nil, err
+		}
+		return qdrant.New(ctx, qdrant.Config{
+			Addr:       v.Qdrant.Addr,
+			APIKey:     key,
+			UseTLS:     v.Qdrant.TLS.InUse(),
+			CAFile:     v.Qdrant.TLS.CAFile,
+			Collection: v.Collection,
+			Dimensions: rt.Embedder.Dimensions(),
+		}, rt.Logger)
+	}
+	if err := os.MkdirAll(filepath.Dir(v.Path), 0o755); err != nil {
+		return nil, fmt.Errorf("app: vector store directory: %w", err)
+	}
+	return vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: v.Path, Dimensions: rt.Embedder.Dimensions()}, rt.Logger)
+}
+
+// Connect opens a client connection with the configuration's URL, credentials and
+// TLS, for command-line clients and tools.
+func Connect(n config.NATS, name string, logger *zap.Logger) (*nats.Conn, error) {
+	c, err := connConfig(n, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.Name = name
+	return bus.Connect(c, logger)
+}
+
+func connConfig(n config.NATS, srv *server.Server) (bus.ConnConfig, error) {
+	password, err := n.PasswordValue()
+	if err != nil {
+		return bus.ConnConfig{}, err
+	}
+	token, err := n.TokenValue()
+	if err != nil {
+		return bus.ConnConfig{}, err
+	}
+	url := n.URL
+	if srv != nil {
+		url = "" // in-process: nats.url names some other server
+	}
+	c := bus.ConnConfig{
+		URL:       url,
+		CredsFile: n.CredsFile,
+		NKeyFile:  n.NKeyFile,
+		User:      n.User,
+		Password:  password,
+		Token:     token,
+		InProcess: srv,
+	}
+	if n.TLS.InUse() {
+		c.TLS = bus.TLSConfig{CAFile: n.TLS.CAFile, CertFile: n.TLS.CertFile, KeyFile: n.TLS.KeyFile, ServerName: n.TLS.ServerName}
+	}
+	return c, nil
+}

@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/config"
+)
+
+// ErrNotReady is returned by Up when the components do not become ready in time.
+var ErrNotReady = errors.New("app: stack not ready")
+
+// UpOptions configures the all-in-one stack beyond the configuration file.
+type UpOptions struct {
+	// ReadyTimeout bounds the wait for every component; default 60s.
+	ReadyTimeout time.Duration
+}
+
+// Stack is everything in one process: an embedded JetStream server and all four
+// components on the runtime built from the configuration (SPEC E8).
+type Stack struct {
+	srv    *server.Server
+	rt     *Runtime
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Up starts the embedded NATS server (StoreDir nats.embedded.store_dir, TCP listener
+// nats.embedded.listen when set) and every component, and returns once all are ready.
+func Up(ctx context.Context, cfg config.Config, opts UpOptions, logger *zap.Logger) (*Stack, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 60 * time.Second
+	}
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: cfg.NATS.Embedded.StoreDir, Listen: cfg.NATS.Embedded.Listen})
+	if err != nil {
+		return nil, err
+	}
+	rt, err := NewRuntime(ctx, cfg, srv, logger)
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s := &Stack{srv: srv, rt: rt, cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() { s.done <- Serve(runCtx, rt, Components, func() { close(ready) }) }()
+	select {
+	case <-ready:
+		return s, nil
+	case err := <-s.done:
+		s.done <- err
+		_ = s.Close()
+		return nil, fmt.Errorf("app: stack stopped while starting: %w", err)
+	case <-time.After(opts.ReadyTimeout):
+		_ = s.Close()
+		return nil, fmt.Errorf("%w after %s", ErrNotReady, opts.ReadyTimeout)
+	case <-ctx.Done():
+		_ = s.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// Runtime is the stack's shared runtime (stores, connection).
+func (s *Stack) Runtime() *Runtime { return s.rt }
+
+// Server is the embedded NATS server.
+func (s *Stack) Server() *server.Server { return s.srv }
+
+// ClientURL is the URL other processes connect to, or "" without a TCP listener.
+func (s *Stack) ClientURL() string {
+	if s.srv.Addr() == nil {
+		return ""
+	}
+	return s.srv.ClientURL()
+}
+
+// Done reports the stack's end: the components' error, or nil after Close.
+func (s *Stack) Done() <-chan error { return s.done }
+
+// Close stops the components (in-flight messages finish), then the runtime and the
+// server.
+func (s *Stack) Close() error {
+	s.cancel()
+	err := <-s.done
+	s.done <- err
+	err = errors.Join(err, s.rt.Close())
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	return err
+}

@@ -1,0 +1,186 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/agentmem/agentmem/events"
+)
+
+// DefaultRequestTimeout bounds one publish acknowledgement or one request when the
+// caller's context has no earlier deadline.
+const DefaultRequestTimeout = 10 * time.Second
+
+// Sentinel errors. Every error of this package wraps one of them (or is an *Error,
+// which matches ErrBadRequest, ErrNotFound, ErrInternal or ErrUnavailable by code).
+var (
+	// ErrInvalidConfig: New was given a Config that cannot work; the message names the field.
+	ErrInvalidConfig = errors.New("client: invalid config")
+	// ErrInvalidEvent: an event method was given input the contract rejects; nothing
+	// was published. It also wraps events.ErrInvalidEvent.
+	ErrInvalidEvent = errors.New("client: invalid event")
+	// ErrPublish: JetStream did not acknowledge an event.
+	ErrPublish = errors.New("client: publish")
+	// ErrNoStream: no JetStream stream captures mem.>, so the event could not be stored.
+	ErrNoStream = errors.New("client: no event stream")
+	// ErrNoRetriever: nothing is subscribed to the request subject.
+	ErrNoRetriever = errors.New("client: no retriever is answering")
+	// ErrRequest: a request failed in transport (timeout, closed connection).
+	ErrRequest = errors.New("client: request")
+	// ErrBadReply: the retriever answered with something that is not the reply type.
+	ErrBadReply = errors.New("client: bad reply")
+
+	// Matched by *Error through its code (errors.Is(err, client.ErrNotFound)).
+	ErrBadRequest  = errors.New("client: bad request")
+	ErrNotFound    = errors.New("client: not found")
+	ErrInternal    = errors.New("client: retriever internal error")
+	ErrUnavailable = errors.New("client: retriever dependency unavailable")
+)
+
+// Error is a failed request as the retriever reported it in the NATS micro error
+// headers (Nats-Service-Error-Code, Nats-Service-Error). Code is one of the
+// events.RPCCode* values; Message names the field and the rule that failed.
+type Error struct {
+	Endpoint string
+	Code     string
+	Message  string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("agentmem %s: %s %s", e.Endpoint, e.Code, e.Message)
+}
+
+// Is lets errors.Is match an *Error against the sentinel of its code.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case events.RPCCodeBadRequest:
+		return target == ErrBadRequest
+	case events.RPCCodeNotFound:
+		return target == ErrNotFound
+	case events.RPCCodeInternal:
+		return target == ErrInternal
+	case events.RPCCodeUnavailable:
+		return target == ErrUnavailable
+	}
+	return false
+}
+
+// Config configures a Client. A client speaks for one tenant; the user and session
+// are arguments of each call, so one client serves every user of an agent.
+type Config struct {
+	// Tenant is the <tenant> token of every subject; required.
+	Tenant string
+	// AgentID is put on every event and on context requests that name no agent;
+	// optional.
+	AgentID string
+	// RequestTimeout bounds each publish acknowledgement and each request;
+	// default DefaultRequestTimeout. A context deadline that comes earlier wins.
+	RequestTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	return c
+}
+
+// Validate reports what is wrong with c after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if err := events.ValidateID("Tenant", c.Tenant); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if c.AgentID != "" {
+		if err := events.ValidateID("AgentID", c.AgentID); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	if c.RequestTimeout < 0 {
+		return fmt.Errorf("%w: RequestTimeout is %s; it must not be negative", ErrInvalidConfig, c.RequestTimeout)
+	}
+	return nil
+}
+
+// Client publishes an agent's events and asks the retriever. It is safe for
+// concurrent use and does not own the connection: closing it is the caller's job.
+type Client struct {
+	cfg Config
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+// New returns a client on nc for cfg.Tenant.
+func New(nc *nats.Conn, cfg Config) (*Client, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: the *nats.Conn is nil", ErrInvalidConfig)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: jetstream context: %w", ErrInvalidConfig, err)
+	}
+	return &Client{cfg: cfg, nc: nc, js: js}, nil
+}
+
+// Tenant is the tenant the client speaks for.
+func (c *Client) Tenant() string { return c.cfg.Tenant }
+
+// withTimeout bounds ctx by RequestTimeout; an earlier deadline of ctx stays.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
+}
+
+// request sends req to memrpc.<tenant>.<endpoint> and decodes the reply into Rep.
+func request[Rep any](ctx context.Context, c *Client, endpoint string, req any) (Rep, error) {
+	var rep Rep
+	data, err := c.roundTrip(ctx, endpoint, req)
+	if err != nil {
+		return rep, err
+	}
+	if len(data) == 0 {
+		return rep, fmt.Errorf("%w: memrpc.%s.%s: empty reply", ErrBadReply, c.cfg.Tenant, endpoint)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return rep, fmt.Errorf("%w: memrpc.%s.%s: %w", ErrBadReply, c.cfg.Tenant, endpoint, err)
+	}
+	return rep, nil
+}
+
+// roundTrip sends req to memrpc.<tenant>.<endpoint> and returns the reply body.
+// Requests are not validated here: the retriever is the authority on the contract,
+// so a client never rejects what a newer retriever accepts, and its answer to bad
+// input is an *Error with code 400 naming the field.
+func (c *Client) roundTrip(ctx context.Context, endpoint string, req any) ([]byte, error) {
+	subject, err := events.RPCSubject(c.cfg.Tenant, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRequest, err)
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: encode request: %w", ErrRequest, subject, err)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("%w on %s (is the retriever running? `agentmem up` or cmd/retriever serves it): %w", ErrNoRetriever, subject, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %w", ErrRequest, subject, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return nil, &Error{Endpoint: endpoint, Code: code, Message: msg.Header.Get(micro.ErrorHeader)}
+	}
+	return msg.Data, nil
+}

@@ -1,0 +1,165 @@
+package consolidate_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// SPEC C4, C5: a memory_hit applied twice counts once; the memory is rewritten
+// with the query as its new context, time, chat and speaker unchanged, and its
+// updates grow by one; unknown ids are skipped.
+func TestApplyHitsCountsEachEventOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	ep := e.episode(t, user, "c1", base, student)
+	r := e.runner(t, "", nil)
+	if _, err := r.Consolidate(ctx, tenant, user); err != nil { // writes the fact
+		t.Fatal(err)
+	}
+	facts := e.records(t, user, vectorstore.Semantic)
+	if len(facts) != 1 {
+		t.Fatalf("%d facts", len(facts))
+	}
+	const query = "which university do I attend?"
+	gone := vectorstore.DeterministicID("deleted memory")
+	hit := hitEvent(user, query, ep.ID, facts[0].ID, gone, "not-a-memory-id")
+	for range 2 {
+		if err := r.ApplyHits(ctx, tenant, user, hit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := e.get(t, user, ep.ID)
+	if got.HitCount != 1 {
+		t.Errorf("hit_count %d after one event delivered twice, want 1", got.HitCount)
+	}
+	if !got.TS.Equal(ep.TS) || got.ChatID != ep.ChatID || got.Who != ep.Who {
+		t.Errorf("time/chat/who changed: %s %s %s, was %s %s %s", got.TS, got.ChatID, got.Who, ep.TS, ep.ChatID, ep.Who)
+	}
+	for _, k := range []string{cognitive.MetaTime, cognitive.MetaChatID, cognitive.MetaWho} {
+		if got.Metadata[k] != ep.Metadata[k] {
+			t.Errorf("metadata %s changed: %v, was %v", k, got.Metadata[k], ep.Metadata[k])
+		}
+	}
+	updates, _ := got.Metadata[cognitive.MetaUpdates].([]any)
+	if len(updates) != 1 {
+		t.Fatalf("updates %v, want one entry", updates)
+	}
+	u, _ := updates[0].(map[string]any)
+	if u[cognitive.UpdateContext] != query || u[cognitive.UpdatePreviousText] != ep.Text {
+		t.Errorf("update entry %v, want context %q and previous text %q", u, query, ep.Text)
+	}
+	if !strings.Contains(got.Text, query) || got.Metadata[cognitive.MetaThing] != got.Text {
+		t.Errorf("text %q (thing %v) not rewritten with the new context", got.Text, got.Metadata[cognitive.MetaThing])
+	}
+	if cognitive.Similarity(got.Vector, ep.Vector) > 0.9999 {
+		t.Error("vector not re-embedded after the rewrite")
+	}
+	if hs := strs(got.Metadata[consolidate.MetaHitEvents]); !slices.Equal(hs, []string{hit.ID}) {
+		t.Errorf("hit_events %v, want [%s]", hs, hit.ID)
+	}
+	if ops := e.ops(t, user, ep.ID); !slices.Equal(ops, []string{consolidate.OpHit, consolidate.OpReconsolidate}) {
+		t.Errorf("history %v", ops)
+	}
+	f := e.get(t, user, facts[0].ID)
+	if f.HitCount != 1 || f.Text != facts[0].Text {
+		t.Errorf("fact after a hit: count %d text %q; want 1 and unchanged", f.HitCount, f.Text)
+	}
+
+	second := hitEvent(user, "where do I study?", ep.ID)
+	if err := r.ApplyHits(ctx, tenant, user, second); err != nil {
+		t.Fatal(err)
+	}
+	got = e.get(t, user, ep.ID)
+	updates, _ = got.Metadata[cognitive.MetaUpdates].([]any)
+	if got.HitCount != 2 || len(updates) != 2 {
+		t.Errorf("after a second event: hit_count %d, %d updates; want 2 and 2", got.HitCount, len(updates))
+	}
+}
+
+func TestApplyHitsRejectsForeignEvents(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, "", nil)
+	ctx := testCtx(t)
+	other := hitEvent("u2", "q", vectorstore.DeterministicID("x"))
+	if err := r.ApplyHits(ctx, tenant, user, other); !errors.Is(err, consolidate.ErrInvalidInput) {
+		t.Errorf("hit of another user: %v, want ErrInvalidInput", err)
+	}
+	written := events.New(events.TypeMemoryWritten, tenant, user, "", "")
+	if err := r.ApplyHits(ctx, tenant, user, written); !errors.Is(err, consolidate.ErrInvalidInput) {
+		t.Errorf("memory_written as a hit: %v, want ErrInvalidInput", err)
+	}
+}
+
+// Property (C4): whatever the order and repetition of hit events, a memory's
+// hit_count is the number of distinct events, its updates grow once per distinct
+// event, and hit_events lists them in first-applied order (within its window).
+func TestPropertyEachHitEventCountsOnce(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, "", nil)
+	ctx := testCtx(t)
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		n++
+		ep := e.episode(t, user, fmt.Sprintf("chat%d", n), base.Add(time.Duration(n)*time.Minute), student)
+		pool := rapid.IntRange(1, 6).Draw(rt, "distinct events")
+		hits := make([]events.Envelope, pool)
+		for i := range hits {
+			hits[i] = hitEvent(user, fmt.Sprintf("query %d", i), ep.ID)
+		}
+		order := rapid.SliceOfN(rapid.IntRange(0, pool-1), 1, 12).Draw(rt, "deliveries")
+		var first []string
+		for _, i := range order {
+			if err := r.ApplyHits(ctx, tenant, user, hits[i]); err != nil {
+				rt.Fatal(err)
+			}
+			if !slices.Contains(first, hits[i].ID) {
+				first = append(first, hits[i].ID)
+			}
+		}
+		got := e.get(t, user, ep.ID)
+		updates, _ := got.Metadata[cognitive.MetaUpdates].([]any)
+		if got.HitCount != len(first) || len(updates) != len(first) {
+			rt.Fatalf("deliveries %v: hit_count %d, %d updates; want %d", order, got.HitCount, len(updates), len(first))
+		}
+		if hs := strs(got.Metadata[consolidate.MetaHitEvents]); !slices.Equal(hs, first) {
+			rt.Fatalf("hit_events %v, want %v", hs, first)
+		}
+		if !got.TS.Equal(ep.TS) || got.ChatID != ep.ChatID || got.Who != ep.Who {
+			rt.Fatalf("time/chat/who changed")
+		}
+	})
+}
+
+// The dedupe window keeps the last HitEventWindow ids.
+func TestHitEventsWindowIsBounded(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, "", nil)
+	ctx := testCtx(t)
+	ep := e.episode(t, user, "c1", base, student)
+	var ids []string
+	for i := range consolidate.HitEventWindow + 3 {
+		h := hitEvent(user, fmt.Sprintf("q%d", i), ep.ID)
+		ids = append(ids, h.ID)
+		if err := r.ApplyHits(ctx, tenant, user, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := e.get(t, user, ep.ID)
+	if hs := strs(got.Metadata[consolidate.MetaHitEvents]); !slices.Equal(hs, ids[3:]) {
+		t.Errorf("hit_events holds %d ids, want the last %d", len(hs), consolidate.HitEventWindow)
+	}
+	if got.HitCount != len(ids) {
+		t.Errorf("hit_count %d, want %d", got.HitCount, len(ids))
+	}
+}

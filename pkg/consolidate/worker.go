@@ -1,0 +1,303 @@
+package consolidate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/pipeline"
+)
+
+// Defaults of WorkerConfig.
+const (
+	DefaultInterval         = 10 * time.Minute
+	DefaultNamespacesBucket = "agentmem_namespaces"
+	DefaultLeaseWait        = 20 * time.Second
+	DefaultLeasePoll        = 100 * time.Millisecond
+)
+
+// WorkerConfig configures the consolidator Worker. Zero fields take the defaults
+// noted.
+type WorkerConfig struct {
+	// Consumer is the durable; default bus.WorkerConsumer(bus.WorkerConsolidator, defaults).
+	Consumer bus.ConsumerSpec
+	// Concurrency is how many events one replica handles at once; default 4.
+	Concurrency int
+	// Router configures retries and the per-attempt timeout of a handler.
+	Router bus.RouterConfig
+	// Interval between timer passes over the dirty namespaces; default 10m.
+	Interval time.Duration
+	// NamespacesBucket records each namespace's last write; default
+	// "agentmem_namespaces".
+	NamespacesBucket string
+	// LeaseWait is how long a hit or consolidate event waits for a namespace whose
+	// lease is held before the attempt fails and is retried by the Router; default
+	// 20s. Keep it below Router.HandlerTimeout, which also bounds the wait.
+	LeaseWait time.Duration
+	// LeasePoll is the pause between lease attempts while waiting (jittered);
+	// default 100ms.
+	LeasePoll time.Duration
+}
+
+func (c *WorkerConfig) setDefaults() {
+	if c.Consumer.Durable == "" {
+		c.Consumer = bus.WorkerConsumer(bus.WorkerConsolidator, bus.ConsumerDefaults{})
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.NamespacesBucket == "" {
+		c.NamespacesBucket = DefaultNamespacesBucket
+	}
+	if c.LeaseWait == 0 {
+		c.LeaseWait = DefaultLeaseWait
+	}
+	if c.LeasePoll == 0 {
+		c.LeasePoll = DefaultLeasePoll
+	}
+}
+
+// Validate reports what is wrong with the configuration (after defaults), naming
+// the field. The consumer and router are checked by pipeline.New.
+func (c WorkerConfig) Validate() error {
+	if err := events.ValidateID("NamespacesBucket", c.NamespacesBucket); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("%w: Interval is %s, want > 0", ErrInvalidConfig, c.Interval)
+	case c.LeaseWait < 0:
+		return fmt.Errorf("%w: LeaseWait is %s, want >= 0", ErrInvalidConfig, c.LeaseWait)
+	case c.LeasePoll < 0:
+		return fmt.Errorf("%w: LeasePoll is %s, want > 0", ErrInvalidConfig, c.LeasePoll)
+	case c.Concurrency < 0:
+		return fmt.Errorf("%w: Concurrency is %d, want >= 0", ErrInvalidConfig, c.Concurrency)
+	}
+	return nil
+}
+
+// WorkerDeps are the parts the Worker uses; all but Metrics are required.
+type WorkerDeps struct {
+	Dial    pipeline.Dialer
+	JS      jetstream.JetStream // the namespaces bucket
+	Runner  *Runner
+	Metrics *obs.Metrics
+}
+
+// Worker is the consolidator stream worker: it applies memory hits, runs
+// requested consolidations, and consolidates namespaces with new writes on a
+// timer (see the package doc).
+type Worker struct {
+	cfg    WorkerConfig
+	deps   WorkerDeps
+	pw     *pipeline.Worker
+	logger *zap.Logger
+	dirty  jetstream.KeyValue // set by Run before any handler runs
+}
+
+// NewWorker returns a Worker; nothing connects before Run.
+func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Dial == nil || deps.JS == nil || deps.Runner == nil {
+		return nil, fmt.Errorf("%w: WorkerDeps.Dial, JS and Runner are required", ErrInvalidConfig)
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	w := &Worker{cfg: cfg, deps: deps, logger: logger.With(obs.Worker(bus.WorkerConsolidator))}
+	pw, err := pipeline.New(pipeline.Config{
+		Worker:      bus.WorkerConsolidator,
+		Consumer:    cfg.Consumer,
+		Concurrency: cfg.Concurrency,
+		Router:      cfg.Router,
+		Dial:        deps.Dial,
+		Metrics:     deps.Metrics,
+	}, w.handle, logger)
+	if err != nil {
+		return nil, err
+	}
+	w.pw = pw
+	return w, nil
+}
+
+// Run consumes events and runs the timer until ctx ends, then drains and returns
+// nil; an error means it could not start.
+func (w *Worker) Run(ctx context.Context) error {
+	kv, err := bus.EnsureKV(ctx, w.deps.JS, jetstream.KeyValueConfig{
+		Bucket:      w.cfg.NamespacesBucket,
+		Description: "agentmem namespaces with their last memory write",
+		History:     1,
+	})
+	if err != nil {
+		return fmt.Errorf("consolidate: %w", err)
+	}
+	w.dirty = kv
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timerDone := make(chan struct{})
+	go func() {
+		defer close(timerDone)
+		w.timer(ctx)
+	}()
+	err = w.pw.Run(ctx)
+	cancel()
+	<-timerDone
+	return err
+}
+
+// Ready reports whether the worker consumes, for /readyz.
+func (w *Worker) Ready(ctx context.Context) error { return w.pw.Ready(ctx) }
+
+func (w *Worker) handle(ctx context.Context, env events.Envelope) error {
+	var err error
+	switch env.Type {
+	case events.TypeMemoryHit:
+		err = w.waitLease(ctx, func() error { return w.deps.Runner.ApplyHits(ctx, env.Tenant, env.UserID, env) })
+	case events.TypeMemoryWritten:
+		err = w.markDirty(ctx, env.Tenant, env.UserID)
+	case events.TypeConsolidateRequested:
+		err = w.waitLease(ctx, func() error {
+			_, err := w.deps.Runner.Consolidate(ctx, env.Tenant, env.UserID)
+			return err
+		})
+	default:
+		err = fmt.Errorf("%w: %s event on a consolidator subject", ErrInvalidInput, env.Type)
+	}
+	if errors.Is(err, ErrInvalidInput) {
+		return bus.Permanent(err)
+	}
+	return err
+}
+
+// waitLease calls fn until it does not fail with ErrLeaseHeld, for at most
+// LeaseWait (and the handler's deadline); then the last error is returned and the
+// Router retries the event.
+func (w *Worker) waitLease(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(w.cfg.LeaseWait)
+	for {
+		err := fn()
+		if !errors.Is(err, ErrLeaseHeld) || !time.Now().Before(deadline) {
+			return err
+		}
+		// Jitter keeps waiting replicas from retrying in lockstep.
+		t := time.NewTimer(w.cfg.LeasePoll/2 + rand.N(w.cfg.LeasePoll/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// dirtyMark is the value of a namespace in the namespaces bucket.
+type dirtyMark struct {
+	LastWrite time.Time `json:"last_write"`
+}
+
+// markDirty records that the namespace was written now; the value never moves
+// back, whichever replica writes last.
+func (w *Worker) markDirty(ctx context.Context, tenant, userID string) error {
+	now := w.deps.Runner.deps.Now().UTC()
+	_, err := bus.UpdateKV(ctx, w.dirty, namespaceKey(tenant, userID), 0, func(old []byte, exists bool) ([]byte, error) {
+		var m dirtyMark
+		if exists && json.Unmarshal(old, &m) == nil && m.LastWrite.After(now) {
+			return old, nil
+		}
+		return json.Marshal(dirtyMark{LastWrite: now})
+	})
+	if err != nil {
+		return fmt.Errorf("consolidate: mark %s/%s written: %w", tenant, userID, err)
+	}
+	return nil
+}
+
+func (w *Worker) timer(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			w.consolidateDirty(ctx)
+		}
+	}
+}
+
+// namespaceMark is a dirty namespace read from the bucket.
+type namespaceMark struct {
+	tenant, userID string
+	lastWrite      time.Time
+}
+
+// consolidateDirty runs Consolidate on every namespace written since its last
+// run. Failures are logged; the namespace stays dirty, so the next pass retries.
+func (w *Worker) consolidateDirty(ctx context.Context) {
+	marks, err := w.dirtyNamespaces(ctx)
+	if err != nil {
+		w.logger.Warn("could not list namespaces to consolidate", zap.Error(err))
+		return
+	}
+	for _, m := range marks {
+		if ctx.Err() != nil {
+			return
+		}
+		log := w.logger.With(obs.Tenant(m.tenant), obs.User(m.userID))
+		last, err := w.deps.Runner.LastRun(ctx, m.tenant, m.userID)
+		if err != nil {
+			log.Warn("could not read the last consolidation run", zap.Error(err))
+			continue
+		}
+		if !m.lastWrite.After(last) {
+			continue
+		}
+		_, err = w.deps.Runner.Consolidate(ctx, m.tenant, m.userID)
+		switch {
+		case errors.Is(err, ErrLeaseHeld):
+			log.Debug("namespace busy; the next pass retries", zap.Error(err))
+		case err != nil && ctx.Err() == nil:
+			log.Warn("timed consolidation failed; the next pass retries", zap.Error(err))
+		}
+	}
+}
+
+// dirtyNamespaces reads every namespace mark in the bucket.
+func (w *Worker) dirtyNamespaces(ctx context.Context) ([]namespaceMark, error) {
+	watcher, err := w.dirty.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = watcher.Stop() }()
+	var marks []namespaceMark
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e := <-watcher.Updates():
+			if e == nil { // every current value has been delivered
+				return marks, nil
+			}
+			tenant, userID, _ := strings.Cut(e.Key(), ".")
+			var m dirtyMark
+			if validateNamespace(tenant, userID) != nil || json.Unmarshal(e.Value(), &m) != nil {
+				w.logger.Warn("ignoring a malformed namespace mark", zap.String("key", e.Key()))
+				continue
+			}
+			marks = append(marks, namespaceMark{tenant: tenant, userID: userID, lastWrite: m.LastWrite})
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+func defaultRank() memory.RankConfig {
+	return memory.RankConfig{RecencyHalfLife: 30 * 24 * time.Hour, RecencyWeight: 0.15, HitWeight: 0.05}
+}
+
+func TestScoreFormula(t *testing.T) {
+	c := defaultRank()
+	cases := []struct {
+		rel  float64
+		age  time.Duration
+		hits int
+		want float64
+	}{
+		{1, 0, 0, 1.15},
+		{1, 30 * 24 * time.Hour, 0, 1.075},
+		{0.5, 60 * 24 * time.Hour, 0, 0.5 * (1 + 0.15/4)},
+		{1, -time.Hour, 0, 1.15}, // ahead of the clock counts as fresh
+		{1, 0, 9, 1.15 + 0.05*math.Log(10)},
+		{0, 0, 1000, 0},
+	}
+	for _, tc := range cases {
+		if got := c.Score(tc.rel, tc.age, tc.hits); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Score(%v, %s, %d) = %v, want %v", tc.rel, tc.age, tc.hits, got, tc.want)
+		}
+	}
+	if got := memory.Relevance(2.0 / 61); got != 1 {
+		t.Errorf("Relevance(best) = %v, want 1", got)
+	}
+	if got := memory.Relevance(1.0 / 61); math.Abs(got-0.5) > 1e-12 {
+		t.Errorf("Relevance(first on one side) = %v, want 0.5", got)
+	}
+}
+
+// TestPropertyScoreIsMonotone: raising the hit count, making a memory more
+// recent or more relevant never lowers its score, under any valid RankConfig.
+func TestPropertyScoreIsMonotone(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		c := memory.RankConfig{
+			RecencyHalfLife: time.Duration(rapid.Int64Range(int64(time.Minute), int64(10*365*24*time.Hour)).Draw(rt, "halfLife")),
+			RecencyWeight:   rapid.Float64Range(0, 2).Draw(rt, "recencyWeight"),
+			HitWeight:       rapid.Float64Range(0, 2).Draw(rt, "hitWeight"),
+		}
+		rel := rapid.Float64Range(0, 1).Draw(rt, "relevance")
+		age := time.Duration(rapid.Int64Range(-int64(24*time.Hour), int64(5*365*24*time.Hour)).Draw(rt, "age"))
+		hits := rapid.IntRange(0, 1_000_000).Draw(rt, "hits")
+		base := c.Score(rel, age, hits)
+		if more := c.Score(rel, age, hits+rapid.IntRange(0, 1000).Draw(rt, "moreHits")); more < base {
+			rt.Fatalf("more hits lowered the score: %v < %v", more, base)
+		}
+		younger := age - time.Duration(rapid.Int64Range(0, int64(365*24*time.Hour)).Draw(rt, "younger"))
+		if s := c.Score(rel, younger, hits); s < base {
+			rt.Fatalf("a more recent memory scored lower: %v < %v", s, base)
+		}
+		if s := c.Score(min(1, rel+rapid.Float64Range(0, 1).Draw(rt, "moreRelevant")), age, hits); s < base {
+			rt.Fatalf("a more relevant memory scored lower: %v < %v", s, base)
+		}
+	})
+}
+
+// TestRecencyAndHitsBreakNearTies: of two memories about equally relevant to the
+// query, the more recent one, and the more used one, ranks first — whichever of
+// the two the relevance alone prefers.
+func TestRecencyAndHitsBreakNearTies(t *testing.T) {
+	texts := [2]string{"I drink green tea every morning", "I drink green tea every evening"}
+	for _, favoured := range []int{0, 1} {
+		t.Run(fmt.Sprintf("recent=%d", favoured), func(t *testing.T) {
+			f := newFixture(t, memory.Config{})
+			ctx := context.Background()
+			ids := [2]string{}
+			for _, i := range []int{1 - favoured, favoured} { // the favoured one is added a year later
+				add, err := f.svc.Add(ctx, "acme", events.AddRequest{UserID: "u1", Text: texts[i]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[i] = add.MemoryIDs[0]
+				if i != favoured {
+					f.clock.Advance(365 * 24 * time.Hour)
+				}
+			}
+			ranked, err := f.svc.Recall(ctx, "acme", "u1", "green tea", nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ranked) != 2 || ranked[0].Record.ID != ids[favoured] {
+				t.Fatalf("ranked %v first, want the recent %q", ranked[0].Record.Text, texts[favoured])
+			}
+		})
+		t.Run(fmt.Sprintf("hits=%d", favoured), func(t *testing.T) {
+			f := newFixture(t, memory.Config{})
+			ctx := context.Background()
+			ids := [2]string{}
+			for i, text := range texts {
+				add, err := f.svc.Add(ctx, "acme", events.AddRequest{UserID: "u1", Text: text})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[i] = add.MemoryIDs[0]
+			}
+			if err := f.store.UpdatePayload(ctx, "acme", "u1", ids[favoured], vectorstore.Patch{HitCountDelta: 10}); err != nil {
+				t.Fatal(err)
+			}
+			ranked, err := f.svc.Recall(ctx, "acme", "u1", "green tea", nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ranked) != 2 || ranked[0].Record.ID != ids[favoured] {
+				t.Fatalf("ranked %v first, want the used %q", ranked[0].Record.Text, texts[favoured])
+			}
+		})
+	}
+}
+
+// TestPropertyRecallHitsNeverLowerScore: through the whole recall path, raising a
+// memory's hit count never lowers its score.
+func TestPropertyRecallHitsNeverLowerScore(t *testing.T) {
+	f := newFixture(t, memory.Config{})
+	ctx := context.Background()
+	words := []string{"tea", "coffee", "berlin", "cats", "hiking", "sales"}
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		n++
+		user := fmt.Sprintf("u%d", n)
+		for i := range rapid.IntRange(1, 6).Draw(rt, "records") {
+			text := fmt.Sprintf("I like %v %d", rapid.SliceOfN(rapid.SampledFrom(words), 1, 3).Draw(rt, "words"), i)
+			if _, err := f.svc.Add(ctx, "acme", events.AddRequest{UserID: user, Text: text}); err != nil {
+				rt.Fatal(err)
+			}
+			f.clock.Advance(time.Duration(rapid.IntRange(0, 1000).Draw(rt, "hours")) * time.Hour)
+		}
+		query := rapid.SampledFrom(words).Draw(rt, "query")
+		before, err := f.svc.Recall(ctx, "acme", user, query, nil, nil)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		target := before[rapid.IntRange(0, len(before)-1).Draw(rt, "target")]
+		if err := f.store.UpdatePayload(ctx, "acme", user, target.Record.ID, vectorstore.Patch{HitCountDelta: rapid.IntRange(1, 50).Draw(rt, "hits")}); err != nil {
+			rt.Fatal(err)
+		}
+		after, err := f.svc.Recall(ctx, "acme", user, query, nil, nil)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		for _, r := range after {
+			if r.Record.ID == target.Record.ID {
+				if r.Score < target.Score {
+					rt.Fatalf("score fell from %v to %v after hits", target.Score, r.Score)
+				}
+				return
+			}
+		}
+		rt.Fatalf("memory %s dropped out of the results after hits", target.Record.ID)
+	})
+}

@@ -1,0 +1,202 @@
+package retrieve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// Sentinel errors. Request handlers map them, and those of the stores, to the micro
+// error codes of events/rpc.go (400, 404, 500, 503).
+var (
+	// ErrInvalidConfig reports a Config or Deps that cannot work.
+	ErrInvalidConfig = errors.New("retrieve: invalid config")
+	// ErrNotFound reports a session that has nothing stored.
+	ErrNotFound = errors.New("retrieve: not found")
+	// ErrUnavailable reports an optional dependency that is not configured.
+	ErrUnavailable = errors.New("retrieve: unavailable")
+	// ErrNotReady is what Ready returns before Run has registered the service.
+	ErrNotReady = errors.New("retrieve: service not started")
+)
+
+// Defaults of Config.
+const (
+	DefaultServiceName     = "agentmem-retriever"
+	DefaultVersion         = "1.0.0"
+	DefaultQueueGroup      = "agentmem-retriever"
+	DefaultAutoLoadLines   = 200
+	DefaultKEpisodic       = 5
+	DefaultKSemantic       = 5
+	DefaultMaxTokens       = 8000
+	DefaultItemsLimit      = 20
+	DefaultRecentTurns     = 4
+	DefaultSummaryMaxChars = 1200
+	DefaultPolicyCacheSize = 10000
+	DefaultDrainTimeout    = 30 * time.Second
+)
+
+// Memories is the episodic/semantic/item memory service; *memory.Service implements it.
+// Every call is scoped to the tenant of the request subject; requests have been
+// validated before they are passed on.
+type Memories interface {
+	// Recall returns the user's best memories of each type for query, at most
+	// limits[type] of each, best first (SPEC C4).
+	Recall(ctx context.Context, tenant, userID, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) ([]memory.Ranked, error)
+
+	Add(ctx context.Context, tenant string, req events.AddRequest) (events.AddReply, error)
+	Get(ctx context.Context, tenant string, req events.GetRequest) (events.Memory, error)
+	Search(ctx context.Context, tenant string, req events.SearchRequest) (events.SearchReply, error)
+	Update(ctx context.Context, tenant string, req events.UpdateRequest) (events.Memory, error)
+	Delete(ctx context.Context, tenant string, req events.DeleteRequest) (events.DeleteReply, error)
+	Reset(ctx context.Context, tenant string, req events.ResetRequest) (events.ResetReply, error)
+	History(ctx context.Context, tenant string, req events.HistoryRequest) (events.HistoryReply, error)
+
+	SaveItem(ctx context.Context, tenant, userID string, it events.MemoryItem) (events.MemoryItem, error)
+	GetItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.MemoryItem, error)
+	ListItems(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.ItemListReply, error)
+	UpdateItem(ctx context.Context, tenant string, req events.ItemRequest) (events.MemoryItem, error)
+	DeleteItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.DeleteReply, error)
+	DeleteScope(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.DeleteReply, error)
+	SearchItems(ctx context.Context, tenant string, req events.ItemSearchRequest) (events.ItemListReply, error)
+}
+
+// Consolidator runs consolidation for one user now; *consolidate.Runner implements it.
+type Consolidator interface {
+	Consolidate(ctx context.Context, tenant, userID string) (events.ConsolidateReply, error)
+}
+
+// Config configures the retriever. Zero values take the defaults above.
+type Config struct {
+	// ServiceName is the micro service name (discovery: nats micro list).
+	ServiceName string
+	// Version is the micro service version (SemVer).
+	Version string
+	// QueueGroup is shared by every replica, so each request is answered once.
+	QueueGroup string
+	// Policy is the base policy (SPEC B1); a namespace's policy_overrides.json is
+	// overlaid on it, once per session (SPEC B5).
+	Policy policy.Policy
+	// AutoLoadLines is how many lines of MEMORY.md form the core of a pack (SPEC A2).
+	AutoLoadLines int
+	// KEpisodic and KSemantic bound the vector memories of a pack (SPEC C4).
+	KEpisodic, KSemantic int
+	// MaxTokens is the prompt budget when a request does not set one.
+	MaxTokens int
+	// ItemsLimit bounds each list of memory items in a pack (persona, profile, session).
+	ItemsLimit int
+	// RecentTurns is how many of the session's latest turns a pack carries.
+	RecentTurns int
+	// SummaryMaxChars bounds the text of session.summary.
+	SummaryMaxChars int
+	// PolicyCacheSize bounds how many sessions' policies are cached.
+	PolicyCacheSize int
+	// DrainTimeout bounds how long Run waits for in-flight requests at shutdown.
+	DrainTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	setDefault(&c.ServiceName, DefaultServiceName)
+	setDefault(&c.Version, DefaultVersion)
+	setDefault(&c.QueueGroup, DefaultQueueGroup)
+	if c.Policy == (policy.Policy{}) {
+		c.Policy = policy.Defaults()
+	}
+	setDefault(&c.AutoLoadLines, DefaultAutoLoadLines)
+	setDefault(&c.KEpisodic, DefaultKEpisodic)
+	setDefault(&c.KSemantic, DefaultKSemantic)
+	setDefault(&c.MaxTokens, DefaultMaxTokens)
+	setDefault(&c.ItemsLimit, DefaultItemsLimit)
+	setDefault(&c.RecentTurns, DefaultRecentTurns)
+	setDefault(&c.SummaryMaxChars, DefaultSummaryMaxChars)
+	setDefault(&c.PolicyCacheSize, DefaultPolicyCacheSize)
+	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
+}
+
+func setDefault[T comparable](dst *T, def T) {
+	var zero T
+	if *dst == zero {
+		*dst = def
+	}
+}
+
+// Validate reports the first unusable field of c (after defaults).
+func (c Config) Validate() error {
+	if err := events.ValidateID("ServiceName", c.ServiceName); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"AutoLoadLines", c.AutoLoadLines}, {"KEpisodic", c.KEpisodic}, {"KSemantic", c.KSemantic},
+		{"MaxTokens", c.MaxTokens}, {"ItemsLimit", c.ItemsLimit}, {"RecentTurns", c.RecentTurns},
+		{"SummaryMaxChars", c.SummaryMaxChars}, {"PolicyCacheSize", c.PolicyCacheSize},
+	} {
+		if f.v < 1 {
+			return fmt.Errorf("%w: %s is %d; it must be positive", ErrInvalidConfig, f.name, f.v)
+		}
+	}
+	if c.ItemsLimit > events.MaxLimit {
+		return fmt.Errorf("%w: ItemsLimit is %d; at most %d", ErrInvalidConfig, c.ItemsLimit, events.MaxLimit)
+	}
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("%w: DrainTimeout is %s; it must not be negative", ErrInvalidConfig, c.DrainTimeout)
+	}
+	return nil
+}
+
+// Deps are the shared parts the retriever works on. Consolidator may be nil: the
+// consolidate endpoint then answers 503.
+type Deps struct {
+	Conn         *nats.Conn
+	JS           jetstream.JetStream // publishes memory_hit events and restored sessions
+	Docs         *docstore.Store
+	Events       *eventstore.Store
+	Sessions     *session.Store
+	Memories     Memories
+	Consolidator Consolidator
+	Now          func() time.Time // default time.Now
+}
+
+func (d *Deps) validate() error {
+	missing := ""
+	switch {
+	case d.Conn == nil:
+		missing = "Conn"
+	case d.JS == nil:
+		missing = "JS"
+	case d.Docs == nil:
+		missing = "Docs"
+	case d.Events == nil:
+		missing = "Events"
+	case d.Sessions == nil:
+		missing = "Sessions"
+	case d.Memories == nil:
+		missing = "Memories"
+	}
+	if missing != "" {
+		return fmt.Errorf("%w: Deps.%s is required", ErrInvalidConfig, missing)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return nil
+}
+
+// *memory.Service is the implementation of Memories.
+var _ Memories = (*memory.Service)(nil)

@@ -1,0 +1,349 @@
+package retrieve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bm25"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// Metadata keys of vector records that carry provenance (shared with ingest and the
+// consolidator); the retriever copies them into events.Provenance unchanged.
+const (
+	MetaSourceEventIDs = "source_event_ids"
+	MetaSourceMeta     = "source_meta"
+	MetaSourceChatIDs  = "source_chat_ids"
+)
+
+// Keyword rules for loading topic files on demand (SPEC A5). A query term (after
+// bm25.Tokenize: lower case, plurals of words longer than four letters folded) from
+// fileStructureTerms loads file_patterns.md; one from preferenceTerms loads
+// user_prefs.md. Both can apply; an empty query loads neither.
+var (
+	fileStructureTerms = termSet("file", "table", "sheet", "spreadsheet", "worksheet", "workbook", "tab",
+		"column", "col", "row", "rows", "csv", "tsv", "xlsx", "xls", "parquet", "schema", "field",
+		"header", "dataset", "datatype", "dtype", "structure", "record")
+	preferenceTerms = termSet("format", "formatting", "style", "chart", "plot", "graph", "prefer",
+		"prefers", "preferred", "preference", "color", "colour", "font", "layout", "output", "theme",
+		"decimal", "favorite", "favourite")
+)
+
+func termSet(terms ...string) map[string]bool {
+	m := make(map[string]bool, len(terms))
+	for _, t := range terms {
+		m[t] = true
+	}
+	return m
+}
+
+func mentions(terms []string, set map[string]bool) bool {
+	return slices.ContainsFunc(terms, func(t string) bool { return set[t] })
+}
+
+// contextPack builds the ContextPack of a context request. The reads are independent
+// and run concurrently: the Markdown memory, the session, the vector recall and the
+// memory items.
+func (s *Service) contextPack(ctx context.Context, tenant string, req events.ContextRequest) (events.ContextPack, error) {
+	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
+	pol := s.policyFor(ctx, ns, req.SessionID)
+	terms := bm25.Tokenize(req.Query)
+	pack := events.ContextPack{Tenant: tenant, UserID: req.UserID, SessionID: req.SessionID, Query: req.Query}
+
+	var (
+		wg   sync.WaitGroup
+		errs [4]error
+	)
+	wg.Go(func() { errs[0] = s.loadMarkdown(ctx, ns, req, terms, pol, &pack) })
+	if req.SessionID != "" {
+		wg.Go(func() { errs[1] = s.loadSession(ctx, tenant, req, pol, &pack) })
+	}
+	if !req.Lightweight && len(terms) > 0 {
+		wg.Go(func() { errs[2] = s.recall(ctx, tenant, req, &pack) })
+	}
+	wg.Go(func() { errs[3] = s.loadItems(ctx, tenant, req, &pack) })
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return events.ContextPack{}, fmt.Errorf("context pack: %w", err)
+	}
+
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = s.cfg.MaxTokens
+	}
+	render(&pack, maxTokens)
+	pack.Recount()
+	s.publishHit(tenant, req, &pack)
+	return pack, nil
+}
+
+// loadMarkdown fills core, topics, chunks and daily notes from one read of MEMORY.md.
+func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req events.ContextRequest, terms []string, pol policy.Policy, pack *events.ContextPack) error {
+	doc, err := s.readOptional(ctx, ns, docstore.MemoryFile)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(doc) != "" {
+		core := doc // no query: the whole file (SPEC A10)
+		if len(terms) > 0 {
+			core = markdown.Head(doc, s.cfg.AutoLoadLines) // SPEC A2
+		}
+		pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: core, Source: events.Provenance{File: docstore.MemoryFile}}
+		if !req.Lightweight && len(terms) > 0 {
+			for _, c := range markdown.SearchChunks(doc, req.Query, pol.RetrieveLimit) {
+				pack.Chunks = append(pack.Chunks, events.PackItem{
+					ID: chunkID(docstore.MemoryFile, c.Chunk), Kind: events.PackKindChunk, Text: c.Text, Score: c.Score,
+					Source: events.Provenance{File: docstore.MemoryFile},
+				})
+			}
+		}
+	}
+	if !req.Lightweight {
+		for _, t := range []struct {
+			file  string
+			terms map[string]bool
+		}{{docstore.FilePatternsFile, fileStructureTerms}, {docstore.UserPrefsFile, preferenceTerms}} {
+			if !mentions(terms, t.terms) {
+				continue
+			}
+			text, err := s.readOptional(ctx, ns, t.file)
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(text) != "" {
+				pack.Topics = append(pack.Topics, events.PackItem{ID: strings.TrimSuffix(t.file, ".md"), Kind: events.PackKindTopic, Text: text, Source: events.Provenance{File: t.file}})
+			}
+		}
+	}
+	notes, err := s.deps.Docs.RecentDailyNotes(ctx, ns, pol.RecentDays)
+	if err != nil {
+		return fmt.Errorf("recent daily notes: %w", err)
+	}
+	for _, n := range notes {
+		if strings.TrimSpace(n.Content) != "" {
+			pack.DailyNotes = append(pack.DailyNotes, events.PackItem{ID: n.Name, Kind: events.PackKindDailyNote, Text: n.Content, Source: events.Provenance{File: n.Name}})
+		}
+	}
+	return nil
+}
+
+// readOptional reads a file of the namespace; a missing file is "".
+func (s *Service) readOptional(ctx context.Context, ns docstore.Namespace, name string) (string, error) {
+	data, err := s.deps.Docs.ReadFile(ctx, ns, name)
+	if errors.Is(err, docstore.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", name, err)
+	}
+	return string(data), nil
+}
+
+// chunkID names a chunk by file and line span: "MEMORY.md#L12-18".
+func chunkID(file string, c markdown.Chunk) string {
+	return fmt.Sprintf("%s#L%d-%d", file, c.StartLine, c.EndLine)
+}
+
+// loadSession fills recent_events (SPEC B3) and recent_turns.
+func (s *Service) loadSession(ctx context.Context, tenant string, req events.ContextRequest, pol policy.Policy, pack *events.ContextPack) error {
+	st, err := s.deps.Sessions.Get(ctx, tenant, req.UserID, req.SessionID)
+	if err != nil && !errors.Is(err, session.ErrNotFound) {
+		return err
+	}
+	key := tenant + "." + req.UserID + "." + req.SessionID
+	for _, m := range sessionHistory(st.Recent, req.Query, pol) {
+		pack.RecentEvents = append(pack.RecentEvents, events.EventRecord{
+			EventID: m.EventID, Type: events.TypeObservation, TS: m.TS, SessionKey: key, AgentID: st.AgentID,
+			Obs:           &events.Observation{Role: m.Role, Text: m.Text, Meta: m.Meta},
+			SchemaVersion: events.SchemaVersion,
+		})
+	}
+	if st.Turns == 0 {
+		return nil // no turn was ever started: skip the key listing
+	}
+	turns, err := s.deps.Sessions.ListTurns(ctx, key)
+	if err != nil {
+		return err
+	}
+	pack.RecentTurns = turns[max(0, len(turns)-s.cfg.RecentTurns):]
+	return nil
+}
+
+// sessionHistory applies SPEC B3 to the session's recent messages (oldest first):
+// with session_relevant_history_limit > 0 and a query with searchable terms, the
+// messages BM25 finds relevant to the query, at most that many, in conversation
+// order; otherwise the last session_relevant_fallback_keep messages.
+func sessionHistory(recent []session.Message, query string, pol policy.Policy) []session.Message {
+	q := bm25.Tokenize(query)
+	if pol.SessionRelevantHistoryLimit <= 0 || len(q) == 0 {
+		return recent[max(0, len(recent)-pol.SessionRelevantFallbackKeep):]
+	}
+	docs := make([][]string, len(recent))
+	for i, m := range recent {
+		docs[i] = bm25.Tokenize(m.Text)
+	}
+	hits := bm25.NewIndex(docs, bm25.DefaultParams()).Search(q, pol.SessionRelevantHistoryLimit)
+	idx := make([]int, len(hits))
+	for i, h := range hits {
+		idx[i] = h.Doc
+	}
+	slices.Sort(idx)
+	out := make([]session.Message, len(idx))
+	for i, j := range idx {
+		out[i] = recent[j]
+	}
+	return out
+}
+
+// recall fills episodic_items and semantic_items (SPEC C4) with their provenance.
+func (s *Service) recall(ctx context.Context, tenant string, req events.ContextRequest, pack *events.ContextPack) error {
+	ranked, err := s.deps.Memories.Recall(ctx, tenant, req.UserID, req.Query,
+		[]vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Semantic},
+		map[vectorstore.MemoryType]int{vectorstore.Episodic: s.cfg.KEpisodic, vectorstore.Semantic: s.cfg.KSemantic})
+	if err != nil {
+		return fmt.Errorf("recall: %w", err)
+	}
+	for _, r := range ranked {
+		item := events.PackItem{ID: r.Record.ID, Text: r.Record.Text, Score: r.Score, Source: provenance(r.Record)}
+		switch r.Record.MemoryType {
+		case vectorstore.Episodic:
+			item.Kind = events.PackKindEpisodic
+			pack.EpisodicItems = append(pack.EpisodicItems, item)
+		case vectorstore.Semantic:
+			item.Kind = events.PackKindSemantic
+			pack.SemanticItems = append(pack.SemanticItems, item)
+		}
+	}
+	return nil
+}
+
+// provenance copies a record's source metadata. Values are []string and
+// []map[string]any when written in-process, []any after a JSON round trip.
+func provenance(r vectorstore.Record) events.Provenance {
+	p := events.Provenance{
+		EventIDs:   stringList(r.Metadata[MetaSourceEventIDs]),
+		SessionIDs: stringList(r.Metadata[MetaSourceChatIDs]),
+		Meta:       mapList(r.Metadata[MetaSourceMeta]),
+	}
+	if len(p.SessionIDs) == 0 && r.ChatID != "" {
+		p.SessionIDs = []string{r.ChatID}
+	}
+	return p
+}
+
+func stringList(v any) []string {
+	switch l := v.(type) {
+	case []string:
+		return slices.Clone(l)
+	case []any:
+		out := make([]string, 0, len(l))
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func mapList(v any) []map[string]any {
+	switch l := v.(type) {
+	case []map[string]any:
+		return slices.Clone(l)
+	case []any:
+		out := make([]map[string]any, 0, len(l))
+		for _, x := range l {
+			if m, ok := x.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// loadItems fills persona, user_profile and session_items (SPEC D1).
+func (s *Service) loadItems(ctx context.Context, tenant string, req events.ContextRequest, pack *events.ContextPack) error {
+	lists := []struct {
+		scope   events.Scope
+		session string
+		dst     *[]events.MemoryItem
+	}{
+		{events.ScopePersona, "", &pack.Persona},
+		{events.ScopeUser, "", &pack.UserProfile},
+		{events.ScopeSession, req.SessionID, &pack.SessionItems},
+	}
+	for _, l := range lists {
+		if l.scope == events.ScopeSession && l.session == "" {
+			continue
+		}
+		reply, err := s.deps.Memories.ListItems(ctx, tenant, events.ItemScopeRequest{UserID: req.UserID, Scope: l.scope, SessionID: l.session, Limit: s.cfg.ItemsLimit})
+		if err != nil {
+			return fmt.Errorf("list %s items: %w", l.scope, err)
+		}
+		*l.dst = reply.Items
+	}
+	return nil
+}
+
+// publishHit publishes one memory_hit event listing the pack's vector memories, so
+// the consolidator counts each use once (SPEC C4). It does not wait for the stream's
+// acknowledgement: the reply must not be delayed, and a failure is only logged.
+func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *events.ContextPack) {
+	ids := make([]string, 0, len(pack.EpisodicItems)+len(pack.SemanticItems))
+	for _, it := range slices.Concat(pack.EpisodicItems, pack.SemanticItems) {
+		ids = append(ids, it.ID)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	env := events.New(events.TypeMemoryHit, tenant, req.UserID, req.AgentID, req.SessionID)
+	env.TS = s.deps.Now().UTC()
+	env.MemoryHit = &events.MemoryHit{MemoryIDs: ids, Query: req.Query}
+	log := s.logger.With(obs.Tenant(tenant), obs.User(req.UserID), obs.EventID(env.ID))
+	subject, err := env.Subject()
+	if err == nil {
+		err = env.Validate()
+	}
+	var data []byte
+	if err == nil {
+		data, err = json.Marshal(env)
+	}
+	if err != nil {
+		log.Error("memory_hit event not published", zap.Error(err))
+		return
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{events.HeaderMsgID: []string{env.ID}}}
+	fut, err := s.deps.JS.PublishMsgAsync(msg)
+	if err != nil {
+		log.Error("memory_hit event not published", zap.Error(err))
+		return
+	}
+	s.hits.Go(func() {
+		timeout := time.NewTimer(s.cfg.DrainTimeout)
+		defer timeout.Stop()
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			log.Error("memory_hit event not stored", zap.Error(err))
+		case <-timeout.C:
+			log.Error("memory_hit event not acknowledged", zap.Duration("waited", s.cfg.DrainTimeout))
+		}
+	})
+}

@@ -1,0 +1,311 @@
+package retrieve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bm25"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/extract"
+	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/session"
+)
+
+// searchTypeOrder is the order in which search interleaves the result lists of the
+// memory types.
+var searchTypeOrder = []events.MemoryType{events.MemoryEpisodic, events.MemorySemantic, events.MemoryItemType, events.MemoryMarkdown}
+
+// search answers memory_search (SPEC A10, C2). "markdown" is keyword (BM25) search
+// over the chunks of MEMORY.md and the recent daily notes, scored as one corpus;
+// the vector types go to Memories.Search. Scores of different types are on
+// unrelated scales, so the lists are merged by rank rather than by score: the best
+// of each type in the order episodic, semantic, item, markdown, then the second of
+// each, and so on, up to limit (default retrieve_limit). Each result keeps the score
+// of its own type.
+func (s *Service) search(ctx context.Context, tenant string, req events.SearchRequest) (events.SearchReply, error) {
+	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
+	pol := s.policyFor(ctx, ns, "")
+	limit := req.Limit
+	if limit == 0 {
+		limit = pol.RetrieveLimit
+	}
+	types := req.MemoryTypes
+	if len(types) == 0 {
+		types = events.MemoryTypes
+	}
+	byType := make(map[events.MemoryType][]events.SearchResult, len(searchTypeOrder))
+	var vectorTypes []events.MemoryType
+	for _, t := range types {
+		if t != events.MemoryMarkdown && !slices.Contains(vectorTypes, t) {
+			vectorTypes = append(vectorTypes, t)
+		}
+	}
+	if len(vectorTypes) > 0 {
+		sub := req
+		sub.MemoryTypes, sub.Limit = vectorTypes, limit
+		reply, err := s.deps.Memories.Search(ctx, tenant, sub)
+		if err != nil {
+			return events.SearchReply{}, fmt.Errorf("search: %w", err)
+		}
+		for _, r := range reply.Results {
+			byType[r.MemoryType] = append(byType[r.MemoryType], r)
+		}
+	}
+	if slices.Contains(types, events.MemoryMarkdown) {
+		md, err := s.searchMarkdown(ctx, ns, req.Query, pol.RecentDays, limit)
+		if err != nil {
+			return events.SearchReply{}, err
+		}
+		byType[events.MemoryMarkdown] = md
+	}
+	out := events.SearchReply{Results: []events.SearchResult{}}
+	for rank := 0; len(out.Results) < limit; rank++ {
+		added := false
+		for _, t := range searchTypeOrder {
+			if l := byType[t]; rank < len(l) && len(out.Results) < limit {
+				out.Results = append(out.Results, l[rank])
+				added = true
+			}
+		}
+		if !added {
+			break
+		}
+	}
+	return out, nil
+}
+
+// searchMarkdown scores the chunks of MEMORY.md and of the last recentDays daily
+// notes against query as one BM25 corpus; ids are "<file>#L<start>-<end>".
+func (s *Service) searchMarkdown(ctx context.Context, ns docstore.Namespace, query string, recentDays, limit int) ([]events.SearchResult, error) {
+	q := bm25.Tokenize(query)
+	if len(q) == 0 {
+		return nil, nil
+	}
+	doc, err := s.readOptional(ctx, ns, docstore.MemoryFile)
+	if err != nil {
+		return nil, err
+	}
+	files := []docstore.DailyNote{{Name: docstore.MemoryFile, Content: doc}}
+	notes, err := s.deps.Docs.RecentDailyNotes(ctx, ns, recentDays)
+	if err != nil {
+		return nil, fmt.Errorf("recent daily notes: %w", err)
+	}
+	files = append(files, notes...)
+	type located struct {
+		file  string
+		chunk markdown.Chunk
+	}
+	var (
+		chunks []located
+		tokens [][]string
+	)
+	for _, f := range files {
+		for _, c := range markdown.Chunks(f.Content) {
+			chunks = append(chunks, located{f.Name, c})
+			tokens = append(tokens, bm25.Tokenize(c.Text))
+		}
+	}
+	hits := bm25.NewIndex(tokens, bm25.DefaultParams()).Search(q, limit)
+	out := make([]events.SearchResult, len(hits))
+	for i, h := range hits {
+		c := chunks[h.Doc]
+		out[i] = events.SearchResult{ID: chunkID(c.file, c.chunk), MemoryType: events.MemoryMarkdown, Text: c.chunk.Text, Score: h.Score, Source: c.file}
+	}
+	return out, nil
+}
+
+// AppendReply answers append: the file written, relative to the user's memory
+// directory (MEMORY.md, or today's note YYYYMM/YYYYMMDD.md).
+type AppendReply struct {
+	File string      `json:"file"`
+	Slot events.Slot `json:"slot"`
+}
+
+// appendMemory answers memory_append (SPEC A9).
+func (s *Service) appendMemory(ctx context.Context, tenant string, req events.AppendRequest) (AppendReply, error) {
+	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
+	slot := req.EffectiveSlot()
+	if slot == events.SlotToday {
+		name, err := s.deps.Docs.AppendToday(ctx, ns, req.Content)
+		return AppendReply{File: name, Slot: slot}, err
+	}
+	return AppendReply{File: docstore.MemoryFile, Slot: slot}, s.deps.Docs.AppendLongTerm(ctx, ns, req.Content)
+}
+
+// topic answers memory_read_topic (SPEC A5). The name was checked against the
+// whitelist by TopicRequest.Validate; a topic file not written yet reads as "".
+func (s *Service) topic(ctx context.Context, tenant string, req events.TopicRequest) (events.TopicReply, error) {
+	file, err := events.TopicFile(req.Topic)
+	if err != nil {
+		return events.TopicReply{}, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err)
+	}
+	content, err := s.readOptional(ctx, docstore.Namespace{Tenant: tenant, User: req.UserID}, file)
+	return events.TopicReply{Topic: strings.TrimSuffix(file, ".md"), Content: content}, err
+}
+
+func (s *Service) saveItem(ctx context.Context, tenant string, req events.ItemRequest) (events.MemoryItem, error) {
+	return s.deps.Memories.SaveItem(ctx, tenant, req.UserID, req.Item)
+}
+
+func (s *Service) consolidate(ctx context.Context, tenant string, req events.ConsolidateRequest) (events.ConsolidateReply, error) {
+	if s.deps.Consolidator == nil {
+		return events.ConsolidateReply{}, fmt.Errorf("%w: this retriever has no consolidator", ErrUnavailable)
+	}
+	return s.deps.Consolidator.Consolidate(ctx, tenant, req.UserID)
+}
+
+// sessionSummary answers session.summary from the session state: counts, and
+// extract.Summarize over the recent messages it keeps.
+func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.SessionRequest) (events.SessionSummaryReply, error) {
+	st, err := s.deps.Sessions.Get(ctx, tenant, req.UserID, req.SessionID)
+	if err != nil {
+		return events.SessionSummaryReply{}, err
+	}
+	key := tenant + "." + req.UserID + "." + req.SessionID
+	turns, err := s.deps.Sessions.CountTurns(ctx, key)
+	if err != nil {
+		return events.SessionSummaryReply{}, err
+	}
+	return events.SessionSummaryReply{
+		SessionID:    req.SessionID,
+		Summary:      extract.Summarize(conversation(st.Recent), s.cfg.SummaryMaxChars),
+		MessageCount: st.Messages,
+		TurnCount:    turns,
+	}, nil
+}
+
+func conversation(msgs []session.Message) []extract.Message {
+	out := make([]extract.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = extract.Message{Role: string(m.Role), Text: m.Text, TS: m.TS, EventID: m.EventID}
+	}
+	return out
+}
+
+// sessionClear deletes the session's events from the stream, its state and turns,
+// and its session-scoped memory items; Deleted is the sum of the three.
+func (s *Service) sessionClear(ctx context.Context, tenant string, req events.SessionRequest) (events.DeleteReply, error) {
+	n, err := s.deps.Events.DeleteSession(ctx, tenant, req.UserID, req.SessionID)
+	if err != nil {
+		return events.DeleteReply{}, err
+	}
+	key := tenant + "." + req.UserID + "." + req.SessionID
+	turns, err := s.deps.Sessions.CountTurns(ctx, key)
+	if err != nil {
+		return events.DeleteReply{}, err
+	}
+	if err := s.deps.Sessions.Delete(ctx, tenant, req.UserID, req.SessionID); err != nil {
+		return events.DeleteReply{}, err
+	}
+	items, err := s.deps.Memories.DeleteScope(ctx, tenant, events.ItemScopeRequest{UserID: req.UserID, Scope: events.ScopeSession, SessionID: req.SessionID})
+	if err != nil {
+		return events.DeleteReply{}, err
+	}
+	return events.DeleteReply{Deleted: n + turns + items.Deleted}, nil
+}
+
+// sessionArchive answers session.archive: one document with the session's
+// envelopes, turns, session items and summary. A session with none of them is 404.
+func (s *Service) sessionArchive(ctx context.Context, tenant string, req events.SessionRequest) (events.SessionArchive, error) {
+	stored, err := s.deps.Events.ListSession(ctx, tenant, req.UserID, req.SessionID, 0, 0)
+	if err != nil {
+		return events.SessionArchive{}, err
+	}
+	key := tenant + "." + req.UserID + "." + req.SessionID
+	turns, err := s.deps.Sessions.ListTurns(ctx, key)
+	if err != nil {
+		return events.SessionArchive{}, err
+	}
+	items, err := s.deps.Memories.ListItems(ctx, tenant, events.ItemScopeRequest{UserID: req.UserID, Scope: events.ScopeSession, SessionID: req.SessionID, Limit: events.MaxLimit})
+	if err != nil {
+		return events.SessionArchive{}, err
+	}
+	if len(stored) == 0 && len(turns) == 0 && len(items.Items) == 0 {
+		return events.SessionArchive{}, fmt.Errorf("%w: session %s has no events, turns or items", ErrNotFound, key)
+	}
+	a := events.SessionArchive{
+		SchemaVersion: events.SchemaVersion, Tenant: tenant, UserID: req.UserID, SessionID: req.SessionID,
+		ArchivedTS: s.deps.Now().UTC(), Turns: turns, Items: items.Items,
+	}
+	var conv []extract.Message
+	for _, st := range stored {
+		a.Events = append(a.Events, st.Envelope)
+		if o := st.Envelope.Observation; o != nil && o.EffectiveKind() == events.KindMessage {
+			conv = append(conv, extract.Message{Role: string(o.Role), Text: o.Text, TS: st.Envelope.TS, EventID: st.Envelope.ID})
+		}
+	}
+	a.Summary = extract.Summarize(conv, s.cfg.SummaryMaxChars)
+	return a, nil
+}
+
+// sessionRestore answers session.restore. Each archived envelope not in the stream
+// is re-published with its own id and body, so ingest rebuilds the session from it;
+// turns and items are upserts by key. Restoring twice changes nothing.
+//
+// The publish's Nats-Msg-Id is "<archived_ts>-<event id>" rather than the event id:
+// a purge does not clear the stream's duplicate window, so right after a
+// session.clear a publish under the event's own id would be dropped as a duplicate.
+// Two concurrent restores of one archive share the ids and store each event once.
+func (s *Service) sessionRestore(ctx context.Context, tenant string, a events.SessionArchive) (events.SessionRestoreReply, error) {
+	if a.Tenant != tenant {
+		return events.SessionRestoreReply{}, fmt.Errorf("%w: archive tenant %q does not match the request subject's tenant %q", events.ErrInvalidRequest, a.Tenant, tenant)
+	}
+	stored, err := s.deps.Events.ListSession(ctx, tenant, a.UserID, a.SessionID, 0, 0)
+	if err != nil {
+		return events.SessionRestoreReply{}, err
+	}
+	present := make(map[string]bool, len(stored))
+	for _, st := range stored {
+		present[st.Envelope.ID] = true
+	}
+	reply := events.SessionRestoreReply{SessionID: a.SessionID}
+	stamp := a.ArchivedTS.UTC().Format("20060102T150405.000000000Z")
+	for _, env := range a.Events {
+		if present[env.ID] {
+			continue
+		}
+		ack, err := s.republish(ctx, env, stamp+"-"+env.ID)
+		if err != nil {
+			return reply, err
+		}
+		if !ack.Duplicate {
+			reply.Events++
+		}
+		present[env.ID] = true
+	}
+	for _, t := range a.Turns {
+		if err := s.deps.Sessions.SaveTurn(ctx, t); err != nil {
+			return reply, err
+		}
+		reply.Turns++
+	}
+	for _, it := range a.Items {
+		if _, err := s.deps.Memories.SaveItem(ctx, tenant, a.UserID, it); err != nil {
+			return reply, err
+		}
+		reply.Items++
+	}
+	return reply, nil
+}
+
+func (s *Service) republish(ctx context.Context, env events.Envelope, msgID string) (*jetstream.PubAck, error) {
+	subject, err := env.Subject()
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := s.deps.JS.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return nil, fmt.Errorf("restore event %s: %w", env.ID, err)
+	}
+	return ack, nil
+}

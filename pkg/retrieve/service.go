@@ -1,0 +1,283 @@
+package retrieve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// Service is the retriever: a NATS micro service answering memrpc.<tenant>.<endpoint>
+// for every tenant.
+type Service struct {
+	cfg      Config
+	deps     Deps
+	logger   *zap.Logger
+	handlers map[string]endpointFunc
+	policies *policyCache
+
+	running  atomic.Bool
+	svc      atomic.Pointer[micro.Service]
+	base     context.Context // handlers' context: outlives Run's ctx until the drain is over
+	inflight atomic.Int64
+	received atomic.Uint64
+	hits     sync.WaitGroup // memory_hit acknowledgements still awaited
+}
+
+// endpointFunc serves one endpoint: it decodes and validates data itself and
+// returns the reply to marshal, or an error mapped to a micro error code.
+type endpointFunc func(ctx context.Context, tenant string, data []byte) (any, error)
+
+// New checks cfg and deps and returns a Service; Run starts it.
+func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	s := &Service{
+		cfg:      cfg,
+		deps:     deps,
+		logger:   logger.Named("retriever").With(obs.Worker(cfg.ServiceName)),
+		policies: newPolicyCache(cfg.PolicyCacheSize),
+	}
+	s.handlers = s.endpoints()
+	for _, ep := range events.Endpoints {
+		if s.handlers[ep] == nil {
+			return nil, fmt.Errorf("%w: endpoint %s has no handler", ErrInvalidConfig, ep)
+		}
+	}
+	return s, nil
+}
+
+// endpoints maps every endpoint of the contract to its handler.
+func (s *Service) endpoints() map[string]endpointFunc {
+	m := s.deps.Memories
+	return map[string]endpointFunc{
+		events.EndpointContext:         handle(s.contextPack),
+		events.EndpointSearch:          handle(s.search),
+		events.EndpointAppend:          handle(s.appendMemory),
+		events.EndpointTopic:           handle(s.topic),
+		events.EndpointAdd:             handle(m.Add),
+		events.EndpointGet:             handle(m.Get),
+		events.EndpointUpdate:          handle(m.Update),
+		events.EndpointDelete:          handle(m.Delete),
+		events.EndpointReset:           handle(m.Reset),
+		events.EndpointHistory:         handle(m.History),
+		events.EndpointConsolidate:     handle(s.consolidate),
+		events.EndpointSessionSummary:  handle(s.sessionSummary),
+		events.EndpointSessionClear:    handle(s.sessionClear),
+		events.EndpointSessionArchive:  handle(s.sessionArchive),
+		events.EndpointSessionRestore:  handle(s.sessionRestore),
+		events.EndpointItemSave:        handle(s.saveItem),
+		events.EndpointItemGet:         handle(m.GetItem),
+		events.EndpointItemList:        handle(m.ListItems),
+		events.EndpointItemUpdate:      handle(m.UpdateItem),
+		events.EndpointItemDelete:      handle(m.DeleteItem),
+		events.EndpointItemDeleteScope: handle(m.DeleteScope),
+		events.EndpointItemSearch:      handle(m.SearchItems),
+	}
+}
+
+// handle adapts a typed endpoint: the request is JSON-decoded and validated before fn
+// sees it, so every endpoint rejects bad input the same way.
+func handle[Req interface{ Validate() error }, Rep any](fn func(context.Context, string, Req) (Rep, error)) endpointFunc {
+	return func(ctx context.Context, tenant string, data []byte) (any, error) {
+		var req Req
+		if err := json.Unmarshal(data, &req); err != nil {
+			return nil, fmt.Errorf("%w: malformed JSON: %v", events.ErrInvalidRequest, err)
+		}
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
+		return fn(ctx, tenant, req)
+	}
+}
+
+// MicroName is the micro endpoint name of an endpoint: micro names allow no dots, so
+// "session.summary" is registered as "session_summary" on subject
+// memrpc.*.session.summary.
+func MicroName(endpoint string) string { return strings.ReplaceAll(endpoint, ".", "_") }
+
+// Run registers the micro service with its queue group and serves until ctx ends;
+// then it stops taking requests, lets the ones already received finish (at most
+// DrainTimeout) and returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("retrieve: Run called twice")
+	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	s.base = base
+	svc, err := micro.AddService(s.deps.Conn, micro.Config{
+		Name:        s.cfg.ServiceName,
+		Version:     s.cfg.Version,
+		Description: "agentmem retriever: context packs, memory search and CRUD on memrpc.<tenant>.<endpoint>",
+		QueueGroup:  s.cfg.QueueGroup,
+		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
+			s.logger.Error("micro service error", zap.String("subject", e.Subject), zap.String("error", e.Description))
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("retrieve: add micro service: %w", err)
+	}
+	for _, ep := range events.Endpoints {
+		subject, err := events.RPCServiceSubject(ep)
+		if err == nil {
+			err = svc.AddEndpoint(MicroName(ep), s.serve(ep, s.handlers[ep]),
+				micro.WithEndpointSubject(subject), micro.WithEndpointMetadataKey("endpoint", ep))
+		}
+		if err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("retrieve: add endpoint %s: %w", ep, err)
+		}
+	}
+	s.svc.Store(&svc)
+	s.logger.Info("retriever serving", zap.String("service_id", svc.Info().ID), zap.Int("endpoints", len(events.Endpoints)))
+	<-ctx.Done()
+	s.svc.Store(nil)
+	if err := svc.Stop(); err != nil {
+		s.logger.Warn("stopping micro service", zap.Error(err))
+	}
+	s.drain()
+	s.logger.Info("retriever stopped")
+	return nil
+}
+
+// drain waits until the requests already delivered to this replica are answered and
+// the memory_hit publishes are acknowledged. micro's Stop unsubscribes and drains
+// asynchronously without a completion signal, so quiescence is detected: after a
+// flush (the server has processed the unsubscribes, so nothing new arrives) no
+// request is in flight and none started during a second flush round trip.
+func (s *Service) drain() {
+	deadline := time.Now().Add(s.cfg.DrainTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		seen := s.received.Load()
+		if s.inflight.Load() == 0 {
+			_ = s.deps.Conn.Flush()
+			if s.inflight.Load() == 0 && s.received.Load() == seen {
+				break
+			}
+		}
+		<-tick.C
+	}
+	if n := s.inflight.Load(); n > 0 {
+		s.logger.Warn("drain timeout: requests still in flight", zap.Int64("in_flight", n))
+	}
+	s.hits.Wait()
+}
+
+// Ready is nil while the service is registered and serving.
+func (s *Service) Ready(context.Context) error {
+	p := s.svc.Load()
+	if p == nil || (*p).Stopped() {
+		return ErrNotReady
+	}
+	return nil
+}
+
+// Info is the micro service's discovery info; ok is false when it is not serving.
+func (s *Service) Info() (micro.Info, bool) {
+	p := s.svc.Load()
+	if p == nil {
+		return micro.Info{}, false
+	}
+	return (*p).Info(), true
+}
+
+// serve wraps an endpoint: tenant from the subject, a recovered panic answers 500,
+// errors become micro errors with a code and a message that says what is wrong.
+func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		s.received.Add(1)
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		defer func() {
+			if r := recover(); r != nil {
+				s.logger.Error("panic serving request", zap.String("endpoint", endpoint), zap.Any("panic", r), zap.Stack("stack"))
+				s.respondError(req, endpoint, fmt.Errorf("internal error serving %s", endpoint))
+			}
+		}()
+		sub, err := events.ParseSubject(req.Subject())
+		if err == nil && (sub.Kind != events.SubjectRPC || sub.Endpoint != endpoint) {
+			err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.Subject(), endpoint)
+		}
+		if err != nil {
+			s.respondError(req, endpoint, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err))
+			return
+		}
+		reply, err := fn(s.base, sub.Tenant, req.Data())
+		if err != nil {
+			s.respondError(req, endpoint, err)
+			return
+		}
+		data, err := json.Marshal(reply)
+		if err != nil {
+			s.respondError(req, endpoint, fmt.Errorf("encode %s reply: %w", endpoint, err))
+			return
+		}
+		if err := req.Respond(data); err != nil {
+			s.logger.Warn("respond", zap.String("endpoint", endpoint), zap.Error(err))
+		}
+	})
+}
+
+func (s *Service) respondError(req micro.Request, endpoint string, err error) {
+	code := ErrorCode(err)
+	if code == events.RPCCodeInternal || code == events.RPCCodeUnavailable {
+		s.logger.Error("request failed", zap.String("endpoint", endpoint), zap.String("subject", req.Subject()), zap.Error(err))
+	}
+	// A header value cannot hold line breaks (errors.Join separates with "\n").
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	if rerr := req.Error(code, msg, nil); rerr != nil {
+		s.logger.Warn("respond with error", zap.String("endpoint", endpoint), zap.Error(rerr))
+	}
+}
+
+// ErrorCode maps an error to the micro error code of events/rpc.go: bad input 400,
+// a missing record 404, a dependency that is not there or not answering 503, the
+// rest 500.
+func ErrorCode(err error) string {
+	switch {
+	case errors.Is(err, events.ErrInvalidRequest), errors.Is(err, events.ErrInvalidID),
+		errors.Is(err, events.ErrInvalidRecord), errors.Is(err, events.ErrInvalidEvent),
+		errors.Is(err, vectorstore.ErrInvalidFilter), errors.Is(err, vectorstore.ErrInvalidQuery),
+		errors.Is(err, vectorstore.ErrInvalidRecord), errors.Is(err, vectorstore.ErrConflict),
+		errors.Is(err, docstore.ErrInvalidContent), errors.Is(err, docstore.ErrInvalidPath),
+		errors.Is(err, memory.ErrInvalid):
+		return events.RPCCodeBadRequest
+	case errors.Is(err, ErrNotFound), errors.Is(err, vectorstore.ErrNotFound), errors.Is(err, memory.ErrNotFound),
+		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound):
+		return events.RPCCodeNotFound
+	case errors.Is(err, ErrUnavailable), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, vectorstore.ErrClosed), errors.Is(err, context.DeadlineExceeded):
+		return events.RPCCodeUnavailable
+	default:
+		return events.RPCCodeInternal
+	}
+}
