@@ -419,3 +419,15 @@ func TestBackoffMustStartAtAckWait(t *testing.T) {
 		t.Fatalf("Load = %v; want an error naming nats.consumer.backoff", err)
 	}
 }
+
+// Variables reserved for tests (CI sets AGENTMEM_TEST_NODE, AGENTMEM_TEST_QDRANT_ADDR)
+// are not configuration and must not stop a binary from starting.
+func TestTestVariablesAreIgnored(t *testing.T) {
+	c, err := Load("", []string{"AGENTMEM_TEST_NODE=1", "AGENTMEM_TEST_QDRANT_ADDR=localhost:6334"})
+	if err != nil {
+		t.Fatalf("Load with test variables: %v", err)
+	}
+	if !reflect.DeepEqual(c, Default()) {
+		t.Fatal("test variables changed the configuration")
+	}
+}

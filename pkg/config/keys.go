@@ -12,6 +12,11 @@ const EnvPrefix = "AGENTMEM_"
 // config file path from it, and Load ignores it.
 const EnvConfigFile = EnvPrefix + "CONFIG"
 
+// EnvTestPrefix starts variables reserved for the project's tests (e.g.
+// AGENTMEM_TEST_QDRANT_ADDR); configuration ignores them, so a test environment does
+// not stop the binaries it starts.
+const EnvTestPrefix = EnvPrefix + "TEST_"
+
 // leaf is one configuration key: its dotted name and where it lives in Config.
 type leaf struct {
 	key   string

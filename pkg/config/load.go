@@ -127,7 +127,7 @@ func fromEnv(environ []string) (map[string]any, error) {
 	var unknown []string
 	for _, kv := range environ {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile {
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile || strings.HasPrefix(name, EnvTestPrefix) {
 			continue
 		}
 		key, known := envKeys[name]

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/config"
+)
+
+// run executes the agentmem command line in-process.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// The client commands speak the contract to a running stack: a session observed and
+// ended from the command line comes back in the context pack, search and topic; an
+// invalid event shows up in `dlq list` with its reason.
+func TestClientCommandsAgainstARunningStack(t *testing.T) {
+	cfg, err := config.Load("", []string{"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stack.Close() }()
+	url := stack.ClientURL()
+	t.Setenv("AGENTMEM_CONFIG", "")
+
+	ns := []string{"--nats-url", url, "--tenant", "acme", "--user", "u1"}
+	for _, text := range []string{"My sales.csv has columns date, product and qty.", "I prefer bar charts."} {
+		if out, err := run(t, append([]string{"observe", "--session", "s1", "--text", text, "--meta", "dia_id=D1:1"}, ns...)...); err != nil {
+			t.Fatalf("observe: %v\n%s", err, out)
+		}
+	}
+	if out, err := run(t, append([]string{"end", "--session", "s1"}, ns...)...); err != nil {
+		t.Fatalf("end: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"append", "--content", "Quarterly reports go to finance."}, ns...)...); err != nil || !strings.Contains(out, "MEMORY.md") {
+		t.Fatalf("append: %v\n%s", err, out)
+	}
+	if err := app.WaitIdle(ctx, stack.Runtime().JS, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := run(t, append([]string{"context", "--query", "which columns does my sales file have?"}, ns...)...)
+	if err != nil || !strings.Contains(out, "qty") || !strings.Contains(out, "finance") {
+		t.Fatalf("context: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"topic", "--topic", "user_prefs"}, ns...)...); err != nil || !strings.Contains(out, "bar chart") {
+		t.Fatalf("topic: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"topic", "--topic", "../secrets"}, ns...)...); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("topic escape: err %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"search", "--query", "sales columns"}, ns...)...); err != nil || !strings.Contains(out, "results") {
+		t.Fatalf("search: %v\n%s", err, out)
+	}
+	if out, err := run(t, "observe", "--nats-url", url, "--tenant", "acme", "--user", "u.1", "--session", "s1", "--text", "x"); err == nil {
+		t.Fatalf("an invalid user id was accepted:\n%s", out)
+	}
+
+	if _, err := stack.Runtime().JS.Publish(ctx, "mem.acme.obs.u1.s2", []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.WaitIdle(ctx, stack.Runtime().JS, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, "dlq", "list", "--nats-url", url)
+	if err != nil || !strings.Contains(out, "mem.acme.obs.u1.s2") || !strings.Contains(out, "1 dead letter(s)") {
+		t.Fatalf("dlq list: %v\n%s", err, out)
+	}
+	if out, err := run(t, "dlq", "replay", "999", "--nats-url", url); err == nil {
+		t.Fatalf("replaying an unknown dead letter succeeded:\n%s", out)
+	}
+}
