@@ -79,6 +79,19 @@ func connect(g *globalFlags, tenant string) (*connection, error) {
 
 func (c *connection) Close() { c.nc.Close() }
 
+// withClient runs do with a client for tenant and a bounded context, and closes the
+// connection afterwards: the shape of every client command.
+func withClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *client.Client) error) error {
+	c, err := connect(g, tenant)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := withTimeout()
+	defer cancel()
+	return do(ctx, c.client)
+}
+
 // ids are the namespace flags of client commands.
 type ids struct{ tenant, user, session string }
 
@@ -122,19 +135,14 @@ func newObserveCmd(g *globalFlags) *cobra.Command {
 				}
 				m[k] = v
 			}
-			c, err := connect(g, id.tenant)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			eid, err := c.client.Say(ctx, id.user, id.session, events.Role(role), text, m)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), eid)
-			return nil
+			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+				eid, err := cl.Say(ctx, id.user, id.session, events.Role(role), text, m)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), eid)
+				return nil
+			})
 		},
 	}
 	id.register(cmd, true)
@@ -151,19 +159,14 @@ func newEndCmd(g *globalFlags) *cobra.Command {
 		Use:   "end",
 		Short: "Publish session_ended: the extractor turns the session into Markdown memory",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(g, id.tenant)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			eid, err := c.client.EndSession(ctx, id.user, id.session)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), eid)
-			return nil
+			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+				eid, err := cl.EndSession(ctx, id.user, id.session)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), eid)
+				return nil
+			})
 		},
 	}
 	id.register(cmd, true)
@@ -181,22 +184,17 @@ func newContextCmd(g *globalFlags) *cobra.Command {
 		Use:   "context",
 		Short: "Ask the retriever for a context pack",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(g, id.tenant)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			pack, err := c.client.Context(ctx, events.ContextRequest{UserID: id.user, SessionID: id.session, Query: query, Lightweight: lightweight})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), pack)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), pack.Prompt)
-			return nil
+			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+				pack, err := cl.Context(ctx, events.ContextRequest{UserID: id.user, SessionID: id.session, Query: query, Lightweight: lightweight})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), pack)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), pack.Prompt)
+				return nil
+			})
 		},
 	}
 	id.register(cmd, false)
@@ -218,22 +216,17 @@ func newSearchCmd(g *globalFlags) *cobra.Command {
 		Use:   "search",
 		Short: "Search memories (Markdown chunks, episodic and semantic)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(g, id.tenant)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			req := events.SearchRequest{UserID: id.user, Query: query, Limit: limit}
-			for _, t := range types {
-				req.MemoryTypes = append(req.MemoryTypes, events.MemoryType(t))
-			}
-			reply, err := c.client.Search(ctx, req)
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), reply)
+			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+				req := events.SearchRequest{UserID: id.user, Query: query, Limit: limit}
+				for _, t := range types {
+					req.MemoryTypes = append(req.MemoryTypes, events.MemoryType(t))
+				}
+				reply, err := cl.Search(ctx, req)
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), reply)
+			})
 		},
 	}
 	id.register(cmd, false)
@@ -254,19 +247,14 @@ func newAppendCmd(g *globalFlags) *cobra.Command {
 		Use:   "append",
 		Short: "Append to MEMORY.md (long_term) or to today's daily note (today)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(g, id.tenant)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			rep, err := c.client.Append(ctx, events.AppendRequest{UserID: id.user, Content: content, Slot: events.Slot(slot)})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "appended to %s\n", rep.File)
-			return nil
+			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+				rep, err := cl.Append(ctx, events.AppendRequest{UserID: id.user, Content: content, Slot: events.Slot(slot)})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "appended to %s\n", rep.File)
+				return nil
+			})
 		},
 	}
 	id.register(cmd, false)
@@ -285,19 +273,14 @@ func newTopicCmd(g *globalFlags) *cobra.Command {
 		Use:   "topic",
 		Short: "Print a topic file (file_patterns or user_prefs)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(g, id.tenant)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			reply, err := c.client.ReadTopic(ctx, events.TopicRequest{UserID: id.user, Topic: topic})
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(cmd.OutOrStdout(), reply.Content)
-			return nil
+			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+				reply, err := cl.ReadTopic(ctx, events.TopicRequest{UserID: id.user, Topic: topic})
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), reply.Content)
+				return nil
+			})
 		},
 	}
 	id.register(cmd, false)

@@ -154,7 +154,7 @@ func (e *Executor) episodes(ctx context.Context, tenant, userID string) ([]vecto
 func (e *Executor) cleanMerged(ctx context.Context, tenant, userID string, recs []vectorstore.Record) ([]vectorstore.Record, int, error) {
 	mergedInto := make(map[string]bool)
 	for _, r := range recs {
-		for _, id := range stringList(r.Metadata[MetaMergedFromIDs]) {
+		for _, id := range StringList(r.Metadata[MetaMergedFromIDs]) {
 			if id != r.ID {
 				mergedInto[id] = true
 			}
@@ -215,7 +215,7 @@ func (e *Executor) separate(ctx context.Context, act Action) (done bool, err err
 		text       string
 	}{{act.A, act.B, ta}, {act.B, act.A, tb}} {
 		patch := e.rewritePatch(r.rec, r.text, vecs[i], "separated from memory "+r.other.ID)
-		patch.Metadata[MetaSeparatedFromIDs] = toAnyList(union(stringList(r.rec.Metadata[MetaSeparatedFromIDs]), []string{r.other.ID}))
+		patch.Metadata[MetaSeparatedFromIDs] = ToAnyList(union(StringList(r.rec.Metadata[MetaSeparatedFromIDs]), []string{r.other.ID}))
 		err := e.store.UpdatePayload(ctx, r.rec.Tenant, r.rec.UserID, r.rec.ID, patch)
 		if errors.Is(err, vectorstore.ErrNotFound) {
 			e.logger.Info("memory gone before it was separated", zap.String("id", r.rec.ID))
@@ -242,7 +242,7 @@ func (e *Executor) rewritePatch(rec vectorstore.Record, text string, vec []float
 		Vector: vec,
 		Metadata: map[string]any{
 			MetaThing:   text,
-			MetaUpdates: append(anyList(rec.Metadata[MetaUpdates]), entry),
+			MetaUpdates: append(AnyList(rec.Metadata[MetaUpdates]), entry),
 		},
 	}
 }

@@ -120,7 +120,7 @@ func TestConsolidateMergeCountLeavesNMinusMAndMergedRecordsKeepEarliestTimeAndSo
 			if !merged.TS.Equal(earliest) || merged.Metadata[MetaTime] != isoTime(earliest) {
 				rt.Fatalf("merged time %v (metadata %v), want the earliest %v", merged.TS, merged.Metadata[MetaTime], earliest)
 			}
-			sources, ids := stringList(merged.Metadata[MetaSourceChatIDs]), stringList(merged.Metadata[MetaMergedFromIDs])
+			sources, ids := StringList(merged.Metadata[MetaSourceChatIDs]), StringList(merged.Metadata[MetaMergedFromIDs])
 			if !slices.Contains(sources, act.A.ChatID) || !slices.Contains(sources, act.B.ChatID) {
 				rt.Fatalf("source_chat_ids %v lacks %q or %q", sources, act.A.ChatID, act.B.ChatID)
 			}
@@ -136,7 +136,7 @@ func TestConsolidateMergeCountLeavesNMinusMAndMergedRecordsKeepEarliestTimeAndSo
 				continue
 			}
 			a, b := after[act.A.ID], after[act.B.ID]
-			if a.Text == b.Text || len(anyList(a.Metadata[MetaUpdates])) != 1 || !separated(a, b) {
+			if a.Text == b.Text || len(AnyList(a.Metadata[MetaUpdates])) != 1 || !separated(a, b) {
 				rt.Fatalf("separated pair: texts %q / %q, updates %v", a.Text, b.Text, a.Metadata[MetaUpdates])
 			}
 		}
@@ -178,7 +178,7 @@ func TestConsolidateAfterACrashBetweenInsertAndDeleteLosesNothingAndDuplicatesNo
 		after := allEpisodes(rt, store)
 		mergedInto := map[string]string{}
 		for id, r := range after {
-			for _, from := range stringList(r.Metadata[MetaMergedFromIDs]) {
+			for _, from := range StringList(r.Metadata[MetaMergedFromIDs]) {
 				mergedInto[from] = id
 			}
 		}
@@ -230,7 +230,7 @@ func TestReconsolidationPreservesTimeChatAndWhoAndGrowsUpdates(t *testing.T) {
 					rt.Fatalf("metadata %s changed: %v → %v", k, b.Metadata[k], a.Metadata[k])
 				}
 			}
-			ub, ua := anyList(b.Metadata[MetaUpdates]), anyList(a.Metadata[MetaUpdates])
+			ub, ua := AnyList(b.Metadata[MetaUpdates]), AnyList(a.Metadata[MetaUpdates])
 			if len(ua) != len(ub)+rounds {
 				rt.Fatalf("updates grew from %d to %d after %d reconsolidations", len(ub), len(ua), rounds)
 			}
@@ -312,7 +312,7 @@ func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing
 			t.Errorf("metadata %s = %v, want %v", k, r.Metadata[k], v)
 		}
 	}
-	if l := stringList(r.Metadata[MetaSourceChatIDs]); !slices.Equal(l, []string{"c1"}) {
+	if l := StringList(r.Metadata[MetaSourceChatIDs]); !slices.Equal(l, []string{"c1"}) {
 		t.Errorf("source_chat_ids %v", l)
 	}
 	for _, k := range []string{MetaUpdates, MetaMergedFromIDs} {

@@ -129,9 +129,9 @@ func FactRecord(tenant, userID string, f Fact) vectorstore.Record {
 	}
 }
 
-// stringList reads a metadata list of strings, as written ([]string, []any) or
+// StringList reads a metadata list of strings, as written ([]string, []any) or
 // as decoded from JSON ([]any of string); other values give nil.
-func stringList(v any) []string {
+func StringList(v any) []string {
 	switch l := v.(type) {
 	case []string:
 		return slices.Clone(l)
@@ -147,9 +147,9 @@ func stringList(v any) []string {
 	return nil
 }
 
-// anyList reads a metadata list (e.g. updates) as a fresh []any; other values give
+// AnyList reads a metadata list (e.g. updates) as a fresh []any; other values give
 // an empty list.
-func anyList(v any) []any {
+func AnyList(v any) []any {
 	switch l := v.(type) {
 	case []any:
 		return slices.Clone(l)
@@ -163,8 +163,8 @@ func anyList(v any) []any {
 	return []any{}
 }
 
-// toAnyList turns strings into a JSON-shaped list.
-func toAnyList(s []string) []any {
+// ToAnyList turns strings into a JSON-shaped list.
+func ToAnyList(s []string) []any {
 	out := make([]any, len(s))
 	for i, x := range s {
 		out[i] = x

@@ -158,8 +158,8 @@ func Plan(episodes []vectorstore.Record, th Thresholds) []Action {
 // separated reports whether a and b were separated from each other before. Both
 // must say so: a run that stopped after rewriting only one of them redoes the pair.
 func separated(a, b vectorstore.Record) bool {
-	return slices.Contains(stringList(a.Metadata[MetaSeparatedFromIDs]), b.ID) &&
-		slices.Contains(stringList(b.Metadata[MetaSeparatedFromIDs]), a.ID)
+	return slices.Contains(StringList(a.Metadata[MetaSeparatedFromIDs]), b.ID) &&
+		slices.Contains(StringList(b.Metadata[MetaSeparatedFromIDs]), a.ID)
 }
 
 // MergedRecord is the record that replaces a and b (SPEC C6): id deterministic
@@ -184,13 +184,13 @@ func MergedRecord(a, b vectorstore.Record, text string, vec []float32) vectorsto
 	md[MetaTime] = isoTime(first.TS)
 	md[MetaChatID] = first.ChatID
 	md[MetaWho] = a.Who
-	md[MetaUpdates] = append(anyList(first.Metadata[MetaUpdates]), anyList(second.Metadata[MetaUpdates])...)
-	md[MetaSourceChatIDs] = toAnyList(union([]string{a.ChatID, b.ChatID},
-		stringList(a.Metadata[MetaSourceChatIDs]), stringList(b.Metadata[MetaSourceChatIDs])))
-	md[MetaMergedFromIDs] = toAnyList(union([]string{a.ID, b.ID},
-		stringList(a.Metadata[MetaMergedFromIDs]), stringList(b.Metadata[MetaMergedFromIDs])))
-	if sep := union(stringList(a.Metadata[MetaSeparatedFromIDs]), stringList(b.Metadata[MetaSeparatedFromIDs])); len(sep) > 0 {
-		md[MetaSeparatedFromIDs] = toAnyList(sep)
+	md[MetaUpdates] = append(AnyList(first.Metadata[MetaUpdates]), AnyList(second.Metadata[MetaUpdates])...)
+	md[MetaSourceChatIDs] = ToAnyList(union([]string{a.ChatID, b.ChatID},
+		StringList(a.Metadata[MetaSourceChatIDs]), StringList(b.Metadata[MetaSourceChatIDs])))
+	md[MetaMergedFromIDs] = ToAnyList(union([]string{a.ID, b.ID},
+		StringList(a.Metadata[MetaMergedFromIDs]), StringList(b.Metadata[MetaMergedFromIDs])))
+	if sep := union(StringList(a.Metadata[MetaSeparatedFromIDs]), StringList(b.Metadata[MetaSeparatedFromIDs])); len(sep) > 0 {
+		md[MetaSeparatedFromIDs] = ToAnyList(sep)
 	}
 	if _, ok := md[MetaContext]; !ok {
 		md[MetaContext] = "merged memory"

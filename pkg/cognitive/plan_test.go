@@ -248,10 +248,10 @@ func TestMergedRecordKeepsEarliestTimeAndTracksSources(t *testing.T) {
 			t.Fatalf("who %q text %q thing %v", m.Who, m.Text, m.Metadata[MetaThing])
 		case m.ID != MergedRecord(b, a, "other", nil).ID || m.ID != vectorstore.DeterministicID("merge", min(a.ID, b.ID), max(a.ID, b.ID)):
 			t.Fatalf("merged id %s depends on argument order or is not the deterministic one", m.ID)
-		case m.Metadata["custom"] != "kept" || len(anyList(m.Metadata[MetaUpdates])) != 1:
+		case m.Metadata["custom"] != "kept" || len(AnyList(m.Metadata[MetaUpdates])) != 1:
 			t.Fatalf("metadata not carried over: %v", m.Metadata)
 		}
-		sources, merged := stringList(m.Metadata[MetaSourceChatIDs]), stringList(m.Metadata[MetaMergedFromIDs])
+		sources, merged := StringList(m.Metadata[MetaSourceChatIDs]), StringList(m.Metadata[MetaMergedFromIDs])
 		for _, want := range []string{a.ChatID, b.ChatID, "old-chat"} {
 			if !slices.Contains(sources, want) {
 				t.Fatalf("source_chat_ids %v lacks %q", sources, want)

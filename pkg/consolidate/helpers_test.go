@@ -95,7 +95,7 @@ func (e *testEnv) episode(t *testing.T, userID, chat string, ts time.Time, text 
 		t.Fatalf("decider does not write %q: %+v, %v", text, ep, err)
 	}
 	rec := cognitive.EpisodeRecord(tenant, userID, obs, ep)
-	rec.Metadata[consolidate.MetaSourceEventIDs] = []any{obs.EventID}
+	rec.Metadata[cognitive.MetaSourceEventIDs] = []any{obs.EventID}
 	vecs, err := e.emb.Embed(ctx, []string{rec.Text})
 	if err != nil {
 		t.Fatal(err)

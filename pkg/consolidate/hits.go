@@ -83,7 +83,7 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hit event
 
 // applyHit counts hit on rec and reconsolidates it, once per event.
 func (r *Runner) applyHit(ctx context.Context, rec vectorstore.Record, hit events.Envelope, log *zap.Logger) error {
-	seen := stringList(rec.Metadata[MetaHitEvents])
+	seen := cognitive.StringList(rec.Metadata[MetaHitEvents])
 	if slices.Contains(seen, hit.ID) {
 		log.Debug("hit already applied", zap.String("memory_id", rec.ID))
 		return nil
@@ -92,7 +92,7 @@ func (r *Runner) applyHit(ctx context.Context, rec vectorstore.Record, hit event
 	if len(seen) > HitEventWindow {
 		seen = seen[len(seen)-HitEventWindow:]
 	}
-	patch := vectorstore.Patch{HitCountDelta: 1, Metadata: map[string]any{MetaHitEvents: toAnyList(seen)}}
+	patch := vectorstore.Patch{HitCountDelta: 1, Metadata: map[string]any{MetaHitEvents: cognitive.ToAnyList(seen)}}
 	now := r.deps.Now().UTC()
 	newContext := hit.MemoryHit.Query
 	if newContext == "" {
@@ -120,7 +120,7 @@ func (r *Runner) applyHit(ctx context.Context, rec vectorstore.Record, hit event
 		}
 		patch.Text, patch.Vector = &text, vecs[0]
 		patch.Metadata[cognitive.MetaThing] = text
-		patch.Metadata[cognitive.MetaUpdates] = append(anyList(rec.Metadata[cognitive.MetaUpdates]), update)
+		patch.Metadata[cognitive.MetaUpdates] = append(cognitive.AnyList(rec.Metadata[cognitive.MetaUpdates]), update)
 	}
 	err := r.deps.Vectors.UpdatePayload(ctx, rec.Tenant, rec.UserID, rec.ID, patch)
 	if errors.Is(err, vectorstore.ErrNotFound) {
@@ -138,28 +138,4 @@ func (r *Runner) applyHit(ctx context.Context, rec vectorstore.Record, hit event
 			Detail: map[string]any{cognitive.UpdateContext: newContext, cognitive.UpdatePreviousText: rec.Text}})
 	}
 	return nil
-}
-
-// anyList reads a metadata list (e.g. updates) as a fresh []any; anything else
-// gives an empty list.
-func anyList(v any) []any {
-	switch l := v.(type) {
-	case []any:
-		return slices.Clone(l)
-	case []map[string]any:
-		out := make([]any, len(l))
-		for i, m := range l {
-			out[i] = m
-		}
-		return out
-	}
-	return []any{}
-}
-
-func toAnyList(s []string) []any {
-	out := make([]any, len(s))
-	for i, x := range s {
-		out[i] = x
-	}
-	return out
 }

@@ -58,8 +58,8 @@ func TestConsolidateMergesAFactToldInTwoChats(t *testing.T) {
 	if len(facts) != 1 || facts[0].Text != fact || facts[0].ChatID != "c1" || !facts[0].TS.Equal(base) {
 		t.Fatalf("facts %+v, want one %q first seen in c1 at %s", facts, fact, base)
 	}
-	if got := strs(facts[0].Metadata[consolidate.MetaSourceEventIDs]); !slices.Equal(got, strs(a.Metadata[consolidate.MetaSourceEventIDs])) {
-		t.Errorf("fact provenance %v, want the first episode's %v", got, a.Metadata[consolidate.MetaSourceEventIDs])
+	if got := strs(facts[0].Metadata[cognitive.MetaSourceEventIDs]); !slices.Equal(got, strs(a.Metadata[cognitive.MetaSourceEventIDs])) {
+		t.Errorf("fact provenance %v, want the first episode's %v", got, a.Metadata[cognitive.MetaSourceEventIDs])
 	}
 	if got := e.ops(t, user, m.ID); !slices.Equal(got, []string{consolidate.OpMerge}) {
 		t.Errorf("merged memory history %v", got)

@@ -15,14 +15,9 @@ import (
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
-// Provenance metadata keys shared with ingest and the retriever (the retriever
-// copies them into each context-pack item), and the consolidator's own link from a
-// fact to the episode it was found in.
-const (
-	MetaSourceEventIDs  = "source_event_ids"
-	MetaSourceMeta      = "source_meta"
-	MetaSourceMemoryIDs = "source_memory_ids"
-)
+// MetaSourceMemoryIDs links a fact to the episode it was found in (next to the
+// provenance keys cognitive.MetaSourceEventIDs and cognitive.MetaSourceMeta).
+const MetaSourceMemoryIDs = "source_memory_ids"
 
 // writeFacts is step 2: the semantic writer over the episodes after the
 // watermark (minus the lookback). It returns how many new facts it stored and the
@@ -104,7 +99,7 @@ func addProvenance(rec *vectorstore.Record, episodes []vectorstore.Record, fact 
 			continue
 		}
 		rec.Metadata[MetaSourceMemoryIDs] = []any{ep.ID}
-		for _, k := range []string{MetaSourceEventIDs, MetaSourceMeta} {
+		for _, k := range []string{cognitive.MetaSourceEventIDs, cognitive.MetaSourceMeta} {
 			if v, ok := ep.Metadata[k]; ok {
 				rec.Metadata[k] = v
 			}
@@ -179,8 +174,8 @@ func (r *Runner) recordSeparations(ctx context.Context, tenant, userID string, c
 	for _, c := range calls {
 		a, okA := present[c.a.ID]
 		b, okB := present[c.b.ID]
-		if !okA || !okB || !slices.Contains(stringList(a.Metadata[cognitive.MetaSeparatedFromIDs]), b.ID) ||
-			!slices.Contains(stringList(b.Metadata[cognitive.MetaSeparatedFromIDs]), a.ID) {
+		if !okA || !okB || !slices.Contains(cognitive.StringList(a.Metadata[cognitive.MetaSeparatedFromIDs]), b.ID) ||
+			!slices.Contains(cognitive.StringList(b.Metadata[cognitive.MetaSeparatedFromIDs]), a.ID) {
 			continue
 		}
 		for _, s := range []struct {
@@ -264,22 +259,4 @@ func (s *recordingSeparator) done() []separateCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
-}
-
-// stringList reads a metadata list of strings as written ([]string) or as decoded
-// from JSON ([]any); anything else gives nil.
-func stringList(v any) []string {
-	switch l := v.(type) {
-	case []string:
-		return slices.Clone(l)
-	case []any:
-		out := make([]string, 0, len(l))
-		for _, x := range l {
-			if s, ok := x.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
 }

@@ -493,7 +493,7 @@ func (w *Worker) upsertFacts(ctx context.Context, env events.Envelope, facts []s
 	ids := make([]string, len(facts))
 	for i, f := range facts {
 		rec := cognitive.FactRecord(env.Tenant, env.UserID, cognitive.Fact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen})
-		rec.Metadata[cognitive.MetaSourceEventIDs] = toAny(f.SourceEventIDs)
+		rec.Metadata[cognitive.MetaSourceEventIDs] = cognitive.ToAnyList(f.SourceEventIDs)
 		if len(f.SourceMeta) > 0 {
 			metas := make([]any, len(f.SourceMeta))
 			for j, m := range f.SourceMeta {
@@ -574,14 +574,6 @@ func writtenID(endedID string) string {
 	}
 	sum := sha256.Sum256([]byte(endedID))
 	return prefix + hex.EncodeToString(sum[:])
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, x := range s {
-		out[i] = x
-	}
-	return out
 }
 
 // sessionLocks serialises the handlers of one session within a replica, so that
