@@ -107,18 +107,18 @@ func TestWorkerEndToEnd(t *testing.T) {
 	written := events.New(events.TypeMemoryWritten, tenant, "u2", "", "")
 	written.MemoryWritten = &events.MemoryWritten{MemoryIDs: []string{"x1"}}
 	publish(t, e.js, written)
+	// The merge is visible before the run ends; the run's stamp is saved last.
 	bustest.Eventually(t, wait, func() error {
 		if n := len(e.records(t, "u2", vectorstore.Episodic)); n != 1 {
 			return fmt.Errorf("u2 has %d episodes", n)
+		}
+		if last, err := r.LastRun(testCtx(t), tenant, "u2"); err != nil || last.IsZero() {
+			return fmt.Errorf("u2 last run %s, %v", last, err)
 		}
 		return nil
 	})
 	if n := len(e.records(t, "u3", vectorstore.Episodic)); n != 2 {
 		t.Errorf("u3 (never written) has %d episodes; the timer must not have consolidated it", n)
-	}
-	last, err := r.LastRun(testCtx(t), tenant, "u2")
-	if err != nil || last.IsZero() {
-		t.Errorf("u2 last run %s, %v", last, err)
 	}
 	dls, err := bus.ListDeadLetters(testCtx(t), e.js, bus.DefaultDLQStream, 10)
 	if err != nil || len(dls) != 0 {
