@@ -33,6 +33,8 @@ func newRoot() *cobra.Command {
 		newAppendCmd(g),
 		newTopicCmd(g),
 		newDLQCmd(g),
+		newBenchCmd(g),
+		newEvalCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/bench"
+)
+
+func newBenchCmd(g *globalFlags) *cobra.Command {
+	var (
+		cfg        bench.Config
+		asJSON     bool
+		cpuProfile string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure agentmem in one process: NATS round trip vs context latency, JetStream vs ingest throughput, extraction, memory",
+		Long: `bench starts the whole stack in this process (embedded NATS on loopback TCP, the four
+workers, the embedded vector store) on a temporary directory, stores --memories memories over
+--users users and measures: the bare NATS request/reply round trip and a context request
+(p50/p99 and the ratio of the p99s), raw JetStream against the ingest pipeline (msgs/s and
+the ratio), extraction (sessions/s), peak RSS and bytes per stored memory. Progress goes to
+stderr; the table (or --json) to stdout. The targets are ctx_vs_nats_p99 <= 5 and
+ingest_vs_raw >= 0.3.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := zap.NewNop()
+			if g.verbose {
+				var err error
+				if logger, err = zap.NewDevelopment(); err != nil {
+					return err
+				}
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			cfg.Progress = cmd.ErrOrStderr()
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
+			ctx, stop := app.SignalContext()
+			defer stop()
+			res, err := bench.Run(ctx, cfg, logger)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			return res.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Memories, "memories", bench.DefaultMemories, "memories stored before the latency phase")
+	f.IntVar(&cfg.Users, "users", 0, fmt.Sprintf("users the memories are spread over, the asked user holding memories/users (default %d, at most --memories)", bench.DefaultUsers))
+	f.IntVar(&cfg.Requests, "requests", bench.DefaultRequests, "timed context requests (and as many bare round trips), after a warm-up of a tenth")
+	f.IntVar(&cfg.IngestMessages, "ingest-messages", bench.DefaultIngestMessages, "messages of the raw JetStream and of the ingest phase each")
+	f.IntVar(&cfg.Sessions, "sessions", bench.DefaultSessions, "sessions of the extraction phase")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory, removed afterwards)")
+	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	return cmd
+}

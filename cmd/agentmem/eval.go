@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/eval"
+)
+
+func newEvalCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Evaluate agentmem's retrieval on benchmark data",
+	}
+	cmd.AddCommand(newEvalLoCoMoCmd(g))
+	return cmd
+}
+
+func newEvalLoCoMoCmd(g *globalFlags) *cobra.Command {
+	var (
+		data, ks, dataDir string
+		asJSON            bool
+	)
+	cmd := &cobra.Command{
+		Use:   "locomo --data FILE",
+		Short: "Evidence recall@k on a LoCoMo-format file, beside in-run baselines and the paper's anchor",
+		Long: `locomo replays every conversation of a LoCoMo-format file through an in-process
+agentmem (each conversation its own tenant and user; turns as observations with their
+dia_id in meta, the session's date as event time; session_ended per session), waits
+for the pipeline, consolidates, and then asks every question as a context request.
+
+recall@k is the fraction of a question's evidence turns found in the provenance of
+the pack's first k items: the vector memories (episodic and semantic) by score, then
+the keyword chunks of MEMORY.md. Baselines on the same data: BM25 over the raw turns,
+and keyword chunks of one MEMORY.md holding every turn. The paper's DRAGON retriever
+is printed beside them. Adversarial questions (category 5) are reported apart and
+left out of the overall recall. The configuration (--config, AGENTMEM_*) selects the
+models; storage is always a private directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kList, err := parseKs(ks)
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(data)
+			if err != nil {
+				return err
+			}
+			convs, err := eval.ParseLoCoMo(f)
+			_ = f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", data, err)
+			}
+			logger := zap.NewNop()
+			if g.verbose {
+				if logger, err = zap.NewDevelopment(); err != nil {
+					return err
+				}
+			}
+			path := g.config
+			if path == "" {
+				path = os.Getenv(config.EnvConfigFile)
+			}
+			ev, err := eval.New(eval.Config{Ks: kList, ConfigFile: path, Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}, logger)
+			if err != nil {
+				return err
+			}
+			ctx, stop := app.SignalContext()
+			defer stop()
+			rep, err := ev.Run(ctx, convs)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), rep)
+			}
+			return rep.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file (required)")
+	cmd.Flags().StringVar(&ks, "k", "5,10,25,50", "cut-offs of recall@k, comma-separated")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	_ = cmd.MarkFlagRequired("data")
+	return cmd
+}
+
+// parseKs reads "5,10,25,50"; eval.Config.Validate checks the values.
+func parseKs(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--k: %q is not a number", f)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}

@@ -1,0 +1,273 @@
+// Package bench measures agentmem as deployed by `agentmem up`: the whole stack
+// (embedded nats-server with a loopback TCP listener, the four components, the
+// embedded vector store, the filesystem Markdown store) in this process, with the
+// measuring clients connected over TCP like any agent.
+//
+// What it measures, in order (each phase starts once the pipeline is idle, so one
+// phase's background work does not slow the next):
+//
+//   - load: Memories vector memories spread over Users users of one tenant,
+//     written straight into the vector store (the pipeline would take too long),
+//     built like ingest and the consolidator build them (episodic records from the
+//     write decider with provenance, semantic facts); the asked user also gets a
+//     200-line MEMORY.md, both topic files and an open session;
+//   - latency: a bare NATS micro echo round trip and a context request through
+//     the retriever, interleaved on one connection with the same request bytes, p50
+//     and p99 of each and the ratio of the p99s;
+//   - throughput: raw JetStream (async publish of observation-sized messages into
+//     a separate stream, one durable pull consumer acking) against the ingest
+//     pipeline (observations in, episodic memories stored), and extraction
+//     (session_ended in, Markdown entries and facts out, offline extractor);
+//   - memory: peak RSS of the process and on-disk bytes per stored memory.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/config"
+)
+
+// Defaults: the issue's 100,000 memories over 1,000 users; the other sizes are
+// chosen so that a default run finishes in under 3 minutes on 2 cores.
+const (
+	DefaultMemories       = 100_000
+	DefaultUsers          = 1_000
+	DefaultRequests       = 1_000
+	DefaultIngestMessages = 10_000
+	DefaultSessions       = 200
+)
+
+// Sentinel errors.
+var (
+	// ErrInvalidConfig: Run was given a Config that cannot work; the message names the field.
+	ErrInvalidConfig = errors.New("bench: invalid config")
+	// ErrMeasurement: a phase did not do what it measures (a request failed, a
+	// memory was not stored); its number would be meaningless.
+	ErrMeasurement = errors.New("bench: measurement failed")
+)
+
+// Config sizes a run. Zero fields take the defaults.
+type Config struct {
+	// Memories stored before the latency phase; default DefaultMemories.
+	Memories int
+	// Users the memories are spread over; default DefaultUsers, at most Memories.
+	Users int
+	// Requests is how many context requests (and as many echo requests) are
+	// timed, after a warm-up of a tenth of them; default DefaultRequests.
+	Requests int
+	// IngestMessages is how many messages the raw JetStream and the ingest
+	// throughput phases each publish; default DefaultIngestMessages.
+	IngestMessages int
+	// Sessions is how many sessions the extraction phase ends; default DefaultSessions.
+	Sessions int
+	// DataDir holds the stack's data; default a temporary directory, removed
+	// afterwards.
+	DataDir string
+	// Progress receives progress lines while the run loads and measures (a line
+	// rewritten with \r on a terminal); nil discards them.
+	Progress io.Writer
+}
+
+func (c *Config) setDefaults() {
+	if c.Memories == 0 {
+		c.Memories = DefaultMemories
+	}
+	if c.Users == 0 {
+		c.Users = min(DefaultUsers, c.Memories)
+	}
+	if c.Requests == 0 {
+		c.Requests = DefaultRequests
+	}
+	if c.IngestMessages == 0 {
+		c.IngestMessages = DefaultIngestMessages
+	}
+	if c.Sessions == 0 {
+		c.Sessions = DefaultSessions
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Validate reports what is wrong with c after defaults are applied.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Memories", c.Memories}, {"Users", c.Users}, {"Requests", c.Requests}, {"IngestMessages", c.IngestMessages}, {"Sessions", c.Sessions}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s is %d, want > 0", f.name, f.v))
+		}
+	}
+	if c.Users > c.Memories {
+		errs = append(errs, fmt.Errorf("Users is %d, more than Memories (%d): every user needs a memory", c.Users, c.Memories))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// Result is what a run measured. The JSON names of the first fields are the
+// contract of `agentmem bench --json`; more may follow, none is renamed.
+type Result struct {
+	Memories        int     `json:"memories"`
+	NATSRRP50us     float64 `json:"nats_rr_p50_us"`
+	NATSRRP99us     float64 `json:"nats_rr_p99_us"`
+	CtxP50us        float64 `json:"ctx_p50_us"`
+	CtxP99us        float64 `json:"ctx_p99_us"`
+	CtxVsNATSP99    float64 `json:"ctx_vs_nats_p99"`
+	RawJSMsgsPerS   float64 `json:"raw_js_msgs_per_s"`
+	IngestMsgsPerS  float64 `json:"ingest_msgs_per_s"`
+	IngestVsRaw     float64 `json:"ingest_vs_raw"`
+	RSSMB           float64 `json:"rss_mb"`
+	ExtractSessPerS float64 `json:"extract_sessions_per_s"`
+	BytesPerMemory  float64 `json:"bytes_per_memory"`
+
+	Users          int     `json:"users"`
+	Requests       int     `json:"requests"`
+	CtxAvgTokens   float64 `json:"ctx_avg_tokens"` // the packs' token estimate, to show the requests did real work
+	IngestMessages int     `json:"ingest_messages"`
+	IngestStored   int     `json:"ingest_stored"` // episodic memories the ingest phase stored
+	Sessions       int     `json:"extract_sessions"`
+	ExtractEntries int     `json:"extract_entries"` // Markdown entries the extraction phase wrote
+	VectorBytes    int64   `json:"vector_store_bytes"`
+	RSSSource      string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
+	LoadSeconds    float64 `json:"load_seconds"`
+	LoadPerS       float64 `json:"load_memories_per_s"`
+	TotalSeconds   float64 `json:"total_seconds"`
+	GoVersion      string  `json:"go_version"`
+	OS             string  `json:"os"`
+	Arch           string  `json:"arch"`
+	CPUs           int     `json:"cpus"`
+	GOMAXPROCS     int     `json:"gomaxprocs"`
+}
+
+// Run starts a stack, measures it and stops it. cfg.Progress gets what it is doing.
+func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	began := time.Now()
+	if cfg.DataDir == "" {
+		tmp, err := os.MkdirTemp("", "agentmem-bench-")
+		if err != nil {
+			return Result{}, fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		cfg.DataDir = tmp
+	}
+	b, err := newBencher(ctx, cfg, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	defer b.close()
+
+	res := Result{
+		Users: cfg.Users, Requests: cfg.Requests, IngestMessages: cfg.IngestMessages, Sessions: cfg.Sessions,
+		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
+	for _, phase := range []func(context.Context, *Result) error{b.load, b.latency, b.rawJetStream, b.ingest, b.extraction} {
+		if err := phase(ctx, &res); err != nil {
+			return Result{}, err
+		}
+		if err := b.idle(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	res.RSSMB, res.RSSSource = peakRSSMB()
+	res.CtxVsNATSP99 = res.CtxP99us / res.NATSRRP99us
+	res.IngestVsRaw = res.IngestMsgsPerS / res.RawJSMsgsPerS
+	res.TotalSeconds = time.Since(began).Seconds()
+	return res, nil
+}
+
+// Tenants of the phases, so their memories never mix.
+const (
+	tenantLoad    = "bench"
+	tenantIngest  = "bench-ingest"
+	tenantExtract = "bench-extract"
+	agentID       = "bench-agent"
+)
+
+// bencher is one run: the stack and the measuring connection.
+type bencher struct {
+	cfg    Config
+	stack  *app.Stack
+	rt     *app.Runtime
+	nc     *nats.Conn // over TCP, like an agent
+	logger *zap.Logger
+}
+
+// newBencher starts the stack on a loopback TCP listener with a free port and
+// connects the measuring client to it.
+func newBencher(ctx context.Context, cfg Config, logger *zap.Logger) (*bencher, error) {
+	stackCfg, err := config.Load("", []string{
+		config.EnvName("data_dir") + "=" + cfg.DataDir,
+		config.EnvName("http.listen") + "=",
+		config.EnvName("nats.embedded.listen") + "=127.0.0.1:0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Progress, "== starting agentmem (embedded NATS on loopback TCP) in %s\n", cfg.DataDir)
+	stack, err := app.Up(ctx, stackCfg, app.UpOptions{}, logger)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(stack.ClientURL(), nats.Name("agentmem-bench"))
+	if err != nil {
+		_ = stack.Close()
+		return nil, fmt.Errorf("bench: connect to %s: %w", stack.ClientURL(), err)
+	}
+	return &bencher{cfg: cfg, stack: stack, rt: stack.Runtime(), nc: nc, logger: logger}, nil
+}
+
+func (b *bencher) close() {
+	b.nc.Close()
+	if err := b.stack.Close(); err != nil {
+		b.logger.Warn("stack stopped with an error", zap.Error(err))
+	}
+}
+
+// idle waits until the workers have handled everything published so far (the
+// consolidator's memory_hit and memory_written backlog included), and says how
+// long that took: it is part of a run's time but of no measurement.
+func (b *bencher) idle(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	began := time.Now()
+	if err := app.WaitIdle(ctx, b.rt.JS, 20*time.Millisecond); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.cfg.Progress, "   pipeline idle after %.1fs\n", time.Since(began).Seconds())
+	return nil
+}
+
+// vectorFiles is the on-disk size of the embedded vector store: the SQLite file
+// and its write-ahead log.
+func vectorFiles(path string) int64 {
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/cognitive"
+)
+
+// A small run through the whole stack fills every field with a sane value; no
+// speed target is asserted (the machine is shared).
+func TestRunSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	cfg := Config{Memories: 500, Users: 20, Requests: 100, IngestMessages: 500, Sessions: 10, DataDir: t.TempDir(), Progress: &progress}
+	res, err := Run(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if res.Memories != 500 || res.Users != 20 || res.Requests != 100 || res.IngestMessages != 500 || res.Sessions != 10 {
+		t.Errorf("sizes = %d memories, %d users, %d requests, %d ingest messages, %d sessions; want the config's", res.Memories, res.Users, res.Requests, res.IngestMessages, res.Sessions)
+	}
+	positive := map[string]float64{
+		"nats_rr_p50_us": res.NATSRRP50us, "nats_rr_p99_us": res.NATSRRP99us, "ctx_p50_us": res.CtxP50us, "ctx_p99_us": res.CtxP99us,
+		"raw_js_msgs_per_s": res.RawJSMsgsPerS, "ingest_msgs_per_s": res.IngestMsgsPerS, "extract_sessions_per_s": res.ExtractSessPerS,
+		"rss_mb": res.RSSMB, "bytes_per_memory": res.BytesPerMemory, "ctx_avg_tokens": res.CtxAvgTokens,
+		"load_seconds": res.LoadSeconds, "load_memories_per_s": res.LoadPerS, "total_seconds": res.TotalSeconds,
+	}
+	for name, v := range positive {
+		if !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("%s = %v, want a positive finite number", name, v)
+		}
+	}
+	if res.NATSRRP50us > res.NATSRRP99us || res.CtxP50us > res.CtxP99us {
+		t.Errorf("p50 above p99: nats %v/%v, ctx %v/%v", res.NATSRRP50us, res.NATSRRP99us, res.CtxP50us, res.CtxP99us)
+	}
+	if got, want := res.CtxVsNATSP99, res.CtxP99us/res.NATSRRP99us; got != want {
+		t.Errorf("ctx_vs_nats_p99 = %v, want ctx_p99_us/nats_rr_p99_us = %v", got, want)
+	}
+	if got, want := res.IngestVsRaw, res.IngestMsgsPerS/res.RawJSMsgsPerS; got != want {
+		t.Errorf("ingest_vs_raw = %v, want ingest_msgs_per_s/raw_js_msgs_per_s = %v", got, want)
+	}
+	if res.IngestStored != 500 {
+		t.Errorf("ingest stored %d memories, want one per observation (500)", res.IngestStored)
+	}
+	// Each session states a file structure, a preference, an error with its fix and
+	// a remember request; the offline extractor finds at least one entry per session.
+	if res.ExtractEntries < 10 {
+		t.Errorf("extraction wrote %d entries for 10 sessions", res.ExtractEntries)
+	}
+	// A memory is a 384-d float32 vector plus text and metadata: at least 1.5 KB.
+	if res.BytesPerMemory < 1536 {
+		t.Errorf("bytes_per_memory = %v, less than the vector alone", res.BytesPerMemory)
+	}
+	if res.GoVersion == "" || res.CPUs < 1 || res.GOMAXPROCS < 1 || res.RSSSource == "" {
+		t.Errorf("environment fields missing: %+v", res)
+	}
+	for _, phase := range []string{"loading 500 memories", "context requests", "raw JetStream", "ingest pipeline", "extraction"} {
+		if !strings.Contains(progress.String(), phase) {
+			t.Errorf("progress output lacks %q:\n%s", phase, progress.String())
+		}
+	}
+
+	// The --json contract: exactly these names, each a number.
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"memories", "nats_rr_p50_us", "nats_rr_p99_us", "ctx_p50_us", "ctx_p99_us", "ctx_vs_nats_p99", "raw_js_msgs_per_s", "ingest_msgs_per_s", "ingest_vs_raw", "rss_mb"} {
+		if _, ok := fields[name].(float64); !ok {
+			t.Errorf("JSON field %q = %v, want a number", name, fields[name])
+		}
+	}
+
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"context request p99", "µs", "msgs/s", "sessions/s", "target ctx_vs_nats_p99", "target ingest_vs_raw"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if n := strings.Count(table.String(), "PASS") + strings.Count(table.String(), "FAIL"); n != 2 {
+		t.Errorf("table has %d PASS/FAIL verdicts, want 2:\n%s", n, table.String())
+	}
+}
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Memories: -1}, "Memories"},
+		{Config{Requests: -5}, "Requests"},
+		{Config{IngestMessages: -1}, "IngestMessages"},
+		{Config{Sessions: -1}, "Sessions"},
+		{Config{Memories: 10, Users: 11}, "Users"},
+	} {
+		err := tc.cfg.Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.want)
+		}
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("the defaults are invalid: %v", err)
+	}
+	if _, err := Run(context.Background(), Config{Users: -1}, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("Run with a bad config = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestTargetsVerdicts(t *testing.T) {
+	pass := Result{CtxVsNATSP99: 5, IngestVsRaw: 0.3}.Targets()
+	fail := Result{CtxVsNATSP99: 5.01, IngestVsRaw: 0.29}.Targets()
+	for i := range pass {
+		if !pass[i].Pass || fail[i].Pass {
+			t.Errorf("%s: at the bound pass=%t, beyond it pass=%t", pass[i].Name, pass[i].Pass, fail[i].Pass)
+		}
+	}
+}
+
+// Property: the nearest-rank percentile is a sample, with at least p of the
+// samples at or below it and fewer than p strictly below it.
+func TestPercentileIsNearestRank(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ds := rapid.SliceOfN(rapid.Int64Range(0, 1e9).AsAny(), 1, 500).Draw(t, "samples")
+		p := rapid.Float64Range(0.01, 1).Draw(t, "p")
+		samples := make([]time.Duration, len(ds))
+		for i, d := range ds {
+			samples[i] = time.Duration(d.(int64))
+		}
+		got := percentile(slices.Clone(samples), p)
+		if !slices.Contains(samples, got) {
+			t.Fatalf("percentile %v is not a sample", got)
+		}
+		atOrBelow, below := 0, 0
+		for _, s := range samples {
+			if s <= got {
+				atOrBelow++
+			}
+			if s < got {
+				below++
+			}
+		}
+		n := float64(len(samples))
+		if float64(atOrBelow) < p*n-1e-9 || float64(below) >= p*n {
+			t.Fatalf("p=%v: %d of %d at or below %v, %d below", p, atOrBelow, len(samples), got, below)
+		}
+	})
+}
+
+// Property: every generated memory is a statement the offline write decider keeps,
+// so the ingest phase stores one memory per observation and the load phase builds
+// episodic records exactly as ingest does.
+func TestGeneratedFactsAreKeptByTheDecider(t *testing.T) {
+	decider := cognitive.NewRuleDecider()
+	rapid.Check(t, func(t *rapid.T) {
+		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
+		for range 20 {
+			text := gen.fact()
+			ep, err := decider.Decide(context.Background(), cognitive.Observation{Role: string(events.RoleUser), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
+			if err != nil || !ep.Write {
+				t.Fatalf("%q not kept: %s %v", text, ep.Reason, err)
+			}
+		}
+	})
+}
+
+// Property: the asked user's session messages are never kept, so they leave the
+// stored memory count exact.
+func TestChatIsNotKeptByTheDecider(t *testing.T) {
+	decider := cognitive.NewRuleDecider()
+	rapid.Check(t, func(t *rapid.T) {
+		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
+		role := rapid.SampledFrom([]events.Role{events.RoleUser, events.RoleAssistant}).Draw(t, "role")
+		text := gen.chat(role)
+		ep, err := decider.Decide(context.Background(), cognitive.Observation{Role: string(role), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
+		if err != nil || ep.Write {
+			t.Fatalf("%s %q kept (%s) %v", role, text, ep.Reason, err)
+		}
+	})
+}

@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/client"
+)
+
+// echoSubject is the bare responder's subject; no stream captures it.
+const echoSubject = "agentmem-bench.echo"
+
+// latency times a bare echo round trip and a context request alternately on the
+// measuring connection, with the same request bytes, so that both see the same
+// network path, server and background load. The echo responder is on its own
+// in-process connection, as the retriever is.
+func (b *bencher) latency(ctx context.Context, res *Result) error {
+	fmt.Fprintf(b.cfg.Progress, "== timing %d bare NATS round trips and %d context requests (user with %d memories, %d-line MEMORY.md, topic files, an open session)\n",
+		b.cfg.Requests, b.cfg.Requests, b.cfg.Memories/b.cfg.Users, memoryLines)
+	conn, err := b.rt.Dial("agentmem-bench-echo")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	echo, err := micro.AddService(conn, micro.Config{Name: "agentmem-bench-echo", Version: "1.0.0", Endpoint: &micro.EndpointConfig{
+		Subject: echoSubject, Handler: micro.HandlerFunc(func(req micro.Request) { _ = req.Respond(req.Data()) }),
+	}})
+	if err != nil {
+		return fmt.Errorf("bench: echo service: %w", err)
+	}
+	defer func() { _ = echo.Stop() }()
+	cl, err := client.New(b.nc, client.Config{Tenant: tenantLoad, AgentID: agentID})
+	if err != nil {
+		return err
+	}
+
+	gen := newTexts(4)
+	warmup := max(1, b.cfg.Requests/10)
+	echoLat := make([]time.Duration, 0, b.cfg.Requests)
+	ctxLat := make([]time.Duration, 0, b.cfg.Requests)
+	tokens := 0
+	prog := newProgress(b.cfg.Progress, "request pairs", b.cfg.Requests)
+	for i := range warmup + b.cfg.Requests {
+		req := events.ContextRequest{UserID: askedUser, AgentID: agentID, SessionID: askedSession, Query: gen.query()}
+		data, err := json.Marshal(req)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		t0 := time.Now()
+		if _, err := b.nc.RequestWithContext(ctx, echoSubject, data); err != nil {
+			return fmt.Errorf("%w: echo request: %w", ErrMeasurement, err)
+		}
+		t1 := time.Now()
+		pack, err := cl.Context(ctx, req)
+		t2 := time.Now()
+		if err != nil {
+			return fmt.Errorf("%w: context request: %w", ErrMeasurement, err)
+		}
+		if pack.Core == nil || pack.Counts.EpisodicItems+pack.Counts.SemanticItems == 0 {
+			return fmt.Errorf("%w: the context pack for %q lacks the core memory or the recalled memories (counts %+v)", ErrMeasurement, req.Query, pack.Counts)
+		}
+		if i < warmup {
+			continue
+		}
+		echoLat = append(echoLat, t1.Sub(t0))
+		ctxLat = append(ctxLat, t2.Sub(t1))
+		tokens += pack.TokenEstimate
+		prog.update(len(ctxLat))
+	}
+	prog.finish(len(ctxLat))
+	res.NATSRRP50us, res.NATSRRP99us = micros(percentile(echoLat, 0.50)), micros(percentile(echoLat, 0.99))
+	res.CtxP50us, res.CtxP99us = micros(percentile(ctxLat, 0.50)), micros(percentile(ctxLat, 0.99))
+	res.CtxAvgTokens = float64(tokens) / float64(len(ctxLat))
+	return nil
+}
+
+// percentile is the nearest-rank p-quantile (0 < p ≤ 1) of ds: the smallest value
+// with at least p of the samples at or below it. ds is sorted in place.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	rank := int(math.Ceil(p * float64(len(ds))))
+	return ds[min(max(rank, 1), len(ds))-1]
+}
+
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

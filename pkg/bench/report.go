@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// The targets of DESIGN.md, checked on every run (never in timed tests).
+const (
+	TargetCtxVsNATSP99 = 5.0 // the context p99 at most 5x the bare round trip's
+	TargetIngestVsRaw  = 0.3 // ingest at least 30% of raw JetStream throughput
+)
+
+// Target is one target and whether the run met it.
+type Target struct {
+	Name  string
+	Value float64
+	Rule  string // "<= 5" or ">= 0.3"
+	Pass  bool
+}
+
+// Targets checks r against the targets.
+func (r Result) Targets() []Target {
+	return []Target{
+		{Name: "ctx_vs_nats_p99", Value: r.CtxVsNATSP99, Rule: fmt.Sprintf("<= %g", TargetCtxVsNATSP99), Pass: r.CtxVsNATSP99 <= TargetCtxVsNATSP99},
+		{Name: "ingest_vs_raw", Value: r.IngestVsRaw, Rule: fmt.Sprintf(">= %g", TargetIngestVsRaw), Pass: r.IngestVsRaw >= TargetIngestVsRaw},
+	}
+}
+
+// WriteTable writes r for people: one aligned row per measurement with its unit,
+// then the targets marked PASS or FAIL.
+func (r Result) WriteTable(w io.Writer) error {
+	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+	var b strings.Builder
+	row := func(name, value, unit, note string) {
+		b.WriteString(strings.TrimRight(fmt.Sprintf("  %-24s %10s %-10s  %s", name, value, unit, note), " ") + "\n")
+	}
+	fmt.Fprintf(&b, "agentmem bench: %s %s/%s, %d CPUs (GOMAXPROCS %d), %.0fs in all\n\n", r.GoVersion, r.OS, r.Arch, r.CPUs, r.GOMAXPROCS, r.TotalSeconds)
+	row("memories stored", strconv.Itoa(r.Memories), "", fmt.Sprintf("over %d users, loaded in %.1fs (%.0f/s)", r.Users, r.LoadSeconds, r.LoadPerS))
+	row("NATS request/reply p50", f(r.NATSRRP50us, 1), "µs", "bare micro echo over loopback TCP, same request bytes")
+	row("NATS request/reply p99", f(r.NATSRRP99us, 1), "µs", "")
+	row("context request p50", f(r.CtxP50us, 1), "µs", fmt.Sprintf("%d requests interleaved with the echo, ~%.0f tokens per pack", r.Requests, r.CtxAvgTokens))
+	row("context request p99", f(r.CtxP99us, 1), "µs", "")
+	row("context p99 / NATS p99", f(r.CtxVsNATSP99, 2), "x", "")
+	row("raw JetStream", f(r.RawJSMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d messages, async publish + 1 durable pull consumer acking", r.IngestMessages))
+	row("ingest pipeline", f(r.IngestMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d observations -> %d episodic memories", r.IngestMessages, r.IngestStored))
+	row("ingest / raw JetStream", f(r.IngestVsRaw, 2), "x", "")
+	row("extraction", f(r.ExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%d sessions -> %d Markdown entries", r.Sessions, r.ExtractEntries))
+	row("peak RSS", f(r.RSSMB, 1), "MB", r.RSSSource)
+	row("bytes per memory", f(r.BytesPerMemory, 0), "B", fmt.Sprintf("vectors.db + WAL on disk (%.1f MB) / memories", float64(r.VectorBytes)/(1<<20)))
+	b.WriteString("\n")
+	for _, t := range r.Targets() {
+		verdict := "FAIL"
+		if t.Pass {
+			verdict = "PASS"
+		}
+		fmt.Fprintf(&b, "  target %-17s %8.2f  (want %s)  %s\n", t.Name, t.Value, t.Rule, verdict)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// peakRSSMB is the process's peak resident set (VmHWM) on Linux; elsewhere the
+// memory the Go runtime obtained from the OS, which bounds the Go heap's share.
+func peakRSSMB() (float64, string) {
+	if data, err := os.ReadFile("/proc/self/status"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				fields := strings.Fields(rest) // "123456 kB"
+				if len(fields) != 2 || fields[1] != "kB" {
+					break
+				}
+				if kb, err := strconv.ParseFloat(fields[0], 64); err == nil {
+					return kb / 1024, "peak RSS (VmHWM)"
+				}
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.Sys) / (1 << 20), "Go runtime Sys (no /proc)"
+}

@@ -1,0 +1,304 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+const (
+	// rawStream is the raw JetStream phase's own stream, outside mem.>.
+	rawStream  = "AGENTMEM_BENCH"
+	rawSubject = "agentmem-bench.obs"
+	rawDurable = "bench-raw"
+	// maxPendingPublishes bounds the async publishes awaiting their ack, in both
+	// throughput phases alike.
+	maxPendingPublishes = 2048
+	// ingestUsers and sessionLength shape the ingest phase's traffic: many users,
+	// sessions of sessionLength messages.
+	ingestUsers   = 100
+	sessionLength = 20
+	// drainPoll is how often a drained consumer is looked for; it bounds the error
+	// of the end time.
+	drainPoll = 5 * time.Millisecond
+)
+
+// observations builds n valid observation envelopes of tenant, each a first-person
+// fact the write decider keeps, spread over users and sessions of sessionLength,
+// as messages with their Nats-Msg-Id.
+func observations(tenant string, n, users int, seed uint64) ([]*nats.Msg, error) {
+	gen := newTexts(seed)
+	msgs := make([]*nats.Msg, n)
+	for i := range msgs {
+		s := i / sessionLength
+		env := events.New(events.TypeObservation, tenant, userID(s%users), agentID, fmt.Sprintf("s-%05d", s))
+		env.Observation = &events.Observation{Role: events.RoleUser, Text: gen.fact(), Meta: map[string]any{"dia_id": fmt.Sprintf("D%d:%d", s+1, i%sessionLength+1)}}
+		msg, err := envelopeMsg(env)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = msg
+	}
+	return msgs, nil
+}
+
+func envelopeMsg(env events.Envelope) (*nats.Msg, error) {
+	if err := env.Validate(); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	subject, err := env.Subject()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	msg.Header.Set(events.HeaderMsgID, env.ID)
+	return msg, nil
+}
+
+// publishAsync publishes msgs without waiting for each ack and returns once every
+// ack has arrived; a rejected publish fails the measurement.
+func (b *bencher) publishAsync(ctx context.Context, msgs []*nats.Msg) error {
+	js, err := jetstream.New(b.nc, jetstream.WithPublishAsyncMaxPending(maxPendingPublishes))
+	if err != nil {
+		return fmt.Errorf("bench: jetstream: %w", err)
+	}
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		if futures[i], err = js.PublishMsgAsync(m); err != nil {
+			return fmt.Errorf("%w: publish %s: %w", ErrMeasurement, m.Subject, err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, f := range futures {
+		select {
+		case err := <-f.Err():
+			return fmt.Errorf("%w: publish %s: %w", ErrMeasurement, f.Msg().Subject, err)
+		default:
+		}
+	}
+	return nil
+}
+
+// drain waits until the durable of stream has had everything delivered and
+// acknowledged, reporting its progress against total.
+func (b *bencher) drain(ctx context.Context, stream, durable string, total int, prog *progress) error {
+	cons, err := b.rt.JS.Consumer(ctx, stream, durable)
+	if err != nil {
+		return fmt.Errorf("bench: consumer %s: %w", durable, err)
+	}
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("bench: consumer %s: %w", durable, err)
+		}
+		busy := info.NumPending + uint64(info.NumAckPending)
+		if busy == 0 {
+			return nil
+		}
+		prog.update(max(0, total-int(busy)))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: consumer %s still has %d messages: %w", ErrMeasurement, durable, busy, ctx.Err())
+		case <-time.After(drainPoll):
+		}
+	}
+}
+
+// rawJetStream measures plain JetStream on the same server: observation-sized
+// messages published asynchronously into a file stream like the event stream, and
+// one durable pull consumer acking each, from the first publish to the last ack.
+func (b *bencher) rawJetStream(ctx context.Context, res *Result) error {
+	n := b.cfg.IngestMessages
+	fmt.Fprintf(b.cfg.Progress, "== raw JetStream: %d messages, async publish, one durable pull consumer acking\n", n)
+	msgs, err := observations(tenantIngest, n, ingestUsers, 5)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		m.Subject = rawSubject
+	}
+	stream, err := b.rt.JS.CreateStream(ctx, jetstream.StreamConfig{
+		Name: rawStream, Subjects: []string{rawSubject}, Storage: jetstream.FileStorage,
+		Duplicates: b.rt.Config.NATS.Stream.DuplicateWindow,
+	})
+	if err != nil {
+		return fmt.Errorf("bench: stream %s: %w", rawStream, err)
+	}
+	defer func() { _ = b.rt.JS.DeleteStream(context.WithoutCancel(ctx), rawStream) }()
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: rawDurable, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		return fmt.Errorf("bench: consumer %s: %w", rawDurable, err)
+	}
+	// The consumer has its own connection, as a worker has.
+	conn, err := b.rt.Dial("agentmem-bench-raw")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	js, err := jetstream.New(conn)
+	if err != nil {
+		return fmt.Errorf("bench: jetstream: %w", err)
+	}
+	if cons, err = js.Consumer(ctx, rawStream, rawDurable); err != nil {
+		return fmt.Errorf("bench: consumer %s: %w", rawDurable, err)
+	}
+	var acked, ackErrs atomic.Int64
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if m.Ack() != nil {
+			ackErrs.Add(1)
+		}
+		acked.Add(1)
+	})
+	if err != nil {
+		return fmt.Errorf("bench: consume %s: %w", rawDurable, err)
+	}
+	defer cc.Stop()
+
+	prog := newProgress(b.cfg.Progress, "messages", n)
+	began := time.Now()
+	if err := b.publishAsync(ctx, msgs); err != nil {
+		return err
+	}
+	if err := b.drain(ctx, rawStream, rawDurable, n, prog); err != nil {
+		return err
+	}
+	elapsed := time.Since(began)
+	prog.finish(int(acked.Load()))
+	if acked.Load() < int64(n) || ackErrs.Load() > 0 {
+		return fmt.Errorf("%w: raw consumer handled %d of %d messages, %d acks failed", ErrMeasurement, acked.Load(), n, ackErrs.Load())
+	}
+	res.RawJSMsgsPerS = float64(n) / elapsed.Seconds()
+	return nil
+}
+
+// ingest measures the ingest pipeline: observations published like the raw phase's
+// messages, from the first publish until the ingest durable has acknowledged the
+// last, each one stored as an episodic memory (session state, write decision,
+// embedding, vector upsert, memory_written).
+func (b *bencher) ingest(ctx context.Context, res *Result) error {
+	n := b.cfg.IngestMessages
+	fmt.Fprintf(b.cfg.Progress, "== ingest pipeline: %d observations of %d users, offline decider and embedder\n", n, ingestUsers)
+	msgs, err := observations(tenantIngest, n, ingestUsers, 6)
+	if err != nil {
+		return err
+	}
+	durable := bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable
+	prog := newProgress(b.cfg.Progress, "observations", n)
+	began := time.Now()
+	if err := b.publishAsync(ctx, msgs); err != nil {
+		return err
+	}
+	if err := b.drain(ctx, bus.DefaultStream, durable, n, prog); err != nil {
+		return err
+	}
+	elapsed := time.Since(began)
+	prog.finish(n)
+	stored, err := b.countMemories(ctx, tenantIngest, ingestUsers, []vectorstore.MemoryType{vectorstore.Episodic})
+	if err != nil {
+		return err
+	}
+	if stored != n {
+		return fmt.Errorf("%w: ingest stored %d episodic memories for %d observations", ErrMeasurement, stored, n)
+	}
+	res.IngestStored = stored
+	res.IngestMsgsPerS = float64(n) / elapsed.Seconds()
+	return nil
+}
+
+// extraction measures the extractor: the sessions' messages are published and
+// ingested first (not timed); then every session ends at once, and the clock runs
+// until the extractor durable has acknowledged the last session_ended.
+func (b *bencher) extraction(ctx context.Context, res *Result) error {
+	s := b.cfg.Sessions
+	users := min(s, b.cfg.Users)
+	fmt.Fprintf(b.cfg.Progress, "== extraction: %d sessions of ~10 messages, offline extractor\n", s)
+	gen := newTexts(7)
+	var msgs, ends []*nats.Msg
+	for i := range s {
+		user, sess := userID(i%users), fmt.Sprintf("x-%05d", i)
+		for j, o := range gen.session() {
+			env := events.New(events.TypeObservation, tenantExtract, user, agentID, sess)
+			o.Meta = map[string]any{"dia_id": fmt.Sprintf("D%d:%d", i+1, j+1)}
+			env.Observation = &o
+			m, err := envelopeMsg(env)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, m)
+		}
+		m, err := envelopeMsg(events.New(events.TypeSessionEnded, tenantExtract, user, agentID, sess))
+		if err != nil {
+			return err
+		}
+		ends = append(ends, m)
+	}
+	if err := b.publishAsync(ctx, msgs); err != nil {
+		return err
+	}
+	if err := b.idle(ctx); err != nil {
+		return err
+	}
+	durable := bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{}).Durable
+	prog := newProgress(b.cfg.Progress, "sessions", s)
+	began := time.Now()
+	if err := b.publishAsync(ctx, ends); err != nil {
+		return err
+	}
+	if err := b.drain(ctx, bus.DefaultStream, durable, s, prog); err != nil {
+		return err
+	}
+	elapsed := time.Since(began)
+	prog.finish(s)
+	entries, err := b.countEntries(ctx, tenantExtract, users)
+	if err != nil {
+		return err
+	}
+	if entries == 0 {
+		return fmt.Errorf("%w: the extractor wrote no Markdown entry for %d sessions", ErrMeasurement, s)
+	}
+	res.ExtractEntries = entries
+	res.ExtractSessPerS = float64(s) / elapsed.Seconds()
+	return nil
+}
+
+// countEntries counts the Markdown entries in the core and topic files of users
+// 0..users-1 of tenant.
+func (b *bencher) countEntries(ctx context.Context, tenant string, users int) (int, error) {
+	total := 0
+	for u := range users {
+		ns := docstore.Namespace{Tenant: tenant, User: userID(u)}
+		for _, name := range append([]string{docstore.MemoryFile}, docstore.TopicFiles...) {
+			doc, err := b.rt.Docs.ReadFile(ctx, ns, name)
+			if errors.Is(err, docstore.ErrNotFound) {
+				continue // the user's sessions gave nothing for this file
+			}
+			if err != nil {
+				return 0, fmt.Errorf("bench: read %s: %w", name, err)
+			}
+			es, _ := markdown.ParseEntries(string(doc))
+			total += len(es)
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,311 @@
+package eval
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// System names in a Report, in the order Run scores them.
+const (
+	SystemAgentmem   = "agentmem"
+	SystemBM25Turns  = "bm25-turns"
+	SystemMemoryFile = "memory-md-chunks"
+	SystemDragon     = "paper-dragon"
+)
+
+var systemNames = []string{SystemAgentmem, SystemBM25Turns, SystemMemoryFile}
+
+// PaperDragon is the paper's anchor (Maharana et al. 2024, Table 3: the DRAGON dense
+// retriever over raw dialog turns, all categories), recall in percent by k.
+var PaperDragon = map[int]float64{5: 58.8, 10: 67.5, 25: 79.9, 50: 84.8}
+
+// SystemReport is one system's evidence recall, in percent, keyed by k written in
+// decimal ("10").
+type SystemReport struct {
+	Name string `json:"name"`
+	// Recall is the mean over the questions of categories 1–4 with usable evidence;
+	// adversarial questions (5) are excluded here and reported in PerCategory only.
+	Recall map[string]float64 `json:"recall"`
+	// PerCategory is keyed by category name (multi-hop, temporal, open-domain,
+	// single-hop, adversarial).
+	PerCategory map[string]map[string]float64 `json:"per_category,omitempty"`
+	// ItemTokensMean is the mean estimated tokens of the first k items (their texts
+	// alone, without the rest of a pack), over the same questions as Recall.
+	ItemTokensMean map[string]float64 `json:"item_tokens_mean,omitempty"`
+	// ItemsMean is the mean number of items returned (at most the largest k, for
+	// agentmem the pack's vector memories and chunks).
+	ItemsMean float64 `json:"items_mean,omitempty"`
+}
+
+// QuestionCounts counts the questions of a run.
+type QuestionCounts struct {
+	Total       int            `json:"total"`
+	PerCategory map[string]int `json:"per_category"`
+	// Scored are the questions of categories 1–4 with usable evidence (Recall's mean).
+	Scored int `json:"scored"`
+	// ScoredAdversarial are the category 5 questions with usable evidence.
+	ScoredAdversarial int `json:"scored_adversarial"`
+	// NoEvidence are questions left with no usable evidence id, excluded everywhere.
+	NoEvidence int `json:"no_evidence"`
+}
+
+// Report is the result of a run. Token counts use the retriever's estimate (runes /
+// 4, rounded up): a pack's token_estimate is that of its rendered prompt, and a
+// conversation's is that of its transcript, one "Speaker: text" line per turn.
+type Report struct {
+	Ks            []int          `json:"ks"`
+	Systems       []SystemReport `json:"systems"`
+	Anchor        SystemReport   `json:"anchor"`
+	Conversations int            `json:"conversations"`
+	Sessions      int            `json:"sessions"`
+	// UndatedSessions had a date that could not be parsed (see Session.Start).
+	UndatedSessions int            `json:"undated_sessions"`
+	Turns           int            `json:"turns"`
+	Questions       QuestionCounts `json:"questions"`
+	Evidence        EvidenceStats  `json:"evidence"`
+	// ContextTokensMean is the mean token_estimate of agentmem's packs, over every
+	// question asked.
+	ContextTokensMean float64 `json:"context_tokens_mean"`
+	// ConversationTokensMean is the mean conversation length in tokens, over the
+	// questions asked (so it weighs conversations as ContextTokensMean does).
+	ConversationTokensMean float64 `json:"conversation_tokens_mean"`
+	// ContextShareMean is the mean, over the questions, of pack tokens divided by the
+	// conversation's tokens, in percent.
+	ContextShareMean float64 `json:"context_share_percent_mean"`
+	// StoredTurnsPercent is the share of turns that some episodic or semantic memory
+	// names in its provenance: what the write decision and extraction kept.
+	StoredTurnsPercent float64 `json:"stored_turns_percent"`
+	// EvidenceStoredPercent is, over the questions of categories 1–4, the mean share
+	// of evidence turns kept in some memory: the ceiling of agentmem's recall at any k.
+	EvidenceStoredPercent float64 `json:"evidence_stored_percent"`
+	ReplaySeconds         float64 `json:"replay_seconds"`
+	QuestionSeconds       float64 `json:"question_seconds"`
+
+	// PerQuestion has every question's recall, for analysis of misses; it is left
+	// out of the JSON form, which stays a summary.
+	PerQuestion []QuestionResult `json:"-"`
+
+	acc         []accumulator // per system
+	storedTurns int
+	coverage    float64
+	ctx         struct{ tokens, conv, share float64 }
+}
+
+// QuestionResult is one question's outcome.
+type QuestionResult struct {
+	SampleID string
+	Question string
+	Category Category
+	// Evidence are the usable evidence ids; none means the question was not scored.
+	Evidence []string
+	// Recall is by system name, then by index of Ks.
+	Recall map[string][]float64
+}
+
+// accumulator sums one system's per-question values.
+type accumulator struct {
+	recall map[Category][]float64 // by category, by k index
+	tokens []float64              // categories 1–4, by k index
+	n      map[Category]int
+	items  float64
+}
+
+func newReport(ks []int, convs []Conversation) *Report {
+	r := &Report{Ks: ks, Conversations: len(convs), Questions: QuestionCounts{PerCategory: map[string]int{}}}
+	for _, c := range convs {
+		r.Sessions += len(c.Sessions)
+		for _, s := range c.Sessions {
+			r.Turns += len(s.Turns)
+			if !s.DateParsed {
+				r.UndatedSessions++
+			}
+		}
+	}
+	r.acc = make([]accumulator, len(systemNames))
+	for i := range r.acc {
+		r.acc[i] = accumulator{recall: map[Category][]float64{}, tokens: make([]float64, len(ks)), n: map[Category]int{}}
+	}
+	return r
+}
+
+// add scores one question: results holds each system's items, in systemNames order.
+func (r *Report) add(sample string, q Question, evidence []string, st EvidenceStats, results [][]Item, packTokens, convTokens int) {
+	cat := q.Category
+	qr := QuestionResult{SampleID: sample, Question: q.Text, Category: cat, Evidence: evidence, Recall: map[string][]float64{}}
+	defer func() { r.PerQuestion = append(r.PerQuestion, qr) }()
+	r.Questions.Total++
+	r.Questions.PerCategory[cat.String()]++
+	r.Evidence.Add(st)
+	r.ctx.tokens += float64(packTokens)
+	r.ctx.conv += float64(convTokens)
+	if convTokens > 0 {
+		r.ctx.share += float64(packTokens) / float64(convTokens)
+	}
+	if len(evidence) == 0 {
+		r.Questions.NoEvidence++
+		return
+	}
+	if cat == Adversarial {
+		r.Questions.ScoredAdversarial++
+	} else {
+		r.Questions.Scored++
+	}
+	for si, items := range results {
+		a := &r.acc[si]
+		if a.recall[cat] == nil {
+			a.recall[cat] = make([]float64, len(r.Ks))
+		}
+		a.n[cat]++
+		qr.Recall[systemNames[si]] = make([]float64, len(r.Ks))
+		for ki, k := range r.Ks {
+			rec, _ := RecallAtK(evidence, items, k)
+			qr.Recall[systemNames[si]][ki] = rec
+			a.recall[cat][ki] += rec
+			if cat != Adversarial {
+				for _, it := range items[:min(k, len(items))] {
+					a.tokens[ki] += float64(it.Tokens)
+				}
+			}
+		}
+		a.items += float64(len(items))
+	}
+}
+
+// addCoverage adds the share of a scored question's evidence that stored holds.
+func (r *Report) addCoverage(cat Category, evidence []string, stored map[string]bool) {
+	if cat == Adversarial || len(evidence) == 0 {
+		return
+	}
+	n := 0
+	for _, id := range evidence {
+		if stored[id] {
+			n++
+		}
+	}
+	r.coverage += float64(n) / float64(len(evidence))
+}
+
+// finish turns the sums into the exported means.
+func (r *Report) finish() {
+	pct := func(sum float64, n int) float64 {
+		if n == 0 {
+			return 0
+		}
+		return round1(100 * sum / float64(n))
+	}
+	mean := func(sum float64, n int) float64 {
+		if n == 0 {
+			return 0
+		}
+		return round1(sum / float64(n))
+	}
+	r.Systems = nil
+	for si, a := range r.acc {
+		sr := SystemReport{Name: systemNames[si], Recall: map[string]float64{}, PerCategory: map[string]map[string]float64{}, ItemTokensMean: map[string]float64{}}
+		scored := 0
+		for c, n := range a.n {
+			if c != Adversarial {
+				scored += n
+			}
+		}
+		for ki, k := range r.Ks {
+			key := strconv.Itoa(k)
+			overall := 0.0
+			for c, sums := range a.recall {
+				if c != Adversarial {
+					overall += sums[ki]
+				}
+			}
+			sr.Recall[key] = pct(overall, scored)
+			sr.ItemTokensMean[key] = mean(a.tokens[ki], scored)
+			for c, sums := range a.recall {
+				if sr.PerCategory[c.String()] == nil {
+					sr.PerCategory[c.String()] = map[string]float64{}
+				}
+				sr.PerCategory[c.String()][key] = pct(sums[ki], a.n[c])
+			}
+		}
+		sr.ItemsMean = mean(a.items, r.Questions.Scored+r.Questions.ScoredAdversarial)
+		r.Systems = append(r.Systems, sr)
+	}
+	r.Anchor = SystemReport{Name: SystemDragon, Recall: map[string]float64{}}
+	for _, k := range r.Ks {
+		if v, ok := PaperDragon[k]; ok {
+			r.Anchor.Recall[strconv.Itoa(k)] = v
+		}
+	}
+	r.ContextTokensMean = mean(r.ctx.tokens, r.Questions.Total)
+	r.ConversationTokensMean = mean(r.ctx.conv, r.Questions.Total)
+	r.ContextShareMean = pct(r.ctx.share, r.Questions.Total)
+	r.StoredTurnsPercent = pct(float64(r.storedTurns), r.Turns)
+	r.EvidenceStoredPercent = pct(r.coverage, r.Questions.Scored)
+}
+
+func round1(v float64) float64 {
+	return float64(int64(v*10+0.5)) / 10
+}
+
+// WriteTable writes the report as text tables: overall recall@k per system beside
+// the paper's anchor, then recall@k per category, then counts and tokens.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := func(first string) {
+		fmt.Fprintf(tw, "%s\t", first)
+		for _, k := range r.Ks {
+			fmt.Fprintf(tw, "R@%d\t", k)
+		}
+		fmt.Fprintln(tw)
+	}
+	row := func(name string, vals map[string]float64) {
+		fmt.Fprintf(tw, "%s\t", name)
+		for _, k := range r.Ks {
+			if v, ok := vals[strconv.Itoa(k)]; ok {
+				fmt.Fprintf(tw, "%.1f\t", v)
+			} else {
+				fmt.Fprintf(tw, "-\t")
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "Evidence recall (%%), categories 1-4, %d questions (adversarial excluded)\n", r.Questions.Scored)
+	header("system")
+	for _, s := range r.Systems {
+		row(s.Name, s.Recall)
+	}
+	row(r.Anchor.Name+" (paper)", r.Anchor.Recall)
+	for _, c := range Categories {
+		n := r.Questions.PerCategory[c.String()]
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "\nCategory %d %s (%d questions)\n", int(c), c, n)
+		header("system")
+		for _, s := range r.Systems {
+			row(s.Name, s.PerCategory[c.String()])
+		}
+	}
+	fmt.Fprintf(tw, "\nTokens of the first k items (mean)\n")
+	header("system")
+	for _, s := range r.Systems {
+		row(s.Name, s.ItemTokensMean)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	e := r.Evidence
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%d conversations, %d sessions (%d undated), %d turns, %d questions; %d without usable evidence (excluded)\n",
+		r.Conversations, r.Sessions, r.UndatedSessions, r.Turns, r.Questions.Total, r.Questions.NoEvidence)
+	fmt.Fprintf(&b, "evidence: %d ids; %d joined strings split, %d repaired, %d bare \"D\", %d malformed, %d unknown turns, %d duplicates\n",
+		e.IDs, e.Joined, e.Repaired, e.Bare, e.Malformed, e.Unknown, e.Duplicate)
+	fmt.Fprintf(&b, "context: %.1f tokens per pack (mean), conversation %.1f tokens (mean), pack = %.1f%% of the conversation (mean)\n",
+		r.ContextTokensMean, r.ConversationTokensMean, r.ContextShareMean)
+	fmt.Fprintf(&b, "agentmem kept %.1f%% of the turns in some memory; %.1f%% of the evidence is kept (the ceiling of its recall)\n",
+		r.StoredTurnsPercent, r.EvidenceStoredPercent)
+	fmt.Fprintf(&b, "time: replay and consolidation %.1fs, questions %.1fs\n", r.ReplaySeconds, r.QuestionSeconds)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
