@@ -7,12 +7,14 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/ingest"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/retrieve"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // processors are the LLM-driven steps: the LLM implementations when an endpoint is
@@ -142,10 +144,12 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 	if rt.mem != nil {
 		return rt.mem, nil
 	}
-	mem, err := memory.New(ctx, memory.Config{
-		KEpisodic: rt.Config.Vector.KEpisodic,
-		KSemantic: rt.Config.Vector.KSemantic,
-	}, memory.Deps{Vectors: rt.Vectors, Embedder: rt.Embedder, JS: rt.JS}, rt.Logger)
+	mc := memory.Config{KEpisodic: rt.Config.Vector.KEpisodic, KSemantic: rt.Config.Vector.KSemantic}
+	if rt.Config.Embed.Provider != config.EmbedProviderOpenAI {
+		// The offline embedder is lexical: BM25 alone ranks better than fusing it in.
+		mc.Rank.Mode = vectorstore.Sparse
+	}
+	mem, err := memory.New(ctx, mc, memory.Deps{Vectors: rt.Vectors, Embedder: rt.Embedder, JS: rt.JS}, rt.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,7 @@ func newRecord(tenant string, req events.AddRequest, now time.Time) (vectorstore
 			cognitive.Observation{Role: "user", Text: req.Text, TS: now, ChatID: req.ChatID, Who: who},
 			cognitive.Episode{Write: true, Context: apiContext(who, req.ChatID), Thing: req.Text, Who: who, Time: now})
 		rec.ID = addID(tenant, req.UserID, req.ChatID, req.Text)
+		rec.Text = req.Text // an API add stores exactly what it was given
 		if req.ChatID == "" {
 			rec.Metadata[cognitive.MetaSourceChatIDs] = []any{}
 		}

@@ -25,6 +25,11 @@ type RankConfig struct {
 	RecencyWeight float64
 	// HitWeight scales ln(1 + hit_count); default 0.05.
 	HitWeight float64
+	// Mode is the search the ranking starts from; default vectorstore.Hybrid.
+	// vectorstore.Sparse (BM25 alone) suits a lexical embedder such as embed.Local:
+	// its dense side only repeats the keyword signal with hashing noise, and fusing
+	// it in lowered LoCoMo recall@10 from 50.2 to 47.2 (BENCHMARKS.md).
+	Mode vectorstore.Mode
 }
 
 func (c *RankConfig) setDefaults() {
@@ -36,6 +41,9 @@ func (c *RankConfig) setDefaults() {
 	}
 	if c.HitWeight == 0 {
 		c.HitWeight = 0.05
+	}
+	if c.Mode == 0 {
+		c.Mode = vectorstore.Hybrid
 	}
 }
 
@@ -49,6 +57,9 @@ func (c RankConfig) validate() []error {
 	}
 	if !finite(c.HitWeight) || c.HitWeight < 0 {
 		errs = append(errs, fmt.Errorf("Rank.HitWeight is %v, want a number >= 0", c.HitWeight))
+	}
+	if c.Mode != vectorstore.Hybrid && c.Mode != vectorstore.Sparse && c.Mode != vectorstore.Dense {
+		errs = append(errs, fmt.Errorf("Rank.Mode is %d, want dense, sparse or hybrid", c.Mode))
 	}
 	return errs
 }
@@ -75,6 +86,22 @@ const maxHybridScore = 2.0 / 61
 // weak match weak when nothing better exists.
 func Relevance(hybridScore float64) float64 {
 	return min(1, max(0, hybridScore/maxHybridScore))
+}
+
+// relevance maps a store score of mode to [0, 1]. Hybrid (RRF) scores have a known
+// best value; cosine is already bounded; BM25 is not, so it is taken relative to
+// the query's best hit.
+func relevance(mode vectorstore.Mode, score, best float64) float64 {
+	switch mode {
+	case vectorstore.Sparse:
+		if best <= 0 {
+			return 0
+		}
+		return score / best
+	case vectorstore.Dense:
+		return min(1, max(0, score))
+	}
+	return Relevance(score)
 }
 
 const (
@@ -158,16 +185,53 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	f := base
 	f.MemoryTypes = []vectorstore.MemoryType{t}
 	f.IncludeExpired = true
-	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Mode: vectorstore.Hybrid}, k*recallOversample, now)
+	mode, want := s.cfg.Rank.Mode, k*recallOversample
+	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Mode: mode}, want, now)
 	if err != nil {
 		return nil, err
 	}
-	ranked := make([]Ranked, len(hits))
-	for j, h := range hits {
-		ranked[j] = Ranked{Record: h.Record, Score: s.cfg.Rank.Score(Relevance(h.Score), now.Sub(h.Record.TS), h.Record.HitCount)}
+	ranked := make([]Ranked, 0, want)
+	for _, h := range hits {
+		ranked = append(ranked, Ranked{Record: h.Record, Score: s.cfg.Rank.Score(relevance(mode, h.Score, hits[0].Score), now.Sub(h.Record.TS), h.Record.HitCount)})
+	}
+	if mode == vectorstore.Sparse && len(hits) < want {
+		// BM25 only finds memories sharing a word with the query; the rest follow
+		// by dense similarity (an embedder still matches "study" to "student"),
+		// each below every keyword match.
+		if ranked, err = s.denseFill(ctx, f, vec, want, now, ranked); err != nil {
+			return nil, err
+		}
 	}
 	sortRanked(ranked)
 	return ranked[:min(k, len(ranked))], nil
+}
+
+// denseFill appends the dense hits not already ranked, with a relevance scaled
+// under the weakest ranked one.
+func (s *Service) denseFill(ctx context.Context, f vectorstore.Filter, vec []float32, want int, now time.Time, ranked []Ranked) ([]Ranked, error) {
+	dense, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Mode: vectorstore.Dense}, want, now)
+	if err != nil {
+		return nil, err
+	}
+	ceiling := 1.0
+	if n := len(ranked); n > 0 {
+		ceiling = ranked[n-1].Score / 2 // under the weakest keyword match, whatever its bonuses
+	}
+	seen := make(map[string]bool, len(ranked))
+	for _, r := range ranked {
+		seen[r.Record.ID] = true
+	}
+	for _, h := range dense {
+		if len(ranked) == want {
+			break
+		}
+		if seen[h.Record.ID] || h.Score <= 0 {
+			continue
+		}
+		score := s.cfg.Rank.Score(min(1, h.Score), now.Sub(h.Record.TS), h.Record.HitCount)
+		ranked = append(ranked, Ranked{Record: h.Record, Score: ceiling * score / s.cfg.Rank.Score(1, 0, math.MaxInt32)})
+	}
+	return ranked, nil
 }
 
 func (s *Service) defaultK(t vectorstore.MemoryType) int {

@@ -166,3 +166,39 @@ func TestPropertyRecallHitsNeverLowerScore(t *testing.T) {
 		rt.Fatalf("memory %s dropped out of the results after hits", target.Record.ID)
 	})
 }
+
+// Keyword-first ranking (RankConfig.Mode sparse, for a lexical embedder): memories
+// sharing a word with the query rank first by BM25; one sharing none is still found
+// by the embedder ("study" / "student") and ranks below every keyword match.
+func TestSparseModeFallsBackToDenseBelowKeywordMatches(t *testing.T) {
+	f := newFixture(t, memory.Config{Rank: memory.RankConfig{Mode: vectorstore.Sparse}})
+	ctx := context.Background()
+	add := func(text string) string {
+		rep, err := f.svc.Add(ctx, "acme", events.AddRequest{UserID: "u1", Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.MemoryIDs[0]
+	}
+	student := add("I'm a student at Peking University")
+	dog := add("My dog Rex loves the university park")
+
+	ranked, err := f.svc.Recall(ctx, "acme", "u1", "where do I study?", []vectorstore.MemoryType{vectorstore.Episodic}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranked) == 0 || ranked[0].Record.ID != student {
+		t.Fatalf("no shared word: %d ranked, want the student memory first (found by the embedder)", len(ranked))
+	}
+	ranked, err = f.svc.Recall(ctx, "acme", "u1", "Rex studies", []vectorstore.MemoryType{vectorstore.Episodic}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranked) != 2 || ranked[0].Record.ID != dog || !(ranked[1].Score < ranked[0].Score) {
+		var texts []string
+		for _, r := range ranked {
+			texts = append(texts, fmt.Sprintf("%q %.3f", r.Record.Text, r.Score))
+		}
+		t.Fatalf("ranked %v; want the keyword match (Rex) first and the n-gram match (student) below it", texts)
+	}
+}
