@@ -117,6 +117,13 @@ type AppendRequest struct {
 	Slot    Slot   `json:"slot,omitempty"` // empty: long_term
 }
 
+// AppendReply answers append: the file written, relative to the user's memory
+// directory (MEMORY.md, or today's note YYYYMM/YYYYMMDD.md).
+type AppendReply struct {
+	File string `json:"file"`
+	Slot Slot   `json:"slot"`
+}
+
 // EffectiveSlot is Slot, or SlotLongTerm when empty.
 func (r AppendRequest) EffectiveSlot() Slot {
 	if r.Slot == "" {

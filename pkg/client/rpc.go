@@ -22,28 +22,18 @@ func (c *Client) Search(ctx context.Context, req events.SearchRequest) (events.S
 	return request[events.SearchReply](ctx, c, events.EndpointSearch, req)
 }
 
-// AppendReply says where append wrote. It mirrors the retriever's reply
-// (pkg/retrieve.AppendReply), declared here so that agents need not import the
-// retriever and its stores.
-type AppendReply struct {
-	// File is relative to the user's memory directory: MEMORY.md, or today's note
-	// YYYYMM/YYYYMMDD.md.
-	File string      `json:"file"`
-	Slot events.Slot `json:"slot"`
-}
-
 // Append appends to MEMORY.md or today's daily note (memory_append, SPEC A9).
 // A retriever that answers with an empty body (the contract allows it) gives a
 // reply holding only the slot.
-func (c *Client) Append(ctx context.Context, req events.AppendRequest) (AppendReply, error) {
+func (c *Client) Append(ctx context.Context, req events.AppendRequest) (events.AppendReply, error) {
 	data, err := c.roundTrip(ctx, events.EndpointAppend, req)
 	if err != nil {
-		return AppendReply{}, err
+		return events.AppendReply{}, err
 	}
-	rep := AppendReply{Slot: req.EffectiveSlot()}
+	rep := events.AppendReply{Slot: req.EffectiveSlot()}
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, &rep); err != nil {
-			return AppendReply{}, fmt.Errorf("%w: append: %w", ErrBadReply, err)
+			return events.AppendReply{}, fmt.Errorf("%w: append: %w", ErrBadReply, err)
 		}
 	}
 	return rep, nil

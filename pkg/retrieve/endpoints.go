@@ -120,22 +120,15 @@ func (s *Service) searchMarkdown(ctx context.Context, ns docstore.Namespace, que
 	return out, nil
 }
 
-// AppendReply answers append: the file written, relative to the user's memory
-// directory (MEMORY.md, or today's note YYYYMM/YYYYMMDD.md).
-type AppendReply struct {
-	File string      `json:"file"`
-	Slot events.Slot `json:"slot"`
-}
-
 // appendMemory answers memory_append (SPEC A9).
-func (s *Service) appendMemory(ctx context.Context, tenant string, req events.AppendRequest) (AppendReply, error) {
+func (s *Service) appendMemory(ctx context.Context, tenant string, req events.AppendRequest) (events.AppendReply, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	slot := req.EffectiveSlot()
 	if slot == events.SlotToday {
 		name, err := s.deps.Docs.AppendToday(ctx, ns, req.Content)
-		return AppendReply{File: name, Slot: slot}, err
+		return events.AppendReply{File: name, Slot: slot}, err
 	}
-	return AppendReply{File: docstore.MemoryFile, Slot: slot}, s.deps.Docs.AppendLongTerm(ctx, ns, req.Content)
+	return events.AppendReply{File: docstore.MemoryFile, Slot: slot}, s.deps.Docs.AppendLongTerm(ctx, ns, req.Content)
 }
 
 // topic answers memory_read_topic (SPEC A5). The name was checked against the

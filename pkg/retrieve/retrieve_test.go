@@ -572,8 +572,8 @@ func TestSearchMergesMarkdownAndVectorMemories(t *testing.T) { // SPEC A10, C2
 func TestAppendSlots(t *testing.T) { // SPEC A9
 	r := newRig(t)
 	r.start(Config{})
-	lt := ok[AppendReply](t, r.call(events.EndpointAppend, events.AppendRequest{UserID: "u1", Content: "Uses the blue template."}))
-	today := ok[AppendReply](t, r.call(events.EndpointAppend, events.AppendRequest{UserID: "u1", Content: "Prefers bar charts.", Slot: events.SlotToday}))
+	lt := ok[events.AppendReply](t, r.call(events.EndpointAppend, events.AppendRequest{UserID: "u1", Content: "Uses the blue template."}))
+	today := ok[events.AppendReply](t, r.call(events.EndpointAppend, events.AppendRequest{UserID: "u1", Content: "Prefers bar charts.", Slot: events.SlotToday}))
 	if lt.File != "MEMORY.md" || today.File != "202611/20261122.md" {
 		t.Fatalf("append replies %+v %+v", lt, today)
 	}
