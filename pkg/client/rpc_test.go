@@ -356,9 +356,12 @@ func TestSessionEndpointsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ArchiveSession: %v", err)
 	}
-	// The archive holds the session's observations (5); session_ended is not kept.
-	if err := archive.Validate(); err != nil || len(archive.Events) != 5 || len(archive.Turns) != 1 || len(archive.Items) != 1 {
-		t.Fatalf("archive has %d events, %d turns, %d items (%v); want 5, 1, 1", len(archive.Events), len(archive.Turns), len(archive.Items), err)
+	// The archive holds all the session's events: 5 observations and session_ended.
+	if err := archive.Validate(); err != nil || len(archive.Events) != 6 || len(archive.Turns) != 1 || len(archive.Items) != 1 {
+		t.Fatalf("archive has %d events, %d turns, %d items (%v); want 6, 1, 1", len(archive.Events), len(archive.Turns), len(archive.Items), err)
+	}
+	if last := archive.Events[len(archive.Events)-1]; last.Type != events.TypeSessionEnded {
+		t.Fatalf("the archive's last event is %s, want session_ended", last.Type)
 	}
 	// Clearing removes all 6 events (session_ended too), the turn and the item.
 	cleared, err := c.ClearSession(ctx, events.SessionRequest{UserID: user, SessionID: sess})
@@ -369,8 +372,8 @@ func TestSessionEndpointsRoundTrip(t *testing.T) {
 	wantError(t, err, events.EndpointSessionArchive, events.RPCCodeNotFound, client.ErrNotFound)
 
 	restored, err := c.RestoreSession(ctx, archive)
-	if err != nil || restored.SessionID != sess || restored.Events != 5 || restored.Turns != 1 || restored.Items != 1 {
-		t.Fatalf("RestoreSession = %+v, %v; want 5 events, 1 turn, 1 item", restored, err)
+	if err != nil || restored.SessionID != sess || restored.Events != 6 || restored.Turns != 1 || restored.Items != 1 {
+		t.Fatalf("RestoreSession = %+v, %v; want 6 events, 1 turn, 1 item", restored, err)
 	}
 	again, err := c.RestoreSession(ctx, archive)
 	if err != nil || again.Events != 0 {

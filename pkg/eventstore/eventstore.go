@@ -80,11 +80,22 @@ func (s *Store) Save(ctx context.Context, env events.Envelope) (uint64, error) {
 	return ack.Sequence, nil
 }
 
-// ListSession returns the session's observations in stream order, skipping the first
-// offset and returning at most limit (limit <= 0: all). Messages on the subject that do
-// not decode are skipped and logged: ingest has dead-lettered them already.
+// sessionFilter matches exactly a session's events: its observations and its
+// session_ended events (mem.<t>.obs|ended.<u>.<s>; the per-user subjects have one
+// token fewer).
+func sessionFilter(tenant, user, session string) (string, error) {
+	if _, err := events.ObservationSubject(tenant, user, session); err != nil {
+		return "", err
+	}
+	return events.EventPrefix + "." + tenant + ".*." + user + "." + session, nil
+}
+
+// ListSession returns the session's events (observations and session_ended) in
+// stream order, skipping the first offset and returning at most limit (limit <= 0:
+// all). Messages that do not decode are skipped and logged: ingest has dead-lettered
+// them already.
 func (s *Store) ListSession(ctx context.Context, tenant, user, session string, offset, limit int) ([]Stored, error) {
-	subject, err := events.ObservationSubject(tenant, user, session)
+	subject, err := sessionFilter(tenant, user, session)
 	if err != nil {
 		return nil, fmt.Errorf("eventstore: list session: %w", err)
 	}
@@ -101,9 +112,9 @@ func (s *Store) ListSession(ctx context.Context, tenant, user, session string, o
 	return out, err
 }
 
-// Get returns one observation of a session by its event id.
+// Get returns one event of a session by its id.
 func (s *Store) Get(ctx context.Context, tenant, user, session, eventID string) (Stored, error) {
-	subject, err := events.ObservationSubject(tenant, user, session)
+	subject, err := sessionFilter(tenant, user, session)
 	if err != nil {
 		return Stored{}, fmt.Errorf("eventstore: get: %w", err)
 	}
@@ -179,9 +190,10 @@ func (s *Store) ListRange(ctx context.Context, tenant, user string, from, to tim
 	}
 }
 
-// CountSession returns how many observations the session has in the stream.
+// CountSession returns how many events (observations and session_ended) the session
+// has in the stream.
 func (s *Store) CountSession(ctx context.Context, tenant, user, session string) (int, error) {
-	subject, err := events.ObservationSubject(tenant, user, session)
+	subject, err := sessionFilter(tenant, user, session)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: count session: %w", err)
 	}
@@ -189,40 +201,28 @@ func (s *Store) CountSession(ctx context.Context, tenant, user, session string) 
 	return int(n), err
 }
 
-// DeleteSession purges the session's observations and its session_ended events and
-// returns how many messages were removed.
+// DeleteSession purges the session's events and returns how many were removed.
 func (s *Store) DeleteSession(ctx context.Context, tenant, user, session string) (int, error) {
-	obs, err := events.ObservationSubject(tenant, user, session)
+	subject, err := sessionFilter(tenant, user, session)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: delete session: %w", err)
 	}
-	ended, err := events.EndedSubject(tenant, user, session)
-	if err != nil {
-		return 0, fmt.Errorf("eventstore: delete session: %w", err)
+	n, err := s.count(ctx, subject)
+	if err != nil || n == 0 {
+		return 0, err
 	}
 	stream, err := s.js.Stream(ctx, s.stream)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: delete session: %w", err)
 	}
-	total := 0
-	for _, subject := range []string{obs, ended} {
-		n, err := s.count(ctx, subject)
-		if err != nil {
-			return total, err
-		}
-		if n == 0 {
-			continue
-		}
-		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-			return total, fmt.Errorf("eventstore: purge %s: %w", subject, err)
-		}
-		total += int(n)
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		return 0, fmt.Errorf("eventstore: purge %s: %w", subject, err)
 	}
-	return total, nil
+	return int(n), nil
 }
 
-// scanSubject walks the messages on one literal subject in stream order with direct
-// "next message for subject" gets, which cost one request per message and no consumer.
+// scanSubject walks the messages matching subject (wildcards allowed) in stream
+// order with "next message for subject" gets: one request per message, no consumer.
 func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stored) bool) error {
 	stream, err := s.js.Stream(ctx, s.stream)
 	if err != nil {

@@ -130,3 +130,34 @@ func TestSaveRejectsInvalid(t *testing.T) {
 		t.Fatal("invalid event saved")
 	}
 }
+
+// A session's events are its observations and its session_ended, nothing of another
+// session or of the user's other subjects.
+func TestSessionIncludesItsEndAndNothingElse(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := time.Now().UTC()
+	obs := message("s1", "hello", t0)
+	end := events.New(events.TypeSessionEnded, "acme", "u1", "bot", "s1")
+	other := message("s10", "elsewhere", t0)
+	hit := events.New(events.TypeMemoryHit, "acme", "u1", "bot", "s1")
+	hit.MemoryHit = &events.MemoryHit{MemoryIDs: []string{"m1"}}
+	for _, env := range []events.Envelope{obs, other, hit, end} {
+		if _, err := s.Save(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ListSession(ctx, "acme", "u1", "s1", 0, 0)
+	if err != nil || len(got) != 2 || got[0].Envelope.ID != obs.ID || got[1].Envelope.ID != end.ID {
+		t.Fatalf("ListSession = %+v, %v; want the observation then the session_ended", got, err)
+	}
+	if n, err := s.CountSession(ctx, "acme", "u1", "s1"); err != nil || n != 2 {
+		t.Fatalf("CountSession = %d, %v; want 2", n, err)
+	}
+	if n, err := s.DeleteSession(ctx, "acme", "u1", "s1"); err != nil || n != 2 {
+		t.Fatalf("DeleteSession = %d, %v; want 2", n, err)
+	}
+	if n, _ := s.CountSession(ctx, "acme", "u1", "s10"); n != 1 {
+		t.Fatalf("another session lost its events: %d left", n)
+	}
+}
