@@ -36,6 +36,11 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 		return fmt.Errorf("bench: echo service: %w", err)
 	}
 	defer func() { _ = echo.Stop() }()
+	// The subscription travels to the server asynchronously; without the flush the
+	// first request can find no responder.
+	if err := conn.Flush(); err != nil {
+		return fmt.Errorf("bench: echo service: %w", err)
+	}
 	cl, err := client.New(b.nc, client.Config{Tenant: tenantLoad, AgentID: agentID})
 	if err != nil {
 		return err

@@ -24,8 +24,11 @@ const (
 	rawSubject = "agentmem-bench.obs"
 	rawDurable = "bench-raw"
 	// maxPendingPublishes bounds the async publishes awaiting their ack, in both
-	// throughput phases alike.
+	// throughput phases alike; a publish beyond it waits up to stallWait for room
+	// (the default 200 ms is too short on a loaded machine, and the wait is part of
+	// what is measured).
 	maxPendingPublishes = 2048
+	stallWait           = 30 * time.Second
 	// ingestUsers and sessionLength shape the ingest phase's traffic: many users,
 	// sessions of sessionLength messages.
 	ingestUsers   = 100
@@ -81,7 +84,7 @@ func (b *bencher) publishAsync(ctx context.Context, msgs []*nats.Msg) error {
 	}
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
-		if futures[i], err = js.PublishMsgAsync(m); err != nil {
+		if futures[i], err = js.PublishMsgAsync(m, jetstream.WithStallWait(stallWait)); err != nil {
 			return fmt.Errorf("%w: publish %s: %w", ErrMeasurement, m.Subject, err)
 		}
 	}
