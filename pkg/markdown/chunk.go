@@ -83,21 +83,47 @@ func Chunks(doc string) []Chunk {
 // SearchChunks scores Chunks(doc) against query with BM25 (pkg/bm25) and returns at most
 // limit chunks with a score above zero, best first (equal scores in document order).
 // It returns nil when the query has no searchable terms (callers then use the whole
-// file) or limit <= 0.
+// file) or limit <= 0. To search one document many times, build a ChunkIndex once.
 func SearchChunks(doc, query string, limit int) []ScoredChunk {
 	q := bm25.Tokenize(query)
 	if len(q) == 0 || limit <= 0 {
 		return nil
 	}
+	return NewChunkIndex(doc).search(q, limit)
+}
+
+// ChunkIndex is a document's chunks with their BM25 index: chunking and
+// tokenizing cost far more than a search, so a caller that searches an unchanged
+// document again keeps the index. It is immutable and safe for concurrent use.
+type ChunkIndex struct {
+	chunks []Chunk
+	ix     *bm25.Index
+}
+
+// NewChunkIndex chunks and indexes doc.
+func NewChunkIndex(doc string) *ChunkIndex {
 	chunks := Chunks(doc)
 	tokens := make([][]string, len(chunks))
 	for i, c := range chunks {
 		tokens[i] = bm25.Tokenize(c.Text)
 	}
-	results := bm25.NewIndex(tokens, bm25.DefaultParams()).Search(q, limit)
+	return &ChunkIndex{chunks: chunks, ix: bm25.NewIndex(tokens, bm25.DefaultParams())}
+}
+
+// Search is SearchChunks on the indexed document.
+func (c *ChunkIndex) Search(query string, limit int) []ScoredChunk {
+	q := bm25.Tokenize(query)
+	if len(q) == 0 || limit <= 0 {
+		return nil
+	}
+	return c.search(q, limit)
+}
+
+func (c *ChunkIndex) search(q []string, limit int) []ScoredChunk {
+	results := c.ix.Search(q, limit)
 	out := make([]ScoredChunk, len(results))
 	for i, r := range results {
-		out[i] = ScoredChunk{Chunk: chunks[r.Doc], Score: r.Score}
+		out[i] = ScoredChunk{Chunk: c.chunks[r.Doc], Score: r.Score}
 	}
 	return out
 }

@@ -129,3 +129,23 @@ func TestPropertyChunksAreSubstringsOfDoc(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyChunkIndexSearchEqualsSearchChunks: one index searched with several
+// queries answers each exactly as SearchChunks on the document does.
+func TestPropertyChunkIndexSearchEqualsSearchChunks(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		parts := rapid.SliceOf(rapid.OneOf(
+			rapid.SampledFrom([]string{"\n", "\n\n", "---\n", "## 2025-01-15\n", "# Title\n", "sales columns\n", "files of sales\n", "the title\n"}),
+			rapid.Custom(func(t *rapid.T) string { return FormatEntry(genEntry(t)) }),
+			rapid.String(),
+		)).Draw(t, "parts")
+		doc := strings.Join(parts, "")
+		ix := NewChunkIndex(doc)
+		for _, query := range rapid.SliceOfN(rapid.SampledFrom([]string{"sales", "columns files", "title", "the", ""}), 1, 4).Draw(t, "queries") {
+			limit := rapid.IntRange(0, 5).Draw(t, "limit")
+			if got, want := ix.Search(query, limit), SearchChunks(doc, query, limit); !reflect.DeepEqual(got, want) {
+				t.Fatalf("query %q limit %d: index gives %+v, SearchChunks %+v", query, limit, got, want)
+			}
+		}
+	})
+}

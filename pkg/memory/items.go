@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"go.uber.org/zap"
@@ -92,28 +93,80 @@ func (s *Service) ListItems(ctx context.Context, tenant string, req events.ItemS
 	if err := firstErr(events.ValidateID("tenant", tenant), req.Validate()); err != nil {
 		return events.ItemListReply{}, invalid(err)
 	}
-	now := s.now()
 	var items []events.MemoryItem
-	err := s.scan(ctx, scopeFilter(tenant, req), func(r vectorstore.Record) error {
+	err := s.scanItems(ctx, scopeFilter(tenant, req), func(it events.MemoryItem) { items = append(items, it) })
+	if err != nil {
+		return events.ItemListReply{}, err
+	}
+	return events.ItemListReply{Items: itemPage(items, req.Offset, req.Limit)}, nil
+}
+
+// PackItems are the memory items of a context pack (SPEC D1).
+type PackItems struct {
+	Persona, UserProfile, Session []events.MemoryItem
+}
+
+// PackItems returns what ListItems gives for the user's persona scope, user scope
+// and (with a sessionID) the session's items, each at most limit (0:
+// events.MaxLimit), from one scan of the user's items instead of one per scope.
+func (s *Service) PackItems(ctx context.Context, tenant, userID, sessionID string, limit int) (PackItems, error) {
+	err := firstErr(events.ValidateID("tenant", tenant), events.ValidateID("user_id", userID))
+	if err == nil && sessionID != "" {
+		err = events.ValidateID("session_id", sessionID)
+	}
+	if err == nil && (limit < 0 || limit > events.MaxLimit) {
+		err = fmt.Errorf("limit is %d, want 0 (default) to %d", limit, events.MaxLimit)
+	}
+	if err != nil {
+		return PackItems{}, invalid(err)
+	}
+	var out PackItems
+	f := vectorstore.Filter{Tenant: tenant, UserID: userID, MemoryTypes: itemType, IncludeExpired: true}
+	err = s.scanItems(ctx, f, func(it events.MemoryItem) {
+		switch {
+		case it.Scope == events.ScopePersona:
+			out.Persona = append(out.Persona, it)
+		case it.Scope == events.ScopeUser:
+			out.UserProfile = append(out.UserProfile, it)
+		case it.Scope == events.ScopeSession && sessionID != "" && it.SessionID == sessionID:
+			out.Session = append(out.Session, it)
+		}
+	})
+	if err != nil {
+		return PackItems{}, err
+	}
+	out.Persona = itemPage(out.Persona, 0, limit)
+	out.UserProfile = itemPage(out.UserProfile, 0, limit)
+	out.Session = itemPage(out.Session, 0, limit)
+	return out, nil
+}
+
+// scanItems calls fn with every live item f selects.
+func (s *Service) scanItems(ctx context.Context, f vectorstore.Filter, fn func(events.MemoryItem)) error {
+	now := s.now()
+	return s.scan(ctx, f, func(r vectorstore.Record) error {
 		if !live(r, now) {
 			return nil
 		}
 		it, err := toItem(r)
-		items = append(items, it)
+		if err == nil {
+			fn(it)
+		}
 		return err
 	})
-	if err != nil {
-		return events.ItemListReply{}, err
-	}
+}
+
+// itemPage orders items by kind then key and returns items[offset:] cut to limit
+// (0: events.MaxLimit).
+func itemPage(items []events.MemoryItem, offset, limit int) []events.MemoryItem {
 	slices.SortFunc(items, func(a, b events.MemoryItem) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key))
 	})
-	limit := req.Limit
 	if limit == 0 {
 		limit = events.MaxLimit
 	}
-	items = items[min(req.Offset, len(items)):]
-	return events.ItemListReply{Items: slices.Clip(items[:min(limit, len(items))])}, nil
+	items = items[min(offset, len(items)):]
+	return slices.Clip(items[:min(limit, len(items))])
 }
 
 // DeleteItem deletes one item by its key and reports whether it existed.

@@ -214,3 +214,54 @@ func TestExpiredItemIsNeverReturned(t *testing.T) {
 		t.Errorf("re-created item has created_ts %s, want now %s", again.CreatedTS, f.clock.Now())
 	}
 }
+
+// TestPackItemsEqualsListItemsPerScope: the one-scan item lists of a context pack
+// are what ListItems gives for each scope: live items only, the asked session's
+// only, ordered by kind and key, cut to the limit.
+func TestPackItemsEqualsListItemsPerScope(t *testing.T) {
+	f := newFixture(t, memory.Config{})
+	ctx := context.Background()
+	for _, it := range []events.MemoryItem{
+		{Scope: events.ScopeUser, Kind: events.ItemFact, Key: "city", Content: "Lives in Lisbon"},
+		{Scope: events.ScopeUser, Kind: events.ItemGoal, Key: "marathon", Content: "Run a marathon"},
+		{Scope: events.ScopeUser, Kind: events.ItemFact, Key: "age", Content: "Is 40"},
+		{Scope: events.ScopeUser, Kind: events.ItemNote, Key: "brief", Content: "Short-lived", TTLSec: 60},
+		{Scope: events.ScopePersona, Kind: events.ItemConstraint, Key: "tone", Content: "Answer briefly"},
+		{Scope: events.ScopeSession, SessionID: "s1", Kind: events.ItemNote, Key: "task", Content: "Cleaning the sheet"},
+		{Scope: events.ScopeSession, SessionID: "s2", Kind: events.ItemNote, Key: "task", Content: "Writing a report"},
+		{Scope: events.ScopeGlobal, Kind: events.ItemFact, Key: "other", Content: "Not in a pack"},
+	} {
+		if _, err := f.svc.SaveItem(ctx, "acme", "u1", it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clock.Advance(2 * time.Minute) // the note with a TTL expires
+	list := func(scope events.Scope, session string, limit int) []events.MemoryItem {
+		reply, err := f.svc.ListItems(ctx, "acme", events.ItemScopeRequest{UserID: "u1", Scope: scope, SessionID: session, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.Items
+	}
+	for _, limit := range []int{0, 2} {
+		got, err := f.svc.PackItems(ctx, "acme", "u1", "s1", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := list(events.ScopePersona, "", limit); !reflect.DeepEqual(got.Persona, want) {
+			t.Errorf("limit %d: persona %v, want %v", limit, itemKeys(got.Persona), itemKeys(want))
+		}
+		if want := list(events.ScopeUser, "", limit); !reflect.DeepEqual(got.UserProfile, want) {
+			t.Errorf("limit %d: user profile %v, want %v", limit, itemKeys(got.UserProfile), itemKeys(want))
+		}
+		if want := list(events.ScopeSession, "s1", limit); !reflect.DeepEqual(got.Session, want) || len(want) != 1 {
+			t.Errorf("limit %d: session %+v, want %+v", limit, got.Session, want)
+		}
+	}
+	noSession, err := f.svc.PackItems(ctx, "acme", "u1", "", 0)
+	if err != nil || noSession.Session != nil || len(noSession.UserProfile) != 3 {
+		t.Errorf("without a session: %+v, %v; want no session items and 3 live user items", noSession, err)
+	}
+	_, err = f.svc.PackItems(ctx, "acme", "u1", "s1", events.MaxLimit+1)
+	wantErr(t, err, []error{memory.ErrInvalid})
+}

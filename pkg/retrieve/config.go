@@ -44,6 +44,7 @@ const (
 	DefaultRecentTurns     = 4
 	DefaultSummaryMaxChars = 1200
 	DefaultPolicyCacheSize = 10000
+	DefaultChunkCacheSize  = 1024
 	DefaultDrainTimeout    = 30 * time.Second
 )
 
@@ -66,6 +67,9 @@ type Memories interface {
 	SaveItem(ctx context.Context, tenant, userID string, it events.MemoryItem) (events.MemoryItem, error)
 	GetItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.MemoryItem, error)
 	ListItems(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.ItemListReply, error)
+	// PackItems lists the persona, user-profile and session items of a context
+	// pack at once, each list as ListItems gives it.
+	PackItems(ctx context.Context, tenant, userID, sessionID string, limit int) (memory.PackItems, error)
 	UpdateItem(ctx context.Context, tenant string, req events.ItemRequest) (events.MemoryItem, error)
 	DeleteItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.DeleteReply, error)
 	DeleteScope(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.DeleteReply, error)
@@ -102,6 +106,9 @@ type Config struct {
 	SummaryMaxChars int
 	// PolicyCacheSize bounds how many sessions' policies are cached.
 	PolicyCacheSize int
+	// ChunkCacheSize bounds how many namespaces keep their MEMORY.md chunk index
+	// between requests (each holds the file and its index).
+	ChunkCacheSize int
 	// DrainTimeout bounds how long Run waits for in-flight requests at shutdown.
 	DrainTimeout time.Duration
 }
@@ -121,6 +128,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.RecentTurns, DefaultRecentTurns)
 	setDefault(&c.SummaryMaxChars, DefaultSummaryMaxChars)
 	setDefault(&c.PolicyCacheSize, DefaultPolicyCacheSize)
+	setDefault(&c.ChunkCacheSize, DefaultChunkCacheSize)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 }
 
@@ -146,6 +154,7 @@ func (c Config) Validate() error {
 		{"AutoLoadLines", c.AutoLoadLines}, {"KEpisodic", c.KEpisodic}, {"KSemantic", c.KSemantic},
 		{"MaxTokens", c.MaxTokens}, {"ItemsLimit", c.ItemsLimit}, {"RecentTurns", c.RecentTurns},
 		{"SummaryMaxChars", c.SummaryMaxChars}, {"PolicyCacheSize", c.PolicyCacheSize},
+		{"ChunkCacheSize", c.ChunkCacheSize},
 	} {
 		if f.v < 1 {
 			return fmt.Errorf("%w: %s is %d; it must be positive", ErrInvalidConfig, f.name, f.v)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -105,7 +106,7 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 		}
 		pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: core, Source: events.Provenance{File: docstore.MemoryFile}}
 		if !req.Lightweight && len(terms) > 0 {
-			for _, c := range markdown.SearchChunks(doc, req.Query, pol.RetrieveLimit) {
+			for _, c := range s.chunkIndex(ns, doc).Search(req.Query, pol.RetrieveLimit) {
 				pack.Chunks = append(pack.Chunks, events.PackItem{
 					ID: chunkID(docstore.MemoryFile, c.Chunk), Kind: events.PackKindChunk, Text: c.Text, Score: c.Score,
 					Source: events.Provenance{File: docstore.MemoryFile},
@@ -142,6 +143,25 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 	return nil
 }
 
+// memoryDoc is a namespace's MEMORY.md as last read, with its chunk index.
+type memoryDoc struct {
+	doc string
+	ix  *markdown.ChunkIndex
+}
+
+// chunkIndex returns the chunk index of doc, the namespace's MEMORY.md: the cached
+// one while the file is unchanged (compared whole: a few microseconds, against
+// hundreds for chunking and tokenizing it again).
+func (s *Service) chunkIndex(ns docstore.Namespace, doc string) *markdown.ChunkIndex {
+	key := ns.Tenant + "." + ns.User
+	if m, ok := s.chunks.get(key); ok && m.doc == doc {
+		return m.ix
+	}
+	ix := markdown.NewChunkIndex(doc)
+	s.chunks.put(key, &memoryDoc{doc: doc, ix: ix}, true)
+	return ix
+}
+
 // readOptional reads a file of the namespace; a missing file is "".
 func (s *Service) readOptional(ctx context.Context, ns docstore.Namespace, name string) (string, error) {
 	data, err := s.deps.Docs.ReadFile(ctx, ns, name)
@@ -156,7 +176,7 @@ func (s *Service) readOptional(ctx context.Context, ns docstore.Namespace, name 
 
 // chunkID names a chunk by file and line span: "MEMORY.md#L12-18".
 func chunkID(file string, c markdown.Chunk) string {
-	return fmt.Sprintf("%s#L%d-%d", file, c.StartLine, c.EndLine)
+	return file + "#L" + strconv.Itoa(c.StartLine) + "-" + strconv.Itoa(c.EndLine)
 }
 
 // loadSession fills recent_events (SPEC B3) and recent_turns.
@@ -280,25 +300,11 @@ func mapList(v any) []map[string]any {
 
 // loadItems fills persona, user_profile and session_items (SPEC D1).
 func (s *Service) loadItems(ctx context.Context, tenant string, req events.ContextRequest, pack *events.ContextPack) error {
-	lists := []struct {
-		scope   events.Scope
-		session string
-		dst     *[]events.MemoryItem
-	}{
-		{events.ScopePersona, "", &pack.Persona},
-		{events.ScopeUser, "", &pack.UserProfile},
-		{events.ScopeSession, req.SessionID, &pack.SessionItems},
+	items, err := s.deps.Memories.PackItems(ctx, tenant, req.UserID, req.SessionID, s.cfg.ItemsLimit)
+	if err != nil {
+		return fmt.Errorf("memory items: %w", err)
 	}
-	for _, l := range lists {
-		if l.scope == events.ScopeSession && l.session == "" {
-			continue
-		}
-		reply, err := s.deps.Memories.ListItems(ctx, tenant, events.ItemScopeRequest{UserID: req.UserID, Scope: l.scope, SessionID: l.session, Limit: s.cfg.ItemsLimit})
-		if err != nil {
-			return fmt.Errorf("list %s items: %w", l.scope, err)
-		}
-		*l.dst = reply.Items
-	}
+	pack.Persona, pack.UserProfile, pack.SessionItems = items.Persona, items.UserProfile, items.Session
 	return nil
 }
 

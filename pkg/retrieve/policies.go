@@ -2,7 +2,6 @@ package retrieve
 
 import (
 	"context"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -14,38 +13,9 @@ import (
 // policyCache holds the effective policy of recent sessions. A session keeps the
 // policy it started with (SPEC B5: a change of policy_overrides.json applies to new
 // sessions), and the hot path reads the overrides once per session, not per request.
-// It is bounded; the oldest entries are evicted first.
-type policyCache struct {
-	mu    sync.Mutex
-	max   int
-	byKey map[string]policy.Policy
-	order []string // insertion order, for eviction
-}
+type policyCache = fifoCache[policy.Policy]
 
-func newPolicyCache(max int) *policyCache {
-	return &policyCache{max: max, byKey: make(map[string]policy.Policy)}
-}
-
-func (c *policyCache) get(key string) (policy.Policy, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.byKey[key]
-	return p, ok
-}
-
-func (c *policyCache) put(key string, p policy.Policy) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byKey[key]; ok {
-		return
-	}
-	for len(c.order) >= c.max {
-		delete(c.byKey, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.byKey[key] = p
-	c.order = append(c.order, key)
-}
+func newPolicyCache(max int) *policyCache { return newFIFOCache[policy.Policy](max) }
 
 // policyFor returns the policy of a request: the base policy overlaid with the
 // namespace's policy_overrides.json, cached per session. A request without a session
@@ -74,7 +44,7 @@ func (s *Service) policyFor(ctx context.Context, ns docstore.Namespace, sessionI
 		}
 	}
 	if key != "" {
-		s.policies.put(key, p)
+		s.policies.put(key, p, false)
 	}
 	return p
 }

@@ -281,6 +281,24 @@ func TestContextChunksAndRecentDailyNotes(t *testing.T) { // SPEC A10
 	}
 }
 
+// TestContextChunksFollowMemoryEdits: the chunk index is cached per namespace,
+// and an edited MEMORY.md must be searched as edited on the next request.
+func TestContextChunksFollowMemoryEdits(t *testing.T) { // SPEC A10
+	r := newRig(t)
+	r.start(Config{})
+	req := events.ContextRequest{UserID: "u1", Query: "where is the invoice template?"}
+	r.write("u1", "MEMORY.md", "# Memory\n\nThe invoice template lives in finance/invoices.xlsx.\n")
+	first := ok[events.ContextPack](t, r.call(events.EndpointContext, req))
+	if len(first.Chunks) != 1 || !strings.Contains(first.Chunks[0].Text, "finance/invoices.xlsx") {
+		t.Fatalf("before the edit: chunks %+v", first.Chunks)
+	}
+	r.write("u1", "MEMORY.md", "# Memory\n\nThe user walks a dog.\n\nThe invoice template moved to shared/templates.xlsx.\n")
+	second := ok[events.ContextPack](t, r.call(events.EndpointContext, req))
+	if len(second.Chunks) != 1 || !strings.Contains(second.Chunks[0].Text, "shared/templates.xlsx") || second.Chunks[0].ID != "MEMORY.md#L5-5" {
+		t.Fatalf("after the edit: chunks %+v", second.Chunks)
+	}
+}
+
 func TestContextSessionHistory(t *testing.T) { // SPEC B3, B1 overlay, B5 new sessions only
 	r := newRig(t)
 	r.start(Config{})

@@ -32,6 +32,7 @@ type Service struct {
 	logger   *zap.Logger
 	handlers map[string]endpointFunc
 	policies *policyCache
+	chunks   *fifoCache[*memoryDoc] // by namespace
 
 	running  atomic.Bool
 	svc      atomic.Pointer[micro.Service]
@@ -62,6 +63,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 		deps:     deps,
 		logger:   logger.Named("retriever").With(obs.Worker(cfg.ServiceName)),
 		policies: newPolicyCache(cfg.PolicyCacheSize),
+		chunks:   newFIFOCache[*memoryDoc](cfg.ChunkCacheSize),
 	}
 	s.handlers = s.endpoints()
 	for _, ep := range events.Endpoints {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,16 +61,31 @@ func (c EmbeddedConfig) Validate() error {
 }
 
 // Embedded is the one-machine Store: records in SQLite (modernc.org/sqlite, pure Go,
-// WAL), filters applied in SQL, and both ranking sides computed exactly in memory
-// over the (tenant, user) partition being searched.
+// WAL) as the durable copy, and every read served from memory: a (tenant, user)
+// partition is loaded whole on its first read and then kept in sync by every write.
+//
+// Why reads never touch SQLite once a partition is loaded: a context request runs
+// two searches and a scroll, and in SQLite each one cost a candidate select, a
+// re-select of the winners and a JSON decode of every returned record's metadata
+// (together about 90% of a search and the bulk of the retriever's latency). In
+// memory a search is a scan of the partition's records.
 //
 // Why an exact scan: every query is confined to one partition, and a partition holds
 // hundreds of memories, not millions. Scoring a few hundred 384-d vectors takes tens
 // of microseconds, is exact (no recall loss, no index to tune or rebuild), and needs
-// no approximate-index structure to keep in sync under deletes. A partition's vectors
-// (packed flat, normalised) and terms are loaded on its first search and then kept in
-// sync by every write; memory grows by about 4·Dimensions bytes plus the terms per
-// record of the partitions searched.
+// no approximate-index structure to keep in sync under deletes.
+//
+// Memory: a loaded record costs its normalised vector (4·Dimensions bytes), its text
+// and terms, and its decoded metadata: about 2.5 KB at 384 dimensions with typical
+// memories (BenchmarkEmbeddedMemory measures it), so 100,000 records take about
+// 250 MB. Partitions are never evicted; the bound is the records of the partitions
+// read since the store opened, at most the whole store. A read of a partition
+// without records does not keep it.
+//
+// Records returned by reads share their Vector (normalised to unit length, as
+// Qdrant's cosine collections return it) and Metadata with the cache and with
+// other callers: treat them as read-only and copy before changing. A write never
+// changes a record already handed out; it replaces the cached one.
 //
 // Why the sparse side is BM25 in memory rather than SQLite FTS5: FTS5 was measured
 // first (contentless table, terms prefixed per partition so posting lists stay
@@ -87,9 +103,10 @@ func (c EmbeddedConfig) Validate() error {
 //
 // Locks: writeMu serialises writes and partition loads (SQLite allows one writer
 // anyway), so that a partition in memory always matches the committed rows; cacheMu
-// guards the partition map and the partitions' contents; a partition's ixMu guards
-// only its lazily rebuilt BM25 index. Order: writeMu, then cacheMu, then ixMu; never
-// the reverse. Searches take only cacheMu (shared) and SQLite's own snapshot.
+// guards the partition map and the partitions' contents; a partition's lazyMu
+// guards only its lazily rebuilt views (BM25 index, id order). Order: writeMu, then
+// cacheMu, then lazyMu; never the reverse. Reads take only cacheMu (shared), once
+// their partition is loaded.
 type Embedded struct {
 	cfg    EmbeddedConfig
 	db     *sql.DB
@@ -288,48 +305,66 @@ func (s *Embedded) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after
 // cachedPartition returns the partition if it is loaded; the caller holds cacheMu.
 func (s *Embedded) cachedPartition(k partKey) *partition { return s.parts[k] }
 
-// loadPartition makes sure k's vectors are in memory. It takes writeMu so no write
-// commits between reading the rows and publishing the partition.
-func (s *Embedded) loadPartition(ctx context.Context, k partKey) error {
+// read runs fn on k's partition with cacheMu held shared, loading the partition
+// first if needed. fn must not keep the partition or change it.
+func (s *Embedded) read(ctx context.Context, k partKey, fn func(p *partition)) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	s.cacheMu.RLock()
-	_, ok := s.parts[k]
-	s.cacheMu.RUnlock()
-	if ok {
+	p := s.parts[k]
+	if p != nil {
+		defer s.cacheMu.RUnlock()
+		fn(p)
 		return nil
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	s.cacheMu.RLock()
-	_, ok = s.parts[k]
 	s.cacheMu.RUnlock()
-	if ok {
-		return nil
-	}
-	rows, err := s.query(ctx, `SELECT r.rid, r.vector, r.text FROM records r WHERE r.tenant = ? AND r.user_id = ?`, k.tenant, k.userID)
+	p, err := s.loadPartition(ctx, k)
 	if err != nil {
 		return err
 	}
+	s.cacheMu.RLock()
+	defer s.cacheMu.RUnlock()
+	fn(p)
+	return nil
+}
+
+// loadPartition reads k's records into memory and returns the partition. It takes
+// writeMu so no write commits between reading the rows and publishing the
+// partition. An empty partition is returned but not kept, so that reads for users
+// without records (any valid id can be asked for) cannot grow the cache.
+func (s *Embedded) loadPartition(ctx context.Context, k partKey) (*partition, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.cacheMu.RLock()
+	p := s.parts[k]
+	s.cacheMu.RUnlock()
+	if p != nil {
+		return p, nil
+	}
+	rows, err := s.query(ctx, `SELECT `+recordCols+` FROM records r WHERE r.tenant = ? AND r.user_id = ?`, k.tenant, k.userID)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	p := newPartition(s.cfg.Dimensions)
+	p = newPartition()
 	for rows.Next() {
-		var (
-			rid  int64
-			vec  []byte
-			text string
-		)
-		if err := rows.Scan(&rid, &vec, &text); err != nil {
-			return err
+		rec, rid, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
 		}
-		p.put(rid, decodeVector(vec), text)
+		p.put(newEntry(rid, rec))
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	s.cacheMu.Lock()
-	s.parts[k] = p
-	s.cacheMu.Unlock()
-	s.logger.Debug("partition loaded", zap.String("tenant", k.tenant), zap.String("user_id", k.userID), zap.Int("records", len(p.rids)))
-	return nil
+	if len(p.entries) > 0 {
+		s.cacheMu.Lock()
+		s.parts[k] = p
+		s.cacheMu.Unlock()
+		s.logger.Debug("partition loaded", zap.String("tenant", k.tenant), zap.String("user_id", k.userID), zap.Int("records", len(p.entries)))
+	}
+	return p, nil
 }
 
 // wrap adds the store's context to a backend error; sentinel errors keep matching.
@@ -352,7 +387,9 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 		if args[i], err = recordArgs(n); err != nil {
 			return s.wrap("upsert", err)
 		}
-		norm[i] = n
+		if norm[i], err = storedRecord(n, args[i]); err != nil {
+			return s.wrap("upsert", err)
+		}
 	}
 	rids := make([]int64, len(recs))
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
@@ -379,7 +416,7 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 	}, func() {
 		for i, r := range norm {
 			if p := s.cachedPartition(partKey{r.Tenant, r.UserID}); p != nil {
-				p.put(rids[i], r.Vector, r.Text)
+				p.put(newEntry(rids[i], r))
 			}
 		}
 	})
@@ -398,43 +435,18 @@ func (s *Embedded) Get(ctx context.Context, tenant, userID string, ids ...string
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	found, err := s.selectRecords(ctx, f, "", -1)
-	if err != nil {
-		return nil, s.wrap("get", err)
-	}
-	byID := make(map[string]Record, len(found))
-	for _, r := range found {
-		byID[r.ID] = r
-	}
-	out := make([]Record, 0, len(found))
-	for _, id := range f.IDs {
-		if r, ok := byID[id]; ok {
-			out = append(out, r)
-			delete(byID, id) // an id asked twice is returned once
-		}
-	}
-	return out, nil
-}
-
-// selectRecords returns the records matching f with id ≥ from, in id order, at most
-// limit (negative: all).
-func (s *Embedded) selectRecords(ctx context.Context, f Filter, from string, limit int) ([]Record, error) {
-	where, args := whereFilter(f, time.Now())
-	q := `SELECT ` + recordCols + ` FROM records r WHERE ` + where + ` AND r.id >= ? ORDER BY r.id LIMIT ?`
-	rows, err := s.query(ctx, q, append(args, from, limit)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+	m := newMatcher(f, time.Now())
 	var out []Record
-	for rows.Next() {
-		r, _, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
+	err = s.read(ctx, partKey{tenant, userID}, func(p *partition) {
+		for j, id := range f.IDs {
+			i, ok := p.byID[id]
+			// An id asked twice is returned once.
+			if ok && m.match(p.entries[i]) && !slices.Contains(f.IDs[:j], id) {
+				out = append(out, p.entries[i].rec)
+			}
 		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	})
+	return out, s.wrap("get", err)
 }
 
 // Scroll implements Store.
@@ -454,14 +466,24 @@ func (s *Embedded) Scroll(ctx context.Context, f Filter, offset string, limit in
 			return nil, "", s.wrap("scroll", fmt.Errorf("offset: %w", err))
 		}
 	}
-	recs, err := s.selectRecords(ctx, f, offset, limit+1)
+	m := newMatcher(f, time.Now())
+	var (
+		recs []Record
+		next string
+	)
+	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) {
+		page := p.selectEntries(m, offset, limit+1)
+		if len(page) > limit {
+			next = page[limit].rec.ID
+			page = page[:limit]
+		}
+		recs = make([]Record, len(page))
+		for i, e := range page {
+			recs[i] = e.rec
+		}
+	})
 	if err != nil {
 		return nil, "", s.wrap("scroll", err)
-	}
-	next := ""
-	if len(recs) > limit {
-		next = recs[limit].ID
-		recs = recs[:limit]
 	}
 	return recs, next, nil
 }
@@ -495,6 +517,9 @@ func (s *Embedded) UpdatePayload(ctx context.Context, tenant, userID, id string,
 		if err != nil {
 			return err
 		}
+		if rec, err = storedRecord(rec, vals); err != nil {
+			return err
+		}
 		// vals[3:] skips id, tenant and user_id, which never change.
 		if _, err := tx.ExecContext(ctx, `UPDATE records SET memory_type = ?, scope = ?, kind = ?, key = ?, text = ?,
 				vector = ?, ts = ?, chat_id = ?, who = ?, hit_count = ?, confidence = ?, expires_at = ?, metadata = ?
@@ -503,8 +528,8 @@ func (s *Embedded) UpdatePayload(ctx context.Context, tenant, userID, id string,
 		}
 		return nil
 	}, func() {
-		if p := s.cachedPartition(partKey{rec.Tenant, rec.UserID}); p != nil && (patch.Vector != nil || patch.Text != nil) {
-			p.put(rid, rec.Vector, rec.Text)
+		if p := s.cachedPartition(partKey{rec.Tenant, rec.UserID}); p != nil {
+			p.put(newEntry(rid, rec))
 		}
 	})
 	return s.wrap("update", err)
@@ -602,18 +627,8 @@ func (s *Embedded) Count(ctx context.Context, f Filter) (int, error) {
 	if err != nil {
 		return 0, s.wrap("count", err)
 	}
-	where, args := whereFilter(f, time.Now())
-	rows, err := s.query(ctx, `SELECT count(*) FROM records r WHERE `+where, args...)
-	if err != nil {
-		return 0, s.wrap("count", err)
-	}
-	defer rows.Close()
-	var n int
-	if rows.Next() {
-		err = rows.Scan(&n)
-	}
-	if err == nil {
-		err = rows.Err()
-	}
+	m := newMatcher(f, time.Now())
+	n := 0
+	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) { n = len(p.candidates(m)) })
 	return n, s.wrap("count", err)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -147,4 +148,28 @@ func BenchmarkEmbeddedUpsert(b *testing.B) {
 		}
 		n++
 	}
+}
+
+// BenchmarkEmbeddedMemory reports what the partition cache holds per record
+// (B/record: live heap after reading every partition of the 100,000-record store)
+// and times a Count of one warm partition of 100 records.
+func BenchmarkEmbeddedMemory(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for u := range benchUsers {
+		if _, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: fmt.Sprintf("u%d", u)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	for b.Loop() {
+		if _, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/benchRecords, "B/record")
 }

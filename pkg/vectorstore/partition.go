@@ -1,7 +1,10 @@
 package vectorstore
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/embed"
@@ -10,44 +13,69 @@ import (
 // partKey names a (tenant, user) partition.
 type partKey struct{ tenant, userID string }
 
-// partition holds what one partition's searches score: vectors for the dense side,
-// terms for the sparse side. Vectors are normalised on the way in, so cosine
-// similarity is a plain dot product, and packed into one flat slice (slot i at
-// vecs[i*dims:(i+1)*dims]) so a scan walks memory sequentially instead of chasing a
-// pointer per record.
-//
-// Writers hold cacheMu exclusively. Readers hold it shared; ixMu lets the first
-// reader after a write rebuild the BM25 index while others wait for it.
-type partition struct {
-	dims  int
-	rids  []int64
-	vecs  []float32
-	terms [][]string // bm25.Tokenize of each slot's text
-	slot  map[int64]int
-
-	ixMu sync.Mutex
-	ix   *bm25.Index // over terms, by slot; nil after a write
+// entry is one record of a loaded partition, in the form every read returns it.
+// rec is immutable once the entry is published: a write replaces the entry, so a
+// record handed to a caller never changes under it.
+type entry struct {
+	rid int64
+	rec Record // rec.Vector normalised, so cosine similarity is a plain dot product
+	// ts and expires are the stored microseconds the filters compare, exactly as
+	// SQLite holds them (hasExpiry false for NULL).
+	ts, expires int64
+	hasExpiry   bool
+	terms       []string // bm25.Tokenize(rec.Text), the sparse side
 }
 
-func newPartition(dims int) *partition {
-	return &partition{dims: dims, slot: make(map[int64]int)}
-}
-
-// put sets rid's vector (normalising a copy of v) and text.
-func (p *partition) put(rid int64, v []float32, text string) {
-	i, ok := p.slot[rid]
-	if !ok {
-		i = len(p.rids)
-		p.slot[rid] = i
-		p.rids = append(p.rids, rid)
-		p.vecs = append(p.vecs, make([]float32, p.dims)...)
-		p.terms = append(p.terms, nil)
+// newEntry builds the entry of rec, a record as SQLite stores it (times cut to the
+// microsecond, metadata as encoding/json decodes it). The vector is normalised
+// into a fresh slice, so the caller's is never kept.
+func newEntry(rid int64, rec Record) *entry {
+	e := &entry{rid: rid, rec: rec, ts: rec.TS.UnixMicro(), hasExpiry: !rec.ExpiresAt.IsZero()}
+	if e.hasExpiry {
+		e.expires = rec.ExpiresAt.UnixMicro()
 	}
-	dst := p.vecs[i*p.dims : (i+1)*p.dims]
-	copy(dst, v)
-	embed.Normalize(dst)
-	p.terms[i] = bm25.Tokenize(text)
-	p.ix = nil
+	e.rec.Vector = slices.Clone(rec.Vector)
+	embed.Normalize(e.rec.Vector)
+	e.terms = bm25.Tokenize(rec.Text)
+	return e
+}
+
+// partition is one (tenant, user) partition held in memory: every record, whole,
+// so that reads never touch SQLite. Slot order is arbitrary (a removal moves the
+// last slot into the hole).
+//
+// Writers hold cacheMu exclusively. Readers hold it shared; lazyMu lets the first
+// reader after a write rebuild the derived views (BM25 index, id order) while
+// others wait for it.
+type partition struct {
+	entries []*entry
+	slot    map[int64]int  // rid → slot
+	byID    map[string]int // id → slot
+
+	lazyMu sync.Mutex
+	ix     *bm25.Index // over the slots' terms; nil after a text changes
+	order  []int       // slots in ascending id order; nil after a record comes or goes
+}
+
+func newPartition() *partition {
+	return &partition{slot: make(map[int64]int), byID: make(map[string]int)}
+}
+
+// put adds or replaces the record at rid.
+func (p *partition) put(e *entry) {
+	i, ok := p.slot[e.rid]
+	if !ok {
+		p.slot[e.rid] = len(p.entries)
+		p.byID[e.rec.ID] = len(p.entries)
+		p.entries = append(p.entries, e)
+		p.ix, p.order = nil, nil
+		return
+	}
+	old := p.entries[i]
+	p.entries[i] = e
+	if old.rec.Text != e.rec.Text {
+		p.ix = nil
+	}
 }
 
 // remove drops rid by moving the last slot into its place.
@@ -56,38 +84,178 @@ func (p *partition) remove(rid int64) {
 	if !ok {
 		return
 	}
-	last := len(p.rids) - 1
+	gone := p.entries[i]
+	last := len(p.entries) - 1
 	if i != last {
-		p.rids[i] = p.rids[last]
-		p.slot[p.rids[i]] = i
-		copy(p.vecs[i*p.dims:(i+1)*p.dims], p.vecs[last*p.dims:])
-		p.terms[i] = p.terms[last]
+		moved := p.entries[last]
+		p.entries[i] = moved
+		p.slot[moved.rid] = i
+		p.byID[moved.rec.ID] = i
 	}
-	p.rids = p.rids[:last]
-	p.vecs = p.vecs[:last*p.dims]
-	p.terms = p.terms[:last]
+	p.entries[last] = nil
+	p.entries = p.entries[:last]
 	delete(p.slot, rid)
-	p.ix = nil
+	delete(p.byID, gone.rec.ID)
+	p.ix, p.order = nil, nil
 }
 
 // index returns the BM25 index over the partition's texts, building it after a
 // write. The caller holds cacheMu (shared suffices).
 func (p *partition) index() *bm25.Index {
-	p.ixMu.Lock()
-	defer p.ixMu.Unlock()
+	p.lazyMu.Lock()
+	defer p.lazyMu.Unlock()
 	if p.ix == nil {
-		p.ix = bm25.NewIndex(p.terms, bm25.DefaultParams())
+		docs := make([][]string, len(p.entries))
+		for i, e := range p.entries {
+			docs[i] = e.terms
+		}
+		p.ix = bm25.NewIndex(docs, bm25.DefaultParams())
 	}
 	return p.ix
 }
 
-// score returns the dot product of q (normalised) with rid's vector.
-func (p *partition) score(rid int64, q []float32) (float32, bool) {
-	i, ok := p.slot[rid]
-	if !ok {
-		return 0, false
+// sorted returns the slots in ascending id order, building it after a record came
+// or went. The caller holds cacheMu (shared suffices).
+func (p *partition) sorted() []int {
+	p.lazyMu.Lock()
+	defer p.lazyMu.Unlock()
+	if p.order == nil {
+		p.order = make([]int, len(p.entries))
+		for i := range p.order {
+			p.order[i] = i
+		}
+		slices.SortFunc(p.order, func(a, b int) int { return cmp.Compare(p.entries[a].rec.ID, p.entries[b].rec.ID) })
 	}
-	return dot(q, p.vecs[i*p.dims:(i+1)*p.dims]), true
+	return p.order
+}
+
+// selectEntries returns the entries m selects with id ≥ from, in id order, at most
+// limit (negative: all). The caller holds cacheMu.
+func (p *partition) selectEntries(m *matcher, from string, limit int) []*entry {
+	var out []*entry
+	if m.ids != nil {
+		// A few ids: look them up rather than walk the partition.
+		for _, id := range m.ids {
+			if i, ok := p.byID[id]; ok && id >= from && m.match(p.entries[i]) && !slices.Contains(out, p.entries[i]) {
+				out = append(out, p.entries[i])
+			}
+		}
+		slices.SortFunc(out, func(a, b *entry) int { return cmp.Compare(a.rec.ID, b.rec.ID) })
+		if limit >= 0 && len(out) > limit {
+			out = out[:limit]
+		}
+		return out
+	}
+	order := p.sorted()
+	start, _ := slices.BinarySearchFunc(order, from, func(slot int, from string) int { return cmp.Compare(p.entries[slot].rec.ID, from) })
+	for _, i := range order[start:] {
+		if limit >= 0 && len(out) == limit {
+			break
+		}
+		if e := p.entries[i]; m.match(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// candidates returns the slots m selects, in slot order. The caller holds cacheMu.
+func (p *partition) candidates(m *matcher) []int {
+	if m.ids != nil {
+		var out []int
+		for _, id := range m.ids {
+			if i, ok := p.byID[id]; ok && m.match(p.entries[i]) && !slices.Contains(out, i) {
+				out = append(out, i)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	out := make([]int, 0, len(p.entries))
+	for i, e := range p.entries {
+		if m.match(e) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// matcher is a normalised Filter compiled for matching entries in memory. Its
+// semantics are whereFilter's, which stays the definition for the SQL writes.
+type matcher struct {
+	f            Filter
+	ids          []string // f.IDs; nil when not constrained
+	since, until int64    // stored microseconds; 0 when not constrained
+	hasSince     bool
+	hasUntil     bool
+	payload      []payloadCond
+	now          int64
+}
+
+type payloadCond struct {
+	key  string
+	want any // string, bool or int64 (PayloadValue)
+}
+
+// newMatcher compiles f, which has been normalised.
+func newMatcher(f Filter, now time.Time) *matcher {
+	m := &matcher{f: f, ids: f.IDs, now: now.UnixMicro()}
+	if !f.Since.IsZero() {
+		m.since, m.hasSince = ceilMicro(f.Since), true
+	}
+	if !f.Until.IsZero() {
+		m.until, m.hasUntil = ceilMicro(f.Until), true
+	}
+	for k, v := range f.Payload {
+		want, _ := PayloadValue(v) // Normalize checked it
+		m.payload = append(m.payload, payloadCond{k, want})
+	}
+	return m
+}
+
+func (m *matcher) match(e *entry) bool {
+	r, f := &e.rec, &m.f
+	if len(f.MemoryTypes) > 0 && !slices.Contains(f.MemoryTypes, r.MemoryType) {
+		return false
+	}
+	if m.hasSince && e.ts < m.since || m.hasUntil && e.ts >= m.until {
+		return false
+	}
+	if f.ChatID != "" && r.ChatID != f.ChatID || f.Who != "" && r.Who != f.Who || f.Scope != "" && r.Scope != f.Scope ||
+		f.Kind != "" && r.Kind != f.Kind || f.Key != "" && r.Key != f.Key {
+		return false
+	}
+	for _, c := range m.payload {
+		if !payloadMatches(r.Metadata[c.key], c.want) {
+			return false
+		}
+	}
+	expired := e.hasExpiry && e.expires <= m.now
+	switch {
+	case f.ExpiredOnly:
+		return expired
+	case !f.IncludeExpired:
+		return !expired
+	}
+	return true
+}
+
+// payloadMatches compares a decoded metadata value with a condition value the way
+// whereFilter does in SQL: strings and booleans by type and value, integers
+// against any JSON number of that value.
+func payloadMatches(got, want any) bool {
+	switch w := want.(type) {
+	case string:
+		g, ok := got.(string)
+		return ok && g == w
+	case bool:
+		g, ok := got.(bool)
+		return ok && g == w
+	case int64:
+		g, ok := got.(float64)
+		return ok && g == float64(w)
+	}
+	return false
 }
 
 // dot is unrolled by four: the compiler keeps four independent sums in registers,

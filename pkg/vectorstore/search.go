@@ -19,14 +19,16 @@ const (
 	hybridDepth = 4
 )
 
-// ranked is a record (by rid) and its score on one side, or its fused score.
+// ranked is a record (by slot, and rid to break ties) and its score on one side,
+// or its fused score. It holds no pointer, so sorting it costs no write barriers.
 type ranked struct {
 	rid   int64
+	slot  int
 	score float64
 }
 
-// Search implements Store. The filter selects the candidates once, in SQL (from
-// the covering partition index in the common case); both sides rank only those.
+// Search implements Store. The filter selects the candidates once, from the
+// partition in memory; both sides rank only those.
 func (s *Embedded) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -35,128 +37,99 @@ func (s *Embedded) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if err != nil {
 		return nil, s.wrap("search", err)
 	}
-	now := time.Now()
-	candidates, err := s.filterRIDs(ctx, q.Filter, now)
-	if err != nil || len(candidates) == 0 {
-		return nil, s.wrap("search", err)
-	}
-	depth := q.Limit
-	if q.Mode == Hybrid {
-		depth *= hybridDepth
-	}
-	var dense, sparse []ranked
-	if q.Mode != Sparse {
-		if dense, err = s.denseRanking(ctx, q, candidates, depth); err != nil {
-			return nil, s.wrap("search: dense", err)
-		}
-	}
+	var terms []string
 	if q.Mode != Dense {
-		if sparse, err = s.sparseRanking(ctx, q, candidates, depth); err != nil {
-			return nil, s.wrap("search: sparse", err)
+		terms = bm25.Tokenize(q.Text)
+	}
+	var qv []float32
+	if q.Mode != Sparse {
+		qv = slices.Clone(q.Vector)
+		embed.Normalize(qv)
+	}
+	m := newMatcher(q.Filter, time.Now())
+	var hits []Hit
+	err = s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) {
+		candidates := p.candidates(m)
+		if len(candidates) == 0 {
+			return
 		}
-	}
-	top := dense
-	switch q.Mode {
-	case Sparse:
-		top = sparse
-	case Hybrid:
-		top = fuseRRF(q.Limit, dense, sparse)
-	}
-	hits, err := s.hydrate(ctx, q.Filter, now, top)
+		depth := q.Limit
+		if q.Mode == Hybrid {
+			depth *= hybridDepth
+		}
+		var top []ranked
+		switch q.Mode {
+		case Dense:
+			top = denseRanking(p, qv, candidates, depth)
+		case Sparse:
+			top = sparseRanking(p, terms, candidates, depth)
+		case Hybrid:
+			top = fuseRRF(q.Limit, denseRanking(p, qv, candidates, depth), sparseRanking(p, terms, candidates, depth))
+		}
+		hits = make([]Hit, len(top))
+		for i, r := range top {
+			hits[i] = Hit{Record: p.entries[r.slot].rec, Score: r.score}
+		}
+	})
 	return hits, s.wrap("search", err)
 }
 
-// filterRIDs returns the rids of the records f selects.
-func (s *Embedded) filterRIDs(ctx context.Context, f Filter, now time.Time) ([]int64, error) {
-	where, args := whereFilter(f, now)
-	rows, err := s.query(ctx, `SELECT r.rid FROM records r WHERE `+where, args...)
-	if err != nil {
-		return nil, err
+// denseRanking scores the candidates by cosine similarity, exactly.
+func denseRanking(p *partition, qv []float32, candidates []int, depth int) []ranked {
+	out := make([]ranked, len(candidates))
+	for j, i := range candidates {
+		e := p.entries[i]
+		out[j] = ranked{e.rid, i, float64(dot(qv, e.rec.Vector))}
 	}
-	defer rows.Close()
-	var rids []int64
-	for rows.Next() {
-		var rid int64
-		if err := rows.Scan(&rid); err != nil {
-			return nil, err
-		}
-		rids = append(rids, rid)
-	}
-	return rids, rows.Err()
-}
-
-// denseRanking scores the candidates by cosine similarity, exactly, against the
-// partition's in-memory vectors.
-func (s *Embedded) denseRanking(ctx context.Context, q Query, candidates []int64, depth int) ([]ranked, error) {
-	k := partKey{q.Filter.Tenant, q.Filter.UserID}
-	if err := s.loadPartition(ctx, k); err != nil {
-		return nil, err
-	}
-	qv := slices.Clone(q.Vector)
-	embed.Normalize(qv)
-	out := make([]ranked, 0, len(candidates))
-	s.cacheMu.RLock()
-	p := s.parts[k]
-	for _, rid := range candidates {
-		// A rid missing here was deleted after the filter ran: skip it, as if the
-		// search had run a moment later.
-		if sc, ok := p.score(rid, qv); ok {
-			out = append(out, ranked{rid, float64(sc)})
-		}
-	}
-	s.cacheMu.RUnlock()
-	sortRanked(out)
-	return out[:min(depth, len(out))], nil
+	return best(out, depth)
 }
 
 // sparseRanking ranks the candidates by Okapi BM25 (pkg/bm25, k1 = 1.2, b = 0.75)
-// of their text against q.Text, with the partition as the corpus.
-func (s *Embedded) sparseRanking(ctx context.Context, q Query, candidates []int64, depth int) ([]ranked, error) {
-	terms := bm25.Tokenize(q.Text)
+// of their text against the query terms, with the partition as the corpus. Only
+// the candidates are scored: a search of one memory type skips the others.
+func sparseRanking(p *partition, terms []string, candidates []int, depth int) []ranked {
 	if len(terms) == 0 {
-		return nil, nil
+		return nil
 	}
-	k := partKey{q.Filter.Tenant, q.Filter.UserID}
-	if err := s.loadPartition(ctx, k); err != nil {
-		return nil, err
-	}
-	allowed := make(map[int64]struct{}, len(candidates))
-	for _, rid := range candidates {
-		allowed[rid] = struct{}{}
-	}
-	s.cacheMu.RLock()
-	p := s.parts[k]
 	ix := p.index()
 	var out []ranked
-	for _, r := range ix.Search(terms, ix.Len()) {
-		rid := p.rids[r.Doc]
-		if _, ok := allowed[rid]; ok {
-			out = append(out, ranked{rid, r.Score})
+	for _, i := range candidates {
+		if sc := ix.Score(terms, i); sc > 0 {
+			out = append(out, ranked{p.entries[i].rid, i, sc})
 		}
 	}
-	s.cacheMu.RUnlock()
-	sortRanked(out)
-	return out[:min(depth, len(out))], nil
+	return best(out, depth)
+}
+
+// best returns the best n of rs, ordered.
+func best(rs []ranked, n int) []ranked {
+	sortRanked(rs)
+	return rs[:min(n, len(rs))]
 }
 
 // fuseRRF merges rankings by reciprocal rank fusion and returns the best limit.
+// Contributions are summed by sorting them by record, which needs no map.
 func fuseRRF(limit int, rankings ...[]ranked) []ranked {
-	scores := make(map[int64]float64)
+	var all []ranked
 	for _, rk := range rankings {
 		for i, r := range rk {
-			scores[r.rid] += 1 / float64(rrfK+i+1)
+			all = append(all, ranked{r.rid, r.slot, 1 / float64(rrfK+i+1)})
 		}
 	}
-	out := make([]ranked, 0, len(scores))
-	for rid, sc := range scores {
-		out = append(out, ranked{rid, sc})
+	slices.SortFunc(all, func(a, b ranked) int { return cmp.Compare(a.rid, b.rid) })
+	out := all[:0]
+	for _, r := range all {
+		if n := len(out); n > 0 && out[n-1].rid == r.rid {
+			out[n-1].score += r.score
+		} else {
+			out = append(out, r)
+		}
 	}
-	sortRanked(out)
-	return out[:min(limit, len(out))]
+	return best(out, limit)
 }
 
-// sortRanked orders best first; ties by rid, so equal scores rank the same way on
-// every call.
+// sortRanked orders best first; ties by rid (insertion order), so equal scores
+// rank the same way on every call.
 func sortRanked(rs []ranked) {
 	slices.SortFunc(rs, func(a, b ranked) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
@@ -164,42 +137,4 @@ func sortRanked(rs []ranked) {
 		}
 		return cmp.Compare(a.rid, b.rid)
 	})
-}
-
-// hydrate loads the ranked records in order. It applies the filter again: a rid
-// freed by a concurrent delete can be reused by SQLite for another partition's
-// record, which must never come back here.
-func (s *Embedded) hydrate(ctx context.Context, f Filter, now time.Time, top []ranked) ([]Hit, error) {
-	if len(top) == 0 {
-		return nil, nil
-	}
-	rids := make([]int64, len(top))
-	for i, r := range top {
-		rids[i] = r.rid
-	}
-	where, args := whereFilter(f, now)
-	rows, err := s.query(ctx, `SELECT `+recordCols+` FROM records r
-		WHERE r.rid IN (SELECT value FROM json_each(?)) AND `+where, append([]any{jsonList(rids)}, args...)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	byRID := make(map[int64]Record, len(top))
-	for rows.Next() {
-		rec, rid, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		byRID[rid] = rec
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	hits := make([]Hit, 0, len(top))
-	for _, r := range top {
-		if rec, ok := byRID[r.rid]; ok {
-			hits = append(hits, Hit{Record: rec, Score: r.score})
-		}
-	}
-	return hits, nil
 }

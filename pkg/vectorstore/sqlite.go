@@ -46,7 +46,8 @@ var schema = []string{
 const recordCols = `r.rid, r.id, r.tenant, r.user_id, r.memory_type, r.scope, r.kind, r.key, r.text,
 	r.vector, r.ts, r.chat_id, r.who, r.hit_count, r.confidence, r.expires_at, r.metadata`
 
-// recordArgs are the column values of rec in schema order, from id to metadata.
+// recordArgs are the column values of rec in schema order, from id to metadata
+// (last, as a JSON string).
 func recordArgs(rec Record) ([]any, error) {
 	meta, err := json.Marshal(rec.Metadata)
 	if err != nil {
@@ -59,6 +60,23 @@ func recordArgs(rec Record) ([]any, error) {
 	return []any{rec.ID, rec.Tenant, rec.UserID, string(rec.MemoryType), rec.Scope, rec.Kind, rec.Key, rec.Text,
 		encodeVector(rec.Vector), rec.TS.UnixMicro(), rec.ChatID, rec.Who, rec.HitCount, rec.Confidence,
 		expires, string(meta)}, nil
+}
+
+// storedRecord is rec, whose column values are args (recordArgs(rec)), as reading
+// the row back gives it (scanRecord): times cut to the microsecond in UTC, metadata
+// as encoding/json decodes the stored JSON. The partition cache keeps this form, so
+// a record reads the same whether its partition was loaded before or after the
+// write.
+func storedRecord(rec Record, args []any) (Record, error) {
+	rec.TS = time.UnixMicro(rec.TS.UnixMicro()).UTC()
+	if !rec.ExpiresAt.IsZero() {
+		rec.ExpiresAt = time.UnixMicro(rec.ExpiresAt.UnixMicro()).UTC()
+	}
+	rec.Metadata = nil
+	if err := json.Unmarshal([]byte(args[len(args)-1].(string)), &rec.Metadata); err != nil {
+		return rec, fmt.Errorf("%w: record %s: metadata: %w", ErrInvalidRecord, rec.ID, err)
+	}
+	return rec, nil
 }
 
 func scanRecord(sc interface{ Scan(...any) error }) (Record, int64, error) {
