@@ -130,9 +130,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("retrieve: Run called twice")
 	}
-	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	s.base = base
+	// Handlers never see shutdown as a cancellation: micro's Stop drains its
+	// subscriptions asynchronously, so a request buffered in the client may still be
+	// dispatched after Run returns, and it deserves a real answer. Each request is
+	// bounded by its own handling, not by the service's lifetime.
+	s.base = context.WithoutCancel(ctx)
 	svc, err := micro.AddService(s.deps.Conn, micro.Config{
 		Name:        s.cfg.ServiceName,
 		Version:     s.cfg.Version,
