@@ -25,10 +25,11 @@ type UpOptions struct {
 // Stack is everything in one process: an embedded JetStream server and all four
 // components on the runtime built from the configuration (SPEC E8).
 type Stack struct {
-	srv    *server.Server
-	rt     *Runtime
-	cancel context.CancelFunc
-	done   chan error
+	srv          *server.Server
+	rt           *Runtime
+	readyTimeout time.Duration
+	cancel       context.CancelFunc // stops the components currently served
+	done         chan error         // their Serve result; holds it again once read
 }
 
 // Up starts the embedded NATS server (StoreDir nats.embedded.store_dir, TCP listener
@@ -49,24 +50,50 @@ func Up(ctx context.Context, cfg config.Config, opts UpOptions, logger *zap.Logg
 		srv.Shutdown()
 		return nil, err
 	}
+	s := &Stack{srv: srv, rt: rt, readyTimeout: opts.ReadyTimeout}
+	if err := s.serve(ctx, Components); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// serve runs the named components and waits until they are ready.
+func (s *Stack) serve(ctx context.Context, names []string) error {
 	runCtx, cancel := context.WithCancel(context.Background())
-	s := &Stack{srv: srv, rt: rt, cancel: cancel, done: make(chan error, 1)}
+	s.cancel, s.done = cancel, make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { s.done <- Serve(runCtx, rt, Components, func() { close(ready) }) }()
+	go func() { s.done <- Serve(runCtx, s.rt, names, func() { close(ready) }) }()
 	select {
 	case <-ready:
-		return s, nil
+		return nil
 	case err := <-s.done:
 		s.done <- err
-		_ = s.Close()
-		return nil, fmt.Errorf("app: stack stopped while starting: %w", err)
-	case <-time.After(opts.ReadyTimeout):
-		_ = s.Close()
-		return nil, fmt.Errorf("%w after %s", ErrNotReady, opts.ReadyTimeout)
+		return fmt.Errorf("app: components %v stopped while starting: %w", names, err)
+	case <-time.After(s.readyTimeout):
+		return fmt.Errorf("%w after %s", ErrNotReady, s.readyTimeout)
 	case <-ctx.Done():
-		_ = s.Close()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
+}
+
+// stop stops the components being served (in-flight messages finish) and returns
+// their error; it may be called again.
+func (s *Stack) stop() error {
+	s.cancel()
+	err := <-s.done
+	s.done <- err
+	return err
+}
+
+// Restart stops the components (in-flight messages finish) and serves only names,
+// on the same server and runtime: e.g. a retriever alone, so that nothing changes
+// the memory while it is being measured.
+func (s *Stack) Restart(ctx context.Context, names []string) error {
+	if err := s.stop(); err != nil {
+		return err
+	}
+	return s.serve(ctx, names)
 }
 
 // Runtime is the stack's shared runtime (stores, connection).
@@ -83,16 +110,13 @@ func (s *Stack) ClientURL() string {
 	return s.srv.ClientURL()
 }
 
-// Done reports the stack's end: the components' error, or nil after Close.
+// Done reports the end of the served components: their error, or nil after Close.
 func (s *Stack) Done() <-chan error { return s.done }
 
 // Close stops the components (in-flight messages finish), then the runtime and the
 // server.
 func (s *Stack) Close() error {
-	s.cancel()
-	err := <-s.done
-	s.done <- err
-	err = errors.Join(err, s.rt.Close())
+	err := errors.Join(s.stop(), s.rt.Close())
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
 	return err

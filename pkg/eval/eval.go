@@ -115,8 +115,10 @@ func New(cfg Config, logger *zap.Logger) (*Evaluator, error) {
 //     session_ended;
 //  2. the pipeline is left to drain (app.WaitIdle), then the consolidate RPC runs
 //     once per user;
-//  3. the memory is frozen (see stack) and every question is a context request whose
-//     pack is scored with PackItems; the baselines answer the same questions.
+//  3. the memory is frozen — the stack is restarted with the retriever alone, so the
+//     memory_hit events of the questions do not make the consolidator rewrite the
+//     memories being measured — and every question is a context request whose pack
+//     is scored with PackItems; the baselines answer the same questions.
 func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, error) {
 	if len(convs) == 0 {
 		return nil, fmt.Errorf("%w: no conversation", ErrInvalidData)
@@ -136,12 +138,12 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 		return nil, err
 	}
 	started := time.Now()
-	st, err := startStack(ctx, scfg, e.logger)
+	st, err := app.Up(ctx, scfg, app.UpOptions{}, e.logger)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = st.close() }()
-	nc, err := st.rt.Dial("agentmem-eval")
+	defer func() { _ = st.Close() }()
+	nc, err := st.Runtime().Dial("agentmem-eval")
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +174,7 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	if err := e.waitIdle(ctx, st); err != nil {
 		return nil, err
 	}
-	if err := st.freeze(ctx); err != nil {
+	if err := st.Restart(ctx, []string{app.Retriever}); err != nil {
 		return nil, err
 	}
 	rep.ReplaySeconds = time.Since(started).Seconds()
@@ -180,7 +182,7 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 
 	asked := time.Now()
 	for i, c := range convs {
-		stored, err := storedDiaIDs(ctx, st.rt.Vectors, tenants[i], tenants[i])
+		stored, err := storedDiaIDs(ctx, st.Runtime().Vectors, tenants[i], tenants[i])
 		if err != nil {
 			return nil, err
 		}
@@ -193,10 +195,10 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	return rep, nil
 }
 
-func (e *Evaluator) waitIdle(ctx context.Context, st *stack) error {
+func (e *Evaluator) waitIdle(ctx context.Context, st *app.Stack) error {
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.IdleTimeout)
 	defer cancel()
-	return app.WaitIdle(wctx, st.rt.JS, 50*time.Millisecond)
+	return app.WaitIdle(wctx, st.Runtime().JS, 50*time.Millisecond)
 }
 
 // replay publishes c's sessions; see Run.

@@ -16,20 +16,13 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bm25"
+	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
-)
-
-// Metadata keys of vector records that carry provenance (shared with ingest and the
-// consolidator); the retriever copies them into events.Provenance unchanged.
-const (
-	MetaSourceEventIDs = "source_event_ids"
-	MetaSourceMeta     = "source_meta"
-	MetaSourceChatIDs  = "source_chat_ids"
 )
 
 // Keyword rules for loading topic files on demand (SPEC A5). A query term (after
@@ -256,30 +249,14 @@ func (s *Service) recall(ctx context.Context, tenant string, req events.ContextR
 // []map[string]any when written in-process, []any after a JSON round trip.
 func provenance(r vectorstore.Record) events.Provenance {
 	p := events.Provenance{
-		EventIDs:   stringList(r.Metadata[MetaSourceEventIDs]),
-		SessionIDs: stringList(r.Metadata[MetaSourceChatIDs]),
-		Meta:       mapList(r.Metadata[MetaSourceMeta]),
+		EventIDs:   cognitive.StringList(r.Metadata[cognitive.MetaSourceEventIDs]),
+		SessionIDs: cognitive.StringList(r.Metadata[cognitive.MetaSourceChatIDs]),
+		Meta:       mapList(r.Metadata[cognitive.MetaSourceMeta]),
 	}
 	if len(p.SessionIDs) == 0 && r.ChatID != "" {
 		p.SessionIDs = []string{r.ChatID}
 	}
 	return p
-}
-
-func stringList(v any) []string {
-	switch l := v.(type) {
-	case []string:
-		return slices.Clone(l)
-	case []any:
-		out := make([]string, 0, len(l))
-		for _, x := range l {
-			if s, ok := x.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
 }
 
 func mapList(v any) []map[string]any {
