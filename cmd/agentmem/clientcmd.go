@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -33,16 +32,7 @@ func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *za
 	if g.natsURL != "" {
 		overrides["nats.url"] = g.natsURL
 	}
-	environ := os.Environ()
-	keys := make([]string, 0, len(overrides))
-	for k := range overrides {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		environ = append(environ, config.EnvName(k)+"="+overrides[k])
-	}
-	cfg, err := config.Load(path, environ)
+	cfg, err := config.Load(path, config.WithOverrides(os.Environ(), overrides))
 	if err != nil {
 		return config.Config{}, nil, err
 	}

@@ -431,3 +431,15 @@ func TestTestVariablesAreIgnored(t *testing.T) {
 		t.Fatal("test variables changed the configuration")
 	}
 }
+
+// Overrides given by key are loaded as variables and win over the environment.
+func TestWithOverrides(t *testing.T) {
+	env := WithOverrides([]string{"AGENTMEM_MEMORY_AUTO_LOAD_LINES=50"}, map[string]string{"memory.auto_load_lines": "70", "log.level": "warn"})
+	c, err := Load("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Memory.AutoLoadLines != 70 || c.Log.Level != "warn" {
+		t.Fatalf("auto_load_lines %d, log.level %q; want the overrides 70 and warn", c.Memory.AutoLoadLines, c.Log.Level)
+	}
+}

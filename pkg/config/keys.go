@@ -1,7 +1,9 @@
 package config
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -59,6 +61,17 @@ var envKeys = func() map[string]string {
 // EnvName is the environment variable that sets key.
 func EnvName(key string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// WithOverrides returns environ followed by the AGENTMEM_ assignment of each
+// override (dotted key → value, in key order), so that values given on a command
+// line or by a tool are loaded and validated like any other source and win over it.
+func WithOverrides(environ []string, overrides map[string]string) []string {
+	out := slices.Clone(environ)
+	for _, key := range slices.Sorted(maps.Keys(overrides)) {
+		out = append(out, EnvName(key)+"="+overrides[key])
+	}
+	return out
 }
 
 // Keys returns every configuration key, in struct order.

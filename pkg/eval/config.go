@@ -26,11 +26,7 @@ func stackConfig(file string, environ []string, dir string, maxK int) (config.Co
 		"vector.k_episodic":       k,
 		"vector.k_semantic":       k,
 	}
-	env := append([]string(nil), environ...)
-	for key, v := range overrides {
-		env = append(env, config.EnvName(key)+"="+v)
-	}
-	cfg, err := config.Load(file, env)
+	cfg, err := config.Load(file, config.WithOverrides(environ, overrides))
 	if err != nil {
 		return config.Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
