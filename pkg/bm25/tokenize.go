@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // stopwords are frequent English function words. The list is deliberately small: a
@@ -27,11 +29,17 @@ var stopwords = func() map[string]struct{} {
 //   - stopwords (a short English list) are dropped;
 //   - one-rune tokens are dropped unless they are a digit; this also removes the "s" of
 //     a possessive ("user's" gives "user"), because the apostrophe splits it off;
-//   - a trailing "s" is stripped from tokens longer than four runes unless they end in
-//     "ss", "us" or "is" ("columns" → "column", "files" → "file", but "class",
-//     "status" and "analysis" stay), a plural folding that is crude but deterministic.
+//   - words of ASCII letters are reduced to their English Snowball (Porter2) stem, so
+//     "researched", "researching" and "research" are one term ("columns" → "column",
+//     "painting" → "paint"); other words (digits, accented or non-Latin letters) are
+//     kept as they are, since an English stemmer would only mangle them.
 //
-// The same text always gives the same terms, in text order, duplicates kept.
+// Stemming was measured on LoCoMo (BENCHMARKS.md): BM25 over the raw turns went
+// from recall@10 57.4 with plural folding alone to 61.0.
+//
+// The same text always gives the same terms, in text order, duplicates kept. Terms
+// are an index format: a store that keeps them (Qdrant's sparse vectors) must be
+// re-indexed when this function changes.
 func Tokenize(text string) []string {
 	var terms []string
 	for _, f := range strings.FieldsFunc(strings.ToLower(text), isSeparator) {
@@ -42,13 +50,22 @@ func Tokenize(text string) []string {
 		if n == 1 && !unicode.IsDigit([]rune(f)[0]) {
 			continue
 		}
-		if n > 4 && strings.HasSuffix(f, "s") &&
-			!strings.HasSuffix(f, "ss") && !strings.HasSuffix(f, "us") && !strings.HasSuffix(f, "is") {
-			f = f[:len(f)-1]
+		if isASCIIWord(f) {
+			f = english.Stem(f, true)
 		}
 		terms = append(terms, f)
 	}
 	return terms
+}
+
+// isASCIIWord reports whether w is made of the letters a–z only.
+func isASCIIWord(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if w[i] < 'a' || w[i] > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 func isSeparator(r rune) bool {

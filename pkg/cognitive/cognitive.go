@@ -25,6 +25,21 @@ type Observation struct {
 	ChatID  string
 	Who     string // speaker name when known (e.g. a LoCoMo speaker)
 	EventID string
+	// Meta is the observation's meta, kept as the memory's provenance (e.g. a dia_id).
+	Meta map[string]any
+	// Before are the messages said just before this one in the same chat, oldest
+	// first (ingest takes them from the session state). They are not decided on;
+	// an episode written from this observation keeps them as its context.
+	Before []Utterance
+}
+
+// Utterance is one earlier message of a chat, as context of an observation.
+type Utterance struct {
+	Role    string
+	Who     string // speaker name when known
+	Text    string
+	EventID string
+	Meta    map[string]any
 }
 
 // Episode is the outcome of the write decision (SPEC C3). When Write is false

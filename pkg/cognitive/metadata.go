@@ -88,38 +88,97 @@ func EpisodeMetadata(ep Episode, chatID string) map[string]any {
 }
 
 // EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
-// vector. The id is deterministic from the source observation (its event id when
-// set, else chat, time and text), so a redelivered observation upserts the same
-// record instead of adding a duplicate.
+// vector (embed EpisodeStatement(obs, ep)). The id is deterministic from the source
+// observation (its event id when set, else chat, time and text), so a redelivered
+// observation upserts the same record instead of adding a duplicate.
+//
+// The record's text is the exchange: the messages of obs.Before, a line each, then
+// the statement. An answer is rarely understood, or found, without the question it
+// answers ("Yes, last Tuesday!"); on LoCoMo keeping the two messages before each
+// utterance raised recall@10 by about 15 points (BENCHMARKS.md). The provenance
+// (MetaSourceEventIDs, MetaSourceMeta) lists every message the text holds, oldest
+// first.
 func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorstore.Record {
 	source := obs.EventID
 	if source == "" {
 		source = obs.ChatID + "\x00" + isoTime(obs.TS) + "\x00" + obs.Text
 	}
-	return vectorstore.Record{
+	lines := make([]string, 0, len(obs.Before)+1)
+	for _, u := range obs.Before {
+		if text := strings.TrimSpace(u.Text); text != "" {
+			lines = append(lines, speakerLine(u.Who, u.Role, text))
+		}
+	}
+	rec := vectorstore.Record{
 		ID:         vectorstore.DeterministicID("episodic", tenant, userID, source),
 		Tenant:     tenant,
 		UserID:     userID,
 		MemoryType: vectorstore.Episodic,
-		Text:       episodeText(obs, ep),
+		Text:       strings.Join(append(lines, EpisodeStatement(obs, ep)), "\n"),
 		TS:         ep.Time,
 		ChatID:     obs.ChatID,
 		Who:        ep.Who,
 		Metadata:   EpisodeMetadata(ep, obs.ChatID),
 	}
+	addProvenance(rec.Metadata, obs)
+	return rec
 }
 
-// episodeText is what an episodic memory embeds and indexes. In a conversation
-// between named people (obs.Who names someone, not just the role) it is the
-// speaker and the whole utterance: questions name people, and the cleaned
-// statement drops the words a later question uses (on LoCoMo this raised
-// recall@10 from 47.2 to 51.6, BENCHMARKS.md). Otherwise it is the decider's
-// statement.
-func episodeText(obs Observation, ep Episode) string {
+// addProvenance records the events and meta of obs and of the messages of
+// obs.Before that the text holds, in md; an observation without an event id (a
+// direct add) has no provenance.
+func addProvenance(md map[string]any, obs Observation) {
+	if obs.EventID == "" {
+		return
+	}
+	var ids, metas []any
+	hasMeta := false
+	for _, u := range obs.Before {
+		if u.EventID != "" && strings.TrimSpace(u.Text) != "" {
+			ids = append(ids, u.EventID)
+			metas = append(metas, plainMetaObject(u.Meta))
+			hasMeta = hasMeta || len(u.Meta) > 0
+		}
+	}
+	md[MetaSourceEventIDs] = append(ids, obs.EventID)
+	if hasMeta || len(obs.Meta) > 0 {
+		md[MetaSourceMeta] = append(metas, plainMetaObject(obs.Meta))
+	}
+}
+
+// plainMetaObject is PlainMeta, and an empty object for no meta, so every entry
+// of MetaSourceMeta is an object.
+func plainMetaObject(meta map[string]any) map[string]any {
+	if m := PlainMeta(meta); m != nil {
+		return m
+	}
+	return map[string]any{}
+}
+
+// EpisodeStatement is the statement of an episode: what its vector embeds and the
+// last line of its text. In a conversation between named people (obs.Who names
+// someone, not just the role) it is the speaker and the whole utterance: questions
+// name people, and the cleaned statement drops the words a later question uses (on
+// LoCoMo this raised recall@10 from 47.2 to 51.6, BENCHMARKS.md). Otherwise it is
+// the decider's statement. The context messages are left out of the vector, so
+// consolidation compares what was said, not the overlapping conversation around it.
+func EpisodeStatement(obs Observation, ep Episode) string {
 	if who := strings.TrimSpace(obs.Who); who != "" && !strings.EqualFold(who, strings.TrimSpace(obs.Role)) {
 		return who + ": " + strings.TrimSpace(obs.Text)
 	}
 	return ep.Thing
+}
+
+// speakerLine is one context message: "who: text", with the role when no speaker
+// is named.
+func speakerLine(who, role, text string) string {
+	if who = strings.TrimSpace(who); who == "" {
+		who = strings.TrimSpace(role)
+	}
+	if who == "" {
+		return text
+	}
+	return who + ": " + text
 }
 
 // FactRecord builds the semantic record of f for (tenant, userID), without its

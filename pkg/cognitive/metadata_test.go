@@ -1,6 +1,7 @@
 package cognitive
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -20,5 +21,41 @@ func TestEpisodeTextNamesTheSpeaker(t *testing.T) {
 		if got := EpisodeRecord("t", "u", tc.obs, ep).Text; got != tc.want {
 			t.Errorf("%+v: text %q, want %q", tc.obs, got, tc.want)
 		}
+	}
+}
+
+// An episode keeps the messages said before it as its context: its text is the
+// exchange, its provenance every message of it (oldest first), and its statement,
+// which is embedded, the utterance alone.
+func TestEpisodeRecordKeepsTheExchange(t *testing.T) {
+	obs := Observation{
+		Role: "user", Who: "Caroline", Text: "I went to the support group yesterday.", EventID: "e3",
+		Meta: map[string]any{"dia_id": "D1:3"},
+		Before: []Utterance{
+			{Role: "user", Who: "Melanie", Text: "What did you do this week?", EventID: "e1", Meta: map[string]any{"dia_id": "D1:1"}},
+			{Role: "user", Who: "Melanie", Text: "  ", EventID: "e2"},
+			{Role: "assistant", Text: "Tell me more.", EventID: "e2b"},
+		},
+	}
+	ep := Episode{Write: true, Thing: "went to the support group", Who: "Caroline", Time: time.Unix(0, 0)}
+	rec := EpisodeRecord("t", "u", obs, ep)
+	wantText := "Melanie: What did you do this week?\nassistant: Tell me more.\nCaroline: I went to the support group yesterday."
+	if rec.Text != wantText {
+		t.Errorf("text %q, want %q", rec.Text, wantText)
+	}
+	if got, want := EpisodeStatement(obs, ep), "Caroline: I went to the support group yesterday."; got != want {
+		t.Errorf("statement %q, want %q", got, want)
+	}
+	if got := StringList(rec.Metadata[MetaSourceEventIDs]); !slices.Equal(got, []string{"e1", "e2b", "e3"}) {
+		t.Errorf("source_event_ids %q, want [e1 e2b e3]", got)
+	}
+	metas, _ := rec.Metadata[MetaSourceMeta].([]any)
+	if len(metas) != 3 || metas[0].(map[string]any)["dia_id"] != "D1:1" || metas[2].(map[string]any)["dia_id"] != "D1:3" {
+		t.Errorf("source_meta %v, want the dia ids of e1, e2b (none) and e3", metas)
+	}
+	alone := obs
+	alone.Before = nil
+	if again := EpisodeRecord("t", "u", alone, ep); again.ID != rec.ID {
+		t.Errorf("the id depends on the context: %s vs %s", again.ID, rec.ID)
 	}
 }

@@ -60,6 +60,17 @@ func PackItems(p events.ContextPack) []Item {
 	return out
 }
 
+// PackTokensAtK estimates the token_estimate of a pack of packTokens trimmed to
+// its first k ranked items (items as PackItems orders them): every later item is
+// taken out with its text's tokens plus one for its rendering (a "- " bullet and a
+// blank line). Never below zero.
+func PackTokensAtK(packTokens int, items []Item, k int) int {
+	for _, it := range items[min(k, len(items)):] {
+		packTokens -= it.Tokens + 1
+	}
+	return max(packTokens, 0)
+}
+
 // provenanceDiaIDs collects the dia ids of a provenance, in order, once each.
 func provenanceDiaIDs(p events.Provenance) []string {
 	var ids []string

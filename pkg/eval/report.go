@@ -75,6 +75,13 @@ type Report struct {
 	// ContextShareMean is the mean, over the questions, of pack tokens divided by the
 	// conversation's tokens, in percent.
 	ContextShareMean float64 `json:"context_share_percent_mean"`
+	// ContextTokensAtK and ContextShareAtK are the same for the pack an agent gets
+	// when it asks for k memories: the pack less its ranked items after the k-th
+	// (PackTokensAtK), keyed by k in decimal. The run asks for the largest k, so
+	// that recall@k is defined for every k; a recall@10 is paid for with the pack
+	// at 10, not with the one at 50.
+	ContextTokensAtK map[string]float64 `json:"context_tokens_at_k"`
+	ContextShareAtK  map[string]float64 `json:"context_share_percent_at_k"`
 	// StoredTurnsPercent is the share of turns that some episodic or semantic memory
 	// names in its provenance: what the write decision and extraction kept.
 	StoredTurnsPercent float64 `json:"stored_turns_percent"`
@@ -92,6 +99,7 @@ type Report struct {
 	storedTurns int
 	coverage    float64
 	ctx         struct{ tokens, conv, share float64 }
+	ctxAtK      []struct{ tokens, share float64 } // by k index
 }
 
 // QuestionResult is one question's outcome.
@@ -124,6 +132,7 @@ func newReport(ks []int, convs []Conversation) *Report {
 			}
 		}
 	}
+	r.ctxAtK = make([]struct{ tokens, share float64 }, len(ks))
 	r.acc = make([]accumulator, len(systemNames))
 	for i := range r.acc {
 		r.acc[i] = accumulator{recall: map[Category][]float64{}, tokens: make([]float64, len(ks)), n: map[Category]int{}}
@@ -143,6 +152,13 @@ func (r *Report) add(sample string, q Question, evidence []string, st EvidenceSt
 	r.ctx.conv += float64(convTokens)
 	if convTokens > 0 {
 		r.ctx.share += float64(packTokens) / float64(convTokens)
+	}
+	for ki, k := range r.Ks {
+		atK := PackTokensAtK(packTokens, results[0], k)
+		r.ctxAtK[ki].tokens += float64(atK)
+		if convTokens > 0 {
+			r.ctxAtK[ki].share += float64(atK) / float64(convTokens)
+		}
 	}
 	if len(evidence) == 0 {
 		r.Questions.NoEvidence++
@@ -240,6 +256,11 @@ func (r *Report) finish() {
 	r.ContextTokensMean = mean(r.ctx.tokens, r.Questions.Total)
 	r.ConversationTokensMean = mean(r.ctx.conv, r.Questions.Total)
 	r.ContextShareMean = pct(r.ctx.share, r.Questions.Total)
+	r.ContextTokensAtK, r.ContextShareAtK = map[string]float64{}, map[string]float64{}
+	for ki, k := range r.Ks {
+		r.ContextTokensAtK[strconv.Itoa(k)] = mean(r.ctxAtK[ki].tokens, r.Questions.Total)
+		r.ContextShareAtK[strconv.Itoa(k)] = pct(r.ctxAtK[ki].share, r.Questions.Total)
+	}
 	r.StoredTurnsPercent = pct(float64(r.storedTurns), r.Turns)
 	r.EvidenceStoredPercent = pct(r.coverage, r.Questions.Scored)
 }
@@ -303,6 +324,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		e.IDs, e.Joined, e.Repaired, e.Bare, e.Malformed, e.Unknown, e.Duplicate)
 	fmt.Fprintf(&b, "context: %.1f tokens per pack (mean), conversation %.1f tokens (mean), pack = %.1f%% of the conversation (mean)\n",
 		r.ContextTokensMean, r.ConversationTokensMean, r.ContextShareMean)
+	b.WriteString("context of the pack trimmed to k memories:")
+	for _, k := range r.Ks {
+		key := strconv.Itoa(k)
+		fmt.Fprintf(&b, " k=%d %.1f tokens (%.1f%%)", k, r.ContextTokensAtK[key], r.ContextShareAtK[key])
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "agentmem kept %.1f%% of the turns in some memory; %.1f%% of the evidence is kept (the ceiling of its recall)\n",
 		r.StoredTurnsPercent, r.EvidenceStoredPercent)
 	fmt.Fprintf(&b, "time: replay and consolidation %.1fs, questions %.1fs\n", r.ReplaySeconds, r.QuestionSeconds)

@@ -159,7 +159,7 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	types = slices.Clone(types)
 	slices.Sort(types)
 	types = slices.Compact(types)
-	perType := make([][]Ranked, len(types))
+	perType := make([]typeRecall, len(types))
 	errs := make([]error, len(types))
 	var wg sync.WaitGroup
 	for i, t := range types {
@@ -171,14 +171,20 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	out := slices.Concat(perType...)
+	if s.cfg.Rank.Mode == vectorstore.Sparse {
+		onOneScale(perType)
+	}
+	var out []Ranked
+	for _, tr := range perType {
+		out = append(out, tr.ranked...)
+	}
 	sortRanked(out)
 	return out, nil
 }
 
 // recallType is one type's share of recall: its best k (0: the type's default)
 // live records of base, re-ranked.
-func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vectorstore.MemoryType, query string, vec []float32, k int, now time.Time) ([]Ranked, error) {
+func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vectorstore.MemoryType, query string, vec []float32, k int, now time.Time) (typeRecall, error) {
 	if k == 0 {
 		k = s.defaultK(t)
 	}
@@ -188,7 +194,7 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	mode, want := s.cfg.Rank.Mode, k*recallOversample
 	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Mode: mode}, want, now)
 	if err != nil {
-		return nil, err
+		return typeRecall{}, err
 	}
 	ranked := make([]Ranked, 0, want)
 	for _, h := range hits {
@@ -199,11 +205,53 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 		// by dense similarity (an embedder still matches "study" to "student"),
 		// each below every keyword match.
 		if ranked, err = s.denseFill(ctx, f, vec, want, now, ranked); err != nil {
-			return nil, err
+			return typeRecall{}, err
 		}
 	}
 	sortRanked(ranked)
-	return ranked[:min(k, len(ranked))], nil
+	tr := typeRecall{ranked: ranked[:min(k, len(ranked))]}
+	if len(hits) > 0 {
+		tr.best = hits[0].Score
+	}
+	return tr, nil
+}
+
+// typeRecall is one type's share of a recall: its ranked records and, in sparse
+// mode, the raw BM25 score its relevances are relative to (0: no keyword match,
+// every record came from the dense fill).
+type typeRecall struct {
+	ranked []Ranked
+	best   float64
+}
+
+// onOneScale puts the types' sparse-mode scores on one scale. Each type's
+// relevance is its BM25 score over the type's best, but the BM25 corpus is the
+// user's whole partition, so raw scores compare across types: rescaled to the
+// best of all types, a semantic fact that matches the query weakly no longer
+// ranks with the best episode just because it is the best fact (interleaving by
+// per-type relevance cost LoCoMo recall@10 six points, BENCHMARKS.md). A type
+// without a keyword match keeps its dense fill under every keyword match. The
+// scores are linear in relevance, so rescaling them is exact.
+func onOneScale(types []typeRecall) {
+	best, weakest := 0.0, math.Inf(1)
+	for _, tr := range types {
+		best = max(best, tr.best)
+		if tr.best > 0 && len(tr.ranked) > 0 {
+			weakest = min(weakest, tr.ranked[len(tr.ranked)-1].Score*tr.best)
+		}
+	}
+	if best == 0 {
+		return
+	}
+	for _, tr := range types {
+		factor := tr.best / best
+		if tr.best == 0 {
+			factor = weakest / best / 2
+		}
+		for i := range tr.ranked {
+			tr.ranked[i].Score *= factor
+		}
+	}
 }
 
 // denseFill appends the dense hits not already ranked, with a relevance scaled

@@ -202,3 +202,36 @@ func TestSparseModeFallsBackToDenseBelowKeywordMatches(t *testing.T) {
 		t.Fatalf("ranked %v; want the keyword match (Rex) first and the n-gram match (student) below it", texts)
 	}
 }
+
+// In sparse mode the types share one BM25 scale: the best fact of a query that
+// shares only a name with it does not rank with the episode that answers it, as
+// it would if each type's best were its own 1.0.
+func TestSparseModeRanksTypesOnOneScale(t *testing.T) {
+	f := newFixture(t, memory.Config{Rank: memory.RankConfig{Mode: vectorstore.Sparse}})
+	ctx := context.Background()
+	add := func(text string, typ events.MemoryType) string {
+		rep, err := f.svc.Add(ctx, "acme", events.AddRequest{UserID: "u1", Text: text, MemoryType: typ, ChatID: "c1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.MemoryIDs[0]
+	}
+	episode := add("Caroline: I went to the LGBTQ support group yesterday and it was powerful.", events.MemoryEpisodic)
+	add("Melanie: The kids loved the beach trip.", events.MemoryEpisodic)
+	fact := add("Caroline likes brunch.", events.MemorySemantic)
+
+	ranked, err := f.svc.Recall(ctx, "acme", "u1", "When did Caroline go to the LGBTQ support group?", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	score := map[string]float64{}
+	for _, r := range ranked {
+		score[r.Record.ID] = r.Score
+	}
+	if len(ranked) == 0 || ranked[0].Record.ID != episode {
+		t.Fatalf("ranked %v, want the support-group episode first", score)
+	}
+	if s, ok := score[fact]; !ok || !(s < score[episode]/2) {
+		t.Fatalf("fact scored %v (found %v) against the episode's %v; want it recalled, under half the episode's score", s, ok, score[episode])
+	}
+}
