@@ -4,9 +4,11 @@
 package bm25
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -50,7 +52,7 @@ type posting struct {
 type Index struct {
 	p        Params
 	docLen   []int
-	avgLen   float64
+	norm     []float64            // per doc: BM25's length normalisation, computed once
 	postings map[string][]posting // sorted by doc
 }
 
@@ -62,12 +64,13 @@ func NewIndex(docs [][]string, p Params) *Index {
 	if p == (Params{}) || p.Validate() != nil {
 		p = DefaultParams()
 	}
-	ix := &Index{p: p, docLen: make([]int, len(docs)), postings: map[string][]posting{}}
+	ix := &Index{p: p, docLen: make([]int, len(docs)), norm: make([]float64, len(docs)), postings: map[string][]posting{}}
 	total := 0
+	tf := map[string]int{} // reused: one map for all docs
 	for d, toks := range docs {
 		ix.docLen[d] = len(toks)
 		total += len(toks)
-		tf := map[string]int{}
+		clear(tf)
 		for _, t := range toks {
 			tf[t]++
 		}
@@ -75,8 +78,15 @@ func NewIndex(docs [][]string, p Params) *Index {
 			ix.postings[t] = append(ix.postings[t], posting{doc: d, tf: n})
 		}
 	}
+	avgLen := 0.0
 	if len(docs) > 0 {
-		ix.avgLen = float64(total) / float64(len(docs))
+		avgLen = float64(total) / float64(len(docs))
+	}
+	for d, n := range ix.docLen {
+		ix.norm[d] = 1.0
+		if avgLen > 0 {
+			ix.norm[d] = 1 - p.B + p.B*float64(n)/avgLen
+		}
 	}
 	return ix
 }
@@ -106,20 +116,40 @@ func (ix *Index) Score(query []string, doc int) float64 {
 		ps := ix.postings[term]
 		i := sort.Search(len(ps), func(i int) bool { return ps[i].doc >= doc })
 		if i < len(ps) && ps[i].doc == doc {
-			score += ix.IDF(term) * ix.tfWeight(ps[i].tf, doc)
+			score += ix.termScore(ix.IDF(term), ps[i])
 		}
 	}
 	return score
 }
 
-// tfWeight is BM25's saturated, length-normalised term frequency.
-func (ix *Index) tfWeight(tf, doc int) float64 {
-	norm := 1.0
-	if ix.avgLen > 0 {
-		norm = 1 - ix.p.B + ix.p.B*float64(ix.docLen[doc])/ix.avgLen
+// Scores returns the BM25 score of every document for query, indexed by doc (0
+// for a document without a query term), equal bit for bit to Score's: each doc
+// sums the same terms in the same order. It walks the query terms' postings
+// once (term at a time), instead of looking every term up for every document.
+// dst is reused when it has the capacity.
+func (ix *Index) Scores(query []string, dst []float64) []float64 {
+	dst = slices.Grow(dst[:0], len(ix.docLen))[:len(ix.docLen)]
+	clear(dst)
+	for _, term := range distinct(query) {
+		ps := ix.postings[term]
+		if len(ps) == 0 {
+			continue
+		}
+		idf := ix.IDF(term)
+		for _, p := range ps {
+			dst[p.doc] += ix.termScore(idf, p)
+		}
 	}
-	f := float64(tf)
-	return f * (ix.p.K1 + 1) / (f + ix.p.K1*norm)
+	return dst
+}
+
+// termScore is one term's contribution to a document: its IDF times BM25's
+// saturated, length-normalised term frequency. The explicit conversion rounds the
+// product on its own, so no compiler fuses it with the caller's sum (an FMA) and
+// Score and Scores add exactly the same values.
+func (ix *Index) termScore(idf float64, p posting) float64 {
+	f := float64(p.tf)
+	return float64(idf * (f * (ix.p.K1 + 1) / (f + ix.p.K1*ix.norm[p.doc])))
 }
 
 // Search returns at most limit documents with a score above zero, highest score first
@@ -128,24 +158,17 @@ func (ix *Index) Search(query []string, limit int) []Result {
 	if limit <= 0 {
 		return nil
 	}
-	seen := map[int]bool{}
 	var results []Result
-	for _, term := range distinct(query) {
-		for _, p := range ix.postings[term] {
-			if seen[p.doc] {
-				continue
-			}
-			seen[p.doc] = true
-			if s := ix.Score(query, p.doc); s > 0 {
-				results = append(results, Result{Doc: p.doc, Score: s})
-			}
+	for d, s := range ix.Scores(query, nil) {
+		if s > 0 {
+			results = append(results, Result{Doc: d, Score: s})
 		}
 	}
-	sort.Slice(results, func(i, j int) bool {
-		if results[i].Score != results[j].Score {
-			return results[i].Score > results[j].Score
+	slices.SortFunc(results, func(a, b Result) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
 		}
-		return results[i].Doc < results[j].Doc
+		return cmp.Compare(a.Doc, b.Doc)
 	})
 	if len(results) > limit {
 		results = results[:limit]

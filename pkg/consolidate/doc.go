@@ -37,12 +37,15 @@
 //
 // # Hits (Runner.ApplyHits, C4, C5)
 //
-// A memory_hit event lists the memories one context pack used. Under the lease,
-// each listed record gets, in one UpdatePayload (so the record changes atomically
-// or not at all): hit_count + 1, the event id appended to metadata "hit_events"
-// (the last 32 ids), and for an episodic memory the reconsolidated text (the
-// query as the new context), its vector, and an entry {ts, context,
-// previous_text} appended to "updates". Time, chat_id and who are never in the
+// A memory_hit event lists the memories one context pack used. ApplyHits takes
+// one or more events of a namespace. Under the lease, each listed record gets, in
+// one UpdatePayload for all the events (so the record changes atomically or not
+// at all): hit_count + 1 per event, each event id appended to metadata
+// "hit_events" (the last 32 ids), and for an episodic memory one reconsolidation
+// per event, in order (the query as the new context), each appending an entry
+// {ts, context, previous_text} to "updates"; the final text is embedded once, and
+// not at all when it equals the stored one. Its history entries ("hit",
+// "reconsolidate" per event) go in one append. Time, chat_id and who are never in the
 // patch. A record whose "hit_events" already holds the event id is skipped, so a
 // redelivered event changes nothing. Ids that are not stored (deleted, merged,
 // expired) or are not memory ids are skipped and logged. The dedupe window is 32
@@ -89,7 +92,10 @@
 // The consolidator's durable consumer (bus.WorkerConsumer(bus.WorkerConsolidator))
 // runs through pkg/pipeline:
 //
-//   - memory_hit: Runner.ApplyHits;
+//   - memory_hit: Runner.ApplyHits, in batches: the hits of a namespace
+//     handled together (WorkerConfig.Concurrency in flight, the first waiting
+//     HitLinger for others) are applied in one call, and each event is acked
+//     once its batch is stored;
 //   - memory_written: the namespace is marked dirty in bucket NamespacesBucket
 //     (key "<tenant>.<user>", value the time the event was handled; the time of
 //     receipt is after the write, so a run started later has seen it). The value

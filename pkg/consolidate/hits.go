@@ -1,6 +1,7 @@
 package consolidate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,35 +26,35 @@ const HitEventWindow = 32
 // recallContext is the reconsolidation context of a hit without a query.
 const recallContext = "recalled in a context pack"
 
-// ApplyHits applies one memory_hit event of the namespace (SPEC C4, C5): under the
-// lease, each listed memory not yet hit by this event gets hit_count + 1 and, when
-// episodic, is reconsolidated with the query as the new context, all in one
-// update; then its "hit" and "reconsolidate" history entries are written. Ids
-// that are not stored (deleted, merged, expired) or are not memory ids are
-// skipped and logged. A hit of another namespace, or an event that is not a
-// memory_hit, fails with ErrInvalidInput. ErrLeaseHeld means: retry later.
-func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hit events.Envelope) error {
+// ApplyHits applies memory_hit events of the namespace (SPEC C4, C5), in the order
+// given: under one lease, each listed memory gets hit_count + 1 for every event
+// that has not hit it yet and, when episodic, is reconsolidated with each such
+// event's query as the new context, all in one update per memory; then its "hit"
+// and "reconsolidate" history entries are written. Applying several events at
+// once costs one read, one update and one history append per memory instead of
+// one per event, and re-embeds only a text that changed. Ids that are not stored
+// (deleted, merged, expired) or are not memory ids are skipped and logged. A hit
+// of another namespace, or an event that is not a memory_hit, fails the whole
+// call with ErrInvalidInput before anything is written. ErrLeaseHeld means: retry
+// later.
+func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...events.Envelope) error {
 	if err := validateNamespace(tenant, userID); err != nil {
 		return err
 	}
-	if hit.Type != events.TypeMemoryHit || hit.MemoryHit == nil {
-		return fmt.Errorf("%w: event %s is a %s, not a memory_hit", ErrInvalidInput, hit.ID, hit.Type)
-	}
-	if hit.Tenant != tenant || hit.UserID != userID {
-		return fmt.Errorf("%w: event %s belongs to %s/%s, not %s/%s", ErrInvalidInput, hit.ID, hit.Tenant, hit.UserID, tenant, userID)
-	}
-	if err := events.ValidateID("id", hit.ID); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
-	}
-	log := r.logger.With(obs.Tenant(tenant), obs.User(userID), obs.EventID(hit.ID))
+	log := r.logger.With(obs.Tenant(tenant), obs.User(userID))
 	var ids []string
-	for _, id := range hit.MemoryHit.MemoryIDs {
-		c, err := vectorstore.CanonicalID(id)
-		if err != nil {
-			log.Warn("hit names something that is not a memory id; skipped", zap.String("memory_id", id))
-			continue
+	for _, hit := range hits {
+		if err := validateHit(tenant, userID, hit); err != nil {
+			return err
 		}
-		ids = append(ids, c)
+		for _, id := range hit.MemoryHit.MemoryIDs {
+			c, err := vectorstore.CanonicalID(id)
+			if err != nil {
+				log.Warn("hit names something that is not a memory id; skipped", obs.EventID(hit.ID), zap.String("memory_id", id))
+				continue
+			}
+			ids = append(ids, c)
+		}
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -66,10 +67,15 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hit event
 			return fmt.Errorf("consolidate: read hit memories of %s/%s: %w", tenant, userID, err)
 		}
 		found := make(map[string]bool, len(recs))
+		plans := make([]hitPlan, 0, len(recs))
 		for _, rec := range recs {
 			found[rec.ID] = true
-			if err := r.applyHit(ctx, rec, hit, log); err != nil {
+			p, err := r.planHits(ctx, rec, hits, log)
+			if err != nil {
 				return err
+			}
+			if p.count > 0 {
+				plans = append(plans, p)
 			}
 		}
 		for _, id := range ids {
@@ -77,52 +83,144 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hit event
 				log.Info("hit memory is not stored (deleted, merged or expired); skipped", zap.String("memory_id", id))
 			}
 		}
+		if err := r.embedRewrites(ctx, plans); err != nil {
+			return err
+		}
+		for _, p := range plans {
+			if err := r.applyHitPlan(ctx, p, log); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }
 
-// applyHit counts hit on rec and reconsolidates it, once per event.
-func (r *Runner) applyHit(ctx context.Context, rec vectorstore.Record, hit events.Envelope, log *zap.Logger) error {
-	seen := cognitive.StringList(rec.Metadata[MetaHitEvents])
-	if slices.Contains(seen, hit.ID) {
-		log.Debug("hit already applied", zap.String("memory_id", rec.ID))
-		return nil
+// validateHit checks that hit is a valid memory_hit of the namespace.
+func validateHit(tenant, userID string, hit events.Envelope) error {
+	if hit.Type != events.TypeMemoryHit || hit.MemoryHit == nil {
+		return fmt.Errorf("%w: event %s is a %s, not a memory_hit", ErrInvalidInput, hit.ID, hit.Type)
 	}
-	seen = append(seen, hit.ID)
+	if hit.Tenant != tenant || hit.UserID != userID {
+		return fmt.Errorf("%w: event %s belongs to %s/%s, not %s/%s", ErrInvalidInput, hit.ID, hit.Tenant, hit.UserID, tenant, userID)
+	}
+	if err := events.ValidateID("id", hit.ID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return nil
+}
+
+// hitPlan is what the new hits of one memory change: one patch and the history
+// entries describing it.
+type hitPlan struct {
+	rec     vectorstore.Record
+	count   int // new (not yet applied) events hitting rec
+	patch   vectorstore.Patch
+	changes []events.Change
+}
+
+// planHits folds the events of hits that list rec and have not hit it yet into
+// one patch: hit_count + their number, their ids appended to hit_events (the last
+// HitEventWindow kept) and, for an episodic memory, one reconsolidation per event
+// in order, each rewriting the previous one's text. The vector is left to
+// embedRewrites.
+func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []events.Envelope, log *zap.Logger) (hitPlan, error) {
+	p := hitPlan{rec: rec}
+	seen := cognitive.StringList(rec.Metadata[MetaHitEvents])
+	var updates []any
+	text := rec.Text
+	now := r.deps.Now().UTC()
+	for _, hit := range hits {
+		if !listsMemory(hit, rec.ID) {
+			continue
+		}
+		if slices.Contains(seen, hit.ID) {
+			log.Debug("hit already applied", obs.EventID(hit.ID), zap.String("memory_id", rec.ID))
+			continue
+		}
+		seen = append(seen, hit.ID)
+		p.count++
+		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit, Text: text,
+			Detail: map[string]any{"event_id": hit.ID, "query": hit.MemoryHit.Query, "hit_count": rec.HitCount + p.count}})
+		if rec.MemoryType != vectorstore.Episodic {
+			continue
+		}
+		newContext := cmp.Or(hit.MemoryHit.Query, recallContext)
+		cur := rec
+		cur.Text = text
+		next, err := r.deps.Reconsolidator.Reconsolidate(ctx, cur, newContext)
+		if err != nil {
+			return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
+		}
+		if updates == nil {
+			updates = cognitive.AnyList(rec.Metadata[cognitive.MetaUpdates])
+		}
+		updates = append(updates, map[string]any{
+			cognitive.UpdateTS:           now.Format(time.RFC3339Nano),
+			cognitive.UpdateContext:      newContext,
+			cognitive.UpdatePreviousText: text,
+		})
+		p.changes = append(p.changes, events.Change{TS: now, Op: OpReconsolidate, Text: next,
+			Detail: map[string]any{cognitive.UpdateContext: newContext, cognitive.UpdatePreviousText: text}})
+		text = next
+	}
+	if p.count == 0 {
+		return p, nil
+	}
 	if len(seen) > HitEventWindow {
 		seen = seen[len(seen)-HitEventWindow:]
 	}
-	patch := vectorstore.Patch{HitCountDelta: 1, Metadata: map[string]any{MetaHitEvents: cognitive.ToAnyList(seen)}}
-	now := r.deps.Now().UTC()
-	newContext := hit.MemoryHit.Query
-	if newContext == "" {
-		newContext = recallContext
+	// The rewrite goes into the same patch as the count, so a crash cannot leave
+	// a counted hit without its reconsolidation (or the reverse).
+	p.patch = vectorstore.Patch{HitCountDelta: p.count, Metadata: map[string]any{MetaHitEvents: cognitive.ToAnyList(seen)}}
+	if updates != nil {
+		p.patch.Text = &text
+		p.patch.Metadata[cognitive.MetaThing] = text
+		p.patch.Metadata[cognitive.MetaUpdates] = updates
 	}
-	var update map[string]any
-	if rec.MemoryType == vectorstore.Episodic {
-		// The rewrite goes into the same patch as the count, so a crash cannot leave
-		// a counted hit without its reconsolidation (or the reverse).
-		text, err := r.deps.Reconsolidator.Reconsolidate(ctx, rec, newContext)
-		if err != nil {
-			return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
+	return p, nil
+}
+
+// listsMemory reports whether hit names the memory id (in any spelling).
+func listsMemory(hit events.Envelope, id string) bool {
+	return slices.ContainsFunc(hit.MemoryHit.MemoryIDs, func(x string) bool {
+		c, err := vectorstore.CanonicalID(x)
+		return err == nil && c == id
+	})
+}
+
+// embedRewrites sets the vector of every plan whose text changed, in one Embed
+// call. A text rewritten back to what it was keeps its stored vector: embedding
+// is deterministic, so it would only cost time.
+func (r *Runner) embedRewrites(ctx context.Context, plans []hitPlan) error {
+	var (
+		texts []string
+		which []int
+	)
+	for i, p := range plans {
+		if p.patch.Text != nil && *p.patch.Text != p.rec.Text {
+			texts, which = append(texts, *p.patch.Text), append(which, i)
 		}
-		vecs, err := r.deps.Embedder.Embed(ctx, []string{text})
-		if err != nil {
-			return fmt.Errorf("consolidate: embed reconsolidated %s: %w", rec.ID, err)
-		}
-		if len(vecs) != 1 {
-			return fmt.Errorf("consolidate: embed reconsolidated %s: %d vectors for 1 text", rec.ID, len(vecs))
-		}
-		update = map[string]any{
-			cognitive.UpdateTS:           now.Format(time.RFC3339Nano),
-			cognitive.UpdateContext:      newContext,
-			cognitive.UpdatePreviousText: rec.Text,
-		}
-		patch.Text, patch.Vector = &text, vecs[0]
-		patch.Metadata[cognitive.MetaThing] = text
-		patch.Metadata[cognitive.MetaUpdates] = append(cognitive.AnyList(rec.Metadata[cognitive.MetaUpdates]), update)
 	}
-	err := r.deps.Vectors.UpdatePayload(ctx, rec.Tenant, rec.UserID, rec.ID, patch)
+	if len(texts) == 0 {
+		return nil
+	}
+	vecs, err := r.deps.Embedder.Embed(ctx, texts)
+	if err != nil {
+		return fmt.Errorf("consolidate: embed %d reconsolidated memories: %w", len(texts), err)
+	}
+	if len(vecs) != len(texts) {
+		return fmt.Errorf("consolidate: embed reconsolidated memories: %d vectors for %d texts", len(vecs), len(texts))
+	}
+	for j, i := range which {
+		plans[i].patch.Vector = vecs[j]
+	}
+	return nil
+}
+
+// applyHitPlan writes one memory's patch, then its history.
+func (r *Runner) applyHitPlan(ctx context.Context, p hitPlan, log *zap.Logger) error {
+	rec := p.rec
+	err := r.deps.Vectors.UpdatePayload(ctx, rec.Tenant, rec.UserID, rec.ID, p.patch)
 	if errors.Is(err, vectorstore.ErrNotFound) {
 		// Deleted or expired since the read (deletes do not take the lease).
 		log.Info("hit memory vanished before the update; skipped", zap.String("memory_id", rec.ID))
@@ -131,11 +229,6 @@ func (r *Runner) applyHit(ctx context.Context, rec vectorstore.Record, hit event
 	if err != nil {
 		return fmt.Errorf("consolidate: count hit on %s: %w", rec.ID, err)
 	}
-	r.appendHistory(ctx, rec.Tenant, rec.UserID, rec.ID, events.Change{TS: now, Op: OpHit, Text: rec.Text,
-		Detail: map[string]any{"event_id": hit.ID, "query": hit.MemoryHit.Query, "hit_count": rec.HitCount + 1}})
-	if update != nil {
-		r.appendHistory(ctx, rec.Tenant, rec.UserID, rec.ID, events.Change{TS: now, Op: OpReconsolidate, Text: *patch.Text,
-			Detail: map[string]any{cognitive.UpdateContext: newContext, cognitive.UpdatePreviousText: rec.Text}})
-	}
+	r.appendHistory(ctx, rec.Tenant, rec.UserID, rec.ID, p.changes...)
 	return nil
 }

@@ -163,3 +163,85 @@ func TestHitEventsWindowIsBounded(t *testing.T) {
 		t.Errorf("hit_count %d, want %d", got.HitCount, len(ids))
 	}
 }
+
+// Property (C4, C5): applying deliveries in batches leaves a memory, its updates
+// and its history exactly as applying them one at a time does. Two users hold the
+// same episode; u1 gets the deliveries one by one, u2 in random batches.
+func TestPropertyBatchedHitsEqualOneByOne(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, "", nil)
+	ctx := testCtx(t)
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		n++
+		chat := fmt.Sprintf("chat%d", n)
+		one := e.episode(t, user, chat, base, student)
+		batched := e.episode(t, "u2", chat, base, student)
+		pool := rapid.IntRange(1, 5).Draw(rt, "distinct events")
+		hitsOne, hitsBatched := make([]events.Envelope, pool), make([]events.Envelope, pool)
+		for i := range pool {
+			// Two queries only, so consecutive rewrites are sometimes identical.
+			q := fmt.Sprintf("query %d", rapid.IntRange(0, 1).Draw(rt, "query"))
+			hitsOne[i], hitsBatched[i] = hitEvent(user, q, one.ID), hitEvent("u2", q, batched.ID)
+		}
+		order := rapid.SliceOfN(rapid.IntRange(0, pool-1), 1, 12).Draw(rt, "deliveries")
+		for _, i := range order {
+			if err := r.ApplyHits(ctx, tenant, user, hitsOne[i]); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		for rest := order; len(rest) > 0; {
+			k := rapid.IntRange(1, len(rest)).Draw(rt, "batch size")
+			var batch []events.Envelope
+			for _, i := range rest[:k] {
+				batch = append(batch, hitsBatched[i])
+			}
+			if err := r.ApplyHits(ctx, tenant, "u2", batch...); err != nil {
+				rt.Fatal(err)
+			}
+			rest = rest[k:]
+		}
+		a, b := e.get(t, user, one.ID), e.get(t, "u2", batched.ID)
+		if a.HitCount != b.HitCount || a.Text != b.Text || a.Metadata[cognitive.MetaThing] != b.Metadata[cognitive.MetaThing] {
+			rt.Fatalf("one by one: count %d text %q; batched: count %d text %q", a.HitCount, a.Text, b.HitCount, b.Text)
+		}
+		if cognitive.Similarity(a.Vector, b.Vector) < 0.9999 {
+			rt.Fatal("batched vector differs from the one-by-one vector")
+		}
+		if ua, ub := updateTrail(a), updateTrail(b); !slices.Equal(ua, ub) {
+			rt.Fatalf("updates one by one %v, batched %v", ua, ub)
+		}
+		if ha, hb := len(strs(a.Metadata[consolidate.MetaHitEvents])), len(strs(b.Metadata[consolidate.MetaHitEvents])); ha != hb {
+			rt.Fatalf("hit_events: %d one by one, %d batched", ha, hb)
+		}
+		if ha, hb := e.history(t, user, one.ID), e.history(t, "u2", batched.ID); !slices.Equal(ha, hb) {
+			rt.Fatalf("history one by one %v, batched %v", ha, hb)
+		}
+	})
+}
+
+// updateTrail is a record's updates as "context|previous text" (their ts differ).
+func updateTrail(r vectorstore.Record) []string {
+	var out []string
+	for _, u := range cognitive.AnyList(r.Metadata[cognitive.MetaUpdates]) {
+		m, _ := u.(map[string]any)
+		out = append(out, fmt.Sprint(m[cognitive.UpdateContext], "|", m[cognitive.UpdatePreviousText]))
+	}
+	return out
+}
+
+// A batch holding an event of another namespace is rejected before anything is
+// written.
+func TestApplyHitsRejectsAMixedBatch(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(t, "", nil)
+	ctx := testCtx(t)
+	ep := e.episode(t, user, "c1", base, student)
+	mixed := []events.Envelope{hitEvent(user, "q", ep.ID), hitEvent("u2", "q", ep.ID)}
+	if err := r.ApplyHits(ctx, tenant, user, mixed...); !errors.Is(err, consolidate.ErrInvalidInput) {
+		t.Fatalf("mixed batch: %v, want ErrInvalidInput", err)
+	}
+	if got := e.get(t, user, ep.ID); got.HitCount != 0 || got.Text != ep.Text {
+		t.Errorf("after a rejected batch: hit_count %d, text %q; want it untouched", got.HitCount, got.Text)
+	}
+}

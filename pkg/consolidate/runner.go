@@ -48,9 +48,9 @@ const (
 )
 
 // History records the changes of a memory (SPEC C2 history); pkg/memory's
-// HistoryLog implements it.
+// HistoryLog implements it. Append records changes in order, all or none.
 type History interface {
-	Append(ctx context.Context, tenant, userID, memoryID string, ch events.Change) error
+	Append(ctx context.Context, tenant, userID, memoryID string, changes ...events.Change) error
 }
 
 // Sweeper deletes a namespace's expired memory items and says how many (SPEC D4);
@@ -378,11 +378,15 @@ func (r *Runner) scroll(ctx context.Context, f vectorstore.Filter) ([]vectorstor
 	}
 }
 
-// appendHistory records ch for memory id. History follows the change it
+// appendHistory records changes for memory id. History follows the change it
 // describes, so a failure is logged and not retried (see the package doc).
-func (r *Runner) appendHistory(ctx context.Context, tenant, userID, id string, ch events.Change) {
-	if err := r.deps.History.Append(ctx, tenant, userID, id, ch); err != nil {
+func (r *Runner) appendHistory(ctx context.Context, tenant, userID, id string, changes ...events.Change) {
+	if err := r.deps.History.Append(ctx, tenant, userID, id, changes...); err != nil {
+		ops := make([]string, len(changes))
+		for i, ch := range changes {
+			ops[i] = ch.Op
+		}
 		r.logger.Warn("could not record memory history", obs.Tenant(tenant), obs.User(userID),
-			zap.String("memory_id", id), zap.String("op", ch.Op), zap.Error(err))
+			zap.String("memory_id", id), zap.Strings("ops", ops), zap.Error(err))
 	}
 }

@@ -24,6 +24,11 @@ const (
 	DefaultNamespacesBucket = "agentmem_namespaces"
 	DefaultLeaseWait        = 20 * time.Second
 	DefaultLeasePoll        = 100 * time.Millisecond
+	// DefaultConcurrency is high because memory_hit events of one namespace in
+	// flight together are applied as one batch (see hitBatcher): more in flight
+	// means fewer, larger batches when context requests come fast.
+	DefaultConcurrency = 32
+	DefaultHitLinger   = 50 * time.Millisecond
 )
 
 // WorkerConfig configures the consolidator Worker. Zero fields take the defaults
@@ -31,7 +36,8 @@ const (
 type WorkerConfig struct {
 	// Consumer is the durable; default bus.WorkerConsumer(bus.WorkerConsolidator, defaults).
 	Consumer bus.ConsumerSpec
-	// Concurrency is how many events one replica handles at once; default 4.
+	// Concurrency is how many events one replica handles at once; default
+	// DefaultConcurrency.
 	Concurrency int
 	// Router configures retries and the per-attempt timeout of a handler.
 	Router bus.RouterConfig
@@ -47,6 +53,11 @@ type WorkerConfig struct {
 	// LeasePoll is the pause between lease attempts while waiting (jittered);
 	// default 100ms.
 	LeasePoll time.Duration
+	// HitLinger is how long a namespace's batch of memory_hit events stays open
+	// for more events before it is applied; default 50ms. Context requests each
+	// publish one hit, so without it a busy namespace is updated (read, write,
+	// history) once per request; with it, once per linger for all of them.
+	HitLinger time.Duration
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -65,6 +76,12 @@ func (c *WorkerConfig) setDefaults() {
 	if c.LeasePoll == 0 {
 		c.LeasePoll = DefaultLeasePoll
 	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.HitLinger == 0 {
+		c.HitLinger = DefaultHitLinger
+	}
 }
 
 // Validate reports what is wrong with the configuration (after defaults), naming
@@ -80,6 +97,8 @@ func (c WorkerConfig) Validate() error {
 		return fmt.Errorf("%w: LeaseWait is %s, want >= 0", ErrInvalidConfig, c.LeaseWait)
 	case c.LeasePoll < 0:
 		return fmt.Errorf("%w: LeasePoll is %s, want > 0", ErrInvalidConfig, c.LeasePoll)
+	case c.HitLinger < 0:
+		return fmt.Errorf("%w: HitLinger is %s, want > 0", ErrInvalidConfig, c.HitLinger)
 	case c.Concurrency < 0:
 		return fmt.Errorf("%w: Concurrency is %d, want >= 0", ErrInvalidConfig, c.Concurrency)
 	}
@@ -103,6 +122,7 @@ type Worker struct {
 	pw     *pipeline.Worker
 	logger *zap.Logger
 	dirty  jetstream.KeyValue // set by Run before any handler runs
+	hits   hitBatcher
 }
 
 // NewWorker returns a Worker; nothing connects before Run.
@@ -118,6 +138,10 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 		logger = zap.NewNop()
 	}
 	w := &Worker{cfg: cfg, deps: deps, logger: logger.With(obs.Worker(bus.WorkerConsolidator))}
+	w.hits.linger = cfg.HitLinger
+	w.hits.apply = func(ctx context.Context, tenant, userID string, hits []events.Envelope) error {
+		return w.waitLease(ctx, func() error { return deps.Runner.ApplyHits(ctx, tenant, userID, hits...) })
+	}
 	pw, err := pipeline.New(pipeline.Config{
 		Worker:      bus.WorkerConsolidator,
 		Consumer:    cfg.Consumer,
@@ -165,7 +189,7 @@ func (w *Worker) handle(ctx context.Context, env events.Envelope) error {
 	var err error
 	switch env.Type {
 	case events.TypeMemoryHit:
-		err = w.waitLease(ctx, func() error { return w.deps.Runner.ApplyHits(ctx, env.Tenant, env.UserID, env) })
+		err = w.hits.do(ctx, env)
 	case events.TypeMemoryWritten:
 		err = w.markDirty(ctx, env.Tenant, env.UserID)
 	case events.TypeConsolidateRequested:

@@ -292,8 +292,7 @@ func (s *Store) RecentDailyNotes(ctx context.Context, ns Namespace, days int) ([
 	now := s.now()
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	oldest := today.AddDate(0, 0, -(days - 1))
-	// One listing instead of a read per day: a wide window costs nothing extra.
-	names, err := s.b.List(ctx, ns, "")
+	names, err := s.listNotes(ctx, ns, oldest, today)
 	if err != nil {
 		return nil, fmt.Errorf("docstore: list daily notes: %w", err)
 	}
@@ -314,6 +313,34 @@ func (s *Store) RecentDailyNotes(ctx context.Context, ns Namespace, days int) ([
 	}
 	sort.Slice(notes, func(i, j int) bool { return notes[i].Day.After(notes[j].Day) })
 	return notes, nil
+}
+
+// maxNoteMonths is the widest window, in month directories, that RecentDailyNotes
+// lists month by month; a wider one lists the namespace once.
+const maxNoteMonths = 2
+
+// listNotes lists the files that may be daily notes of days from oldest to
+// today: one listing instead of a read per day. A window of a month or two (the
+// usual few days) lists just those YYYYMM directories rather than the whole
+// namespace with its backups, which a context request would otherwise walk.
+func (s *Store) listNotes(ctx context.Context, ns Namespace, oldest, today time.Time) ([]string, error) {
+	first := time.Date(oldest.Year(), oldest.Month(), 1, 0, 0, 0, 0, time.UTC)
+	var months []string
+	for m := first; !m.After(today); m = m.AddDate(0, 1, 0) {
+		months = append(months, m.Format("200601"))
+	}
+	if len(months) > maxNoteMonths {
+		return s.b.List(ctx, ns, "")
+	}
+	var names []string
+	for _, m := range months {
+		l, err := s.b.List(ctx, ns, m)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, l...)
+	}
+	return names, nil
 }
 
 // Replace overwrites a Markdown file (MEMORY.md, a topic file or a daily note)

@@ -43,41 +43,75 @@ func historyKey(tenant, userID, memoryID string) (string, error) {
 	return tenant + "." + userID + "." + id, nil
 }
 
-// Append adds ch to the memory's history. ch.Op and ch.TS are required.
-func (h *HistoryLog) Append(ctx context.Context, tenant, userID, memoryID string, ch events.Change) error {
+// Append adds changes to the memory's history, in order, in one compare-and-set;
+// each needs Op and TS. The stored changes are kept as raw JSON, not decoded: an
+// append costs a scan of the value, not a decode and re-encode of every change.
+func (h *HistoryLog) Append(ctx context.Context, tenant, userID, memoryID string, changes ...events.Change) error {
 	key, err := historyKey(tenant, userID, memoryID)
 	if err != nil {
 		return err
 	}
-	if ch.Op == "" {
-		return invalidf("change op is required")
+	add := make([]json.RawMessage, len(changes))
+	for i, ch := range changes {
+		if ch.Op == "" {
+			return invalidf("change op is required")
+		}
+		if ch.TS.IsZero() {
+			return invalidf("change ts is required")
+		}
+		if add[i], err = json.Marshal(ch); err != nil {
+			return fmt.Errorf("memory: encode history change of %s: %w", key, err)
+		}
 	}
-	if ch.TS.IsZero() {
-		return invalidf("change ts is required")
+	if len(add) == 0 {
+		return nil
 	}
 	_, err = bus.UpdateKV(ctx, h.kv, key, 0, func(old []byte, exists bool) ([]byte, error) {
-		var changes []events.Change
+		var list []json.RawMessage
 		if exists {
-			if err := json.Unmarshal(old, &changes); err != nil {
+			if err := json.Unmarshal(old, &list); err != nil {
 				return nil, fmt.Errorf("memory: history %s is not a change list: %w", key, err)
 			}
+			for _, c := range list {
+				if len(c) == 0 || c[0] != '{' {
+					return nil, fmt.Errorf("memory: history %s is not a change list: holds %.20s", key, c)
+				}
+			}
 		}
-		changes = append(changes, ch)
-		if len(changes) > h.max {
-			changes = changes[len(changes)-h.max:]
+		list = append(list, add...)
+		if len(list) > h.max {
+			list = list[len(list)-h.max:]
 		}
 		for {
-			data, err := json.Marshal(changes)
-			if err != nil || len(data) <= maxHistoryBytes || len(changes) == 1 {
-				return data, err
+			data := joinJSON(list)
+			if len(data) <= maxHistoryBytes || len(list) == 1 {
+				return data, nil
 			}
-			changes = changes[max(1, len(changes)/8):]
+			list = list[max(1, len(list)/8):]
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("memory: append history %s: %w", key, err)
 	}
 	return nil
+}
+
+// joinJSON encodes list as a JSON array of its (valid, compact) elements, as
+// json.Marshal would, without validating and compacting each element again.
+func joinJSON(list []json.RawMessage) []byte {
+	n := 2 + len(list)
+	for _, c := range list {
+		n += len(c)
+	}
+	data := make([]byte, 0, n)
+	data = append(data, '[')
+	for i, c := range list {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, c...)
+	}
+	return append(data, ']')
 }
 
 // List returns the memory's changes, oldest first; nil when it has none.

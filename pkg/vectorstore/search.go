@@ -91,10 +91,10 @@ func sparseRanking(p *partition, terms []string, candidates []int, depth int) []
 	if len(terms) == 0 {
 		return nil
 	}
-	ix := p.index()
+	scores := p.index().Scores(terms, nil)
 	var out []ranked
 	for _, i := range candidates {
-		if sc := ix.Score(terms, i); sc > 0 {
+		if sc := scores[i]; sc > 0 {
 			out = append(out, ranked{p.entries[i].rid, i, sc})
 		}
 	}

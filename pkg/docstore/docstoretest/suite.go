@@ -629,11 +629,9 @@ func testRecentDailyNotesWindow(t *testing.T, b docstore.Backend) {
 	clk := NewClock()
 	s := newStore(t, b, docstore.Config{Now: clk.Now})
 	today := Start
-	// Notes 6 days ago to tomorrow, except yesterday.
-	for d := -6; d <= 1; d++ {
-		if d == -1 {
-			continue
-		}
+	// Notes 6 days ago to tomorrow, except yesterday, and two in earlier months:
+	// windows of one, two and four month directories.
+	for _, d := range []int{-83, -26, -6, -5, -4, -3, -2, 0, 1} {
 		clk.Set(today.AddDate(0, 0, d))
 		if _, err := s.AppendToday(ctx, ns, fmt.Sprintf("note of day %d", d)); err != nil {
 			t.Fatal(err)
@@ -650,7 +648,7 @@ func testRecentDailyNotesWindow(t *testing.T, b docstore.Backend) {
 			t.Fatalf("RecentDailyNotes(%d) gave %d notes, want %d", days, len(notes), len(wantDays))
 		}
 		for i, d := range wantDays {
-			day := time.Date(2026, 11, 23+d, 0, 0, 0, 0, time.UTC)
+			day := time.Date(2026, 11, 23+d, 0, 0, 0, 0, time.UTC) // normalised across months
 			n := notes[i]
 			if !n.Day.Equal(day) || n.Name != markdown.DailyNoteName(day) || !strings.Contains(n.Content, fmt.Sprintf("note of day %d", d)) {
 				t.Fatalf("RecentDailyNotes(%d)[%d] = %+v, want the note of %s", days, i, n, day.Format(time.DateOnly))
@@ -660,7 +658,8 @@ func testRecentDailyNotesWindow(t *testing.T, b docstore.Backend) {
 	check(0)
 	check(1, 0)
 	check(3, 0, -2)
-	check(30, 0, -2, -3, -4, -5, -6)
+	check(30, 0, -2, -3, -4, -5, -6, -26)
+	check(90, 0, -2, -3, -4, -5, -6, -26, -83)
 }
 
 func testPolicyOverrides(t *testing.T, b docstore.Backend) {
