@@ -26,22 +26,26 @@ import (
 )
 
 // Keyword rules for loading topic files on demand (SPEC A5). A query term (after
-// bm25.Tokenize: lower case, plurals of words longer than four letters folded) from
-// fileStructureTerms loads file_patterns.md; one from preferenceTerms loads
-// user_prefs.md. Both can apply; an empty query loads neither.
+// bm25.Tokenize: lower case, stemmed) from fileStructureTerms loads file_patterns.md;
+// one from preferenceTerms loads user_prefs.md. Both can apply; an empty query loads
+// neither.
 var (
 	fileStructureTerms = termSet("file", "table", "sheet", "spreadsheet", "worksheet", "workbook", "tab",
-		"column", "col", "row", "rows", "csv", "tsv", "xlsx", "xls", "parquet", "schema", "field",
+		"column", "col", "row", "csv", "tsv", "xlsx", "xls", "parquet", "schema", "field",
 		"header", "dataset", "datatype", "dtype", "structure", "record")
-	preferenceTerms = termSet("format", "formatting", "style", "chart", "plot", "graph", "prefer",
-		"prefers", "preferred", "preference", "color", "colour", "font", "layout", "output", "theme",
-		"decimal", "favorite", "favourite")
+	preferenceTerms = termSet("format", "style", "chart", "plot", "graph", "prefer", "preferred",
+		"preference", "color", "colour", "font", "layout", "output", "theme", "decimal", "favorite",
+		"favourite")
 )
 
-func termSet(terms ...string) map[string]bool {
-	m := make(map[string]bool, len(terms))
-	for _, t := range terms {
-		m[t] = true
+// termSet holds the index terms of words, so that the words match a query however
+// the tokenizer stems them ("tables" and "table" alike).
+func termSet(words ...string) map[string]bool {
+	m := make(map[string]bool, len(words))
+	for _, w := range words {
+		for _, t := range bm25.Tokenize(w) {
+			m[t] = true
+		}
 	}
 	return m
 }

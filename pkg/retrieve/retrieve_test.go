@@ -235,6 +235,17 @@ func TestContextTopicsOnDemand(t *testing.T) { // SPEC A5
 	if got := topics("what chart style do I like?"); !slices.Equal(got, []string{"user_prefs=Prefers bar charts in dark theme.\n"}) {
 		t.Errorf("preference query loaded %q", got)
 	}
+	// Inflected forms match as the listed words do (the rules go through the tokenizer).
+	for _, q := range []string{"what is in the tables?", "how is that structured?", "which records?"} {
+		if got := topics(q); !slices.Equal(got, []string{"file_patterns=Sales files: columns date, product, qty.\n"}) {
+			t.Errorf("file structure query %q loaded %q", q, got)
+		}
+	}
+	for _, q := range []string{"which formatting do I prefer?", "my preferences?", "what are my favorites?"} {
+		if got := topics(q); !slices.Equal(got, []string{"user_prefs=Prefers bar charts in dark theme.\n"}) {
+			t.Errorf("preference query %q loaded %q", q, got)
+		}
+	}
 	if got := topics("hello there"); len(got) != 0 {
 		t.Errorf("unrelated query loaded %q", got)
 	}
