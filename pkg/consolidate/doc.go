@@ -42,10 +42,11 @@
 // one UpdatePayload for all the events (so the record changes atomically or not
 // at all): hit_count + 1 per event, each event id appended to metadata
 // "hit_events" (the last 32 ids), and for an episodic memory one reconsolidation
-// per event, in order (the query as the new context), each appending an entry
-// {ts, context, previous_text} to "updates"; the final text is embedded once, and
-// not at all when it equals the stored one. Its history entries ("hit",
-// "reconsolidate" per event) go in one append. Time, chat_id and who are never in the
+// for the call (the newest new event's query as the new context), appending one
+// entry {ts, context, previous_text} to "updates"; the new text is embedded, unless
+// it equals the stored one. A burst of uses is one reconsolidation: one per use
+// would store a copy of the whole previous text per context request. Its history
+// entries ("hit" per event, one "reconsolidate") go in one append. Time, chat_id and who are never in the
 // patch. A record whose "hit_events" already holds the event id is skipped, so a
 // redelivered event changes nothing. Ids that are not stored (deleted, merged,
 // expired) or are not memory ids are skipped and logged. The dedupe window is 32

@@ -28,9 +28,9 @@ const recallContext = "recalled in a context pack"
 
 // ApplyHits applies memory_hit events of the namespace (SPEC C4, C5), in the order
 // given: under one lease, each listed memory gets hit_count + 1 for every event
-// that has not hit it yet and, when episodic, is reconsolidated with each such
-// event's query as the new context, all in one update per memory; then its "hit"
-// and "reconsolidate" history entries are written. Applying several events at
+// that has not hit it yet and, when episodic, is reconsolidated once with the
+// newest such event's query as the new context (see planHits), all in one update
+// per memory; then its "hit" and "reconsolidate" history entries are written. Applying several events at
 // once costs one read, one update and one history append per memory instead of
 // one per event, and re-embeds only a text that changed. Ids that are not stored
 // (deleted, merged, expired) or are not memory ids are skipped and logged. A hit
@@ -119,16 +119,19 @@ type hitPlan struct {
 }
 
 // planHits folds the events of hits that list rec and have not hit it yet into
-// one patch: hit_count + their number, their ids appended to hit_events (the last
-// HitEventWindow kept) and, for an episodic memory, one reconsolidation per event
-// in order, each rewriting the previous one's text. The vector is left to
-// embedRewrites.
+// one patch: hit_count + their number (SPEC C4: each event counts once) and their
+// ids appended to hit_events (the last HitEventWindow kept). An episodic memory is
+// reconsolidated once for the whole batch, with the query of its newest use as the
+// new context (SPEC C5: time, chat and who untouched, one more updates entry).
+// Once per use would append an updates entry, with the whole previous text, for
+// every context request: a memory used a thousand times in a burst would carry a
+// thousand copies of itself, and every update would rewrite them all. The vector
+// is left to embedRewrites.
 func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []events.Envelope, log *zap.Logger) (hitPlan, error) {
 	p := hitPlan{rec: rec}
 	seen := cognitive.StringList(rec.Metadata[MetaHitEvents])
-	var updates []any
-	text := rec.Text
 	now := r.deps.Now().UTC()
+	var newest *events.MemoryHit
 	for _, hit := range hits {
 		if !listsMemory(hit, rec.ID) {
 			continue
@@ -139,29 +142,9 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		}
 		seen = append(seen, hit.ID)
 		p.count++
-		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit, Text: text,
+		newest = hit.MemoryHit
+		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit, Text: rec.Text,
 			Detail: map[string]any{"event_id": hit.ID, "query": hit.MemoryHit.Query, "hit_count": rec.HitCount + p.count}})
-		if rec.MemoryType != vectorstore.Episodic {
-			continue
-		}
-		newContext := cmp.Or(hit.MemoryHit.Query, recallContext)
-		cur := rec
-		cur.Text = text
-		next, err := r.deps.Reconsolidator.Reconsolidate(ctx, cur, newContext)
-		if err != nil {
-			return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
-		}
-		if updates == nil {
-			updates = cognitive.AnyList(rec.Metadata[cognitive.MetaUpdates])
-		}
-		updates = append(updates, map[string]any{
-			cognitive.UpdateTS:           now.Format(time.RFC3339Nano),
-			cognitive.UpdateContext:      newContext,
-			cognitive.UpdatePreviousText: text,
-		})
-		p.changes = append(p.changes, events.Change{TS: now, Op: OpReconsolidate, Text: next,
-			Detail: map[string]any{cognitive.UpdateContext: newContext, cognitive.UpdatePreviousText: text}})
-		text = next
 	}
 	if p.count == 0 {
 		return p, nil
@@ -172,11 +155,24 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	// The rewrite goes into the same patch as the count, so a crash cannot leave
 	// a counted hit without its reconsolidation (or the reverse).
 	p.patch = vectorstore.Patch{HitCountDelta: p.count, Metadata: map[string]any{MetaHitEvents: cognitive.ToAnyList(seen)}}
-	if updates != nil {
-		p.patch.Text = &text
-		p.patch.Metadata[cognitive.MetaThing] = text
-		p.patch.Metadata[cognitive.MetaUpdates] = updates
+	if rec.MemoryType != vectorstore.Episodic {
+		return p, nil
 	}
+	newContext := cmp.Or(newest.Query, recallContext)
+	text, err := r.deps.Reconsolidator.Reconsolidate(ctx, rec, newContext)
+	if err != nil {
+		return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
+	}
+	updates := append(cognitive.AnyList(rec.Metadata[cognitive.MetaUpdates]), map[string]any{
+		cognitive.UpdateTS:           now.Format(time.RFC3339Nano),
+		cognitive.UpdateContext:      newContext,
+		cognitive.UpdatePreviousText: rec.Text,
+	})
+	p.changes = append(p.changes, events.Change{TS: now, Op: OpReconsolidate, Text: text,
+		Detail: map[string]any{cognitive.UpdateContext: newContext, cognitive.UpdatePreviousText: rec.Text}})
+	p.patch.Text = &text
+	p.patch.Metadata[cognitive.MetaThing] = text
+	p.patch.Metadata[cognitive.MetaUpdates] = updates
 	return p, nil
 }
 

@@ -164,10 +164,11 @@ func TestHitEventsWindowIsBounded(t *testing.T) {
 	}
 }
 
-// Property (C4, C5): applying deliveries in batches leaves a memory, its updates
-// and its history exactly as applying them one at a time does. Two users hold the
-// same episode; u1 gets the deliveries one by one, u2 in random batches.
-func TestPropertyBatchedHitsEqualOneByOne(t *testing.T) {
+// Property (C4, C5): deliveries applied in random batches, with redeliveries,
+// count each distinct event exactly once, like one by one; each batch that brings
+// a new event reconsolidates the memory once, with the query of the batch's newest
+// new event, adding one updates entry; time, chat and who never change.
+func TestPropertyBatchedHitsCountOnceAndReconsolidateOncePerBatch(t *testing.T) {
 	e := newEnv(t)
 	r := e.runner(t, "", nil)
 	ctx := testCtx(t)
@@ -175,47 +176,58 @@ func TestPropertyBatchedHitsEqualOneByOne(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n++
 		chat := fmt.Sprintf("chat%d", n)
-		one := e.episode(t, user, chat, base, student)
-		batched := e.episode(t, "u2", chat, base, student)
+		ep := e.episode(t, user, chat, base, student)
 		pool := rapid.IntRange(1, 5).Draw(rt, "distinct events")
-		hitsOne, hitsBatched := make([]events.Envelope, pool), make([]events.Envelope, pool)
+		hits := make([]events.Envelope, pool)
 		for i := range pool {
-			// Two queries only, so consecutive rewrites are sometimes identical.
-			q := fmt.Sprintf("query %d", rapid.IntRange(0, 1).Draw(rt, "query"))
-			hitsOne[i], hitsBatched[i] = hitEvent(user, q, one.ID), hitEvent("u2", q, batched.ID)
+			hits[i] = hitEvent(user, fmt.Sprintf("query %d", rapid.IntRange(0, 2).Draw(rt, "query")), ep.ID)
 		}
 		order := rapid.SliceOfN(rapid.IntRange(0, pool-1), 1, 12).Draw(rt, "deliveries")
-		for _, i := range order {
-			if err := r.ApplyHits(ctx, tenant, user, hitsOne[i]); err != nil {
-				rt.Fatal(err)
-			}
-		}
+		applied := map[int]bool{}
+		var wantTrail []string
+		text := ep.Text
 		for rest := order; len(rest) > 0; {
 			k := rapid.IntRange(1, len(rest)).Draw(rt, "batch size")
 			var batch []events.Envelope
+			newest := -1
 			for _, i := range rest[:k] {
-				batch = append(batch, hitsBatched[i])
+				batch = append(batch, hits[i])
+				if !applied[i] {
+					applied[i] = true
+					newest = i
+				}
 			}
-			if err := r.ApplyHits(ctx, tenant, "u2", batch...); err != nil {
+			if err := r.ApplyHits(ctx, tenant, user, batch...); err != nil {
 				rt.Fatal(err)
+			}
+			if newest >= 0 {
+				q := hits[newest].MemoryHit.Query
+				wantTrail = append(wantTrail, q+"|"+text)
+				rec := ep
+				rec.Text = text
+				next, err := cognitive.NewRuleReconsolidator().Reconsolidate(ctx, rec, q)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				text = next
 			}
 			rest = rest[k:]
 		}
-		a, b := e.get(t, user, one.ID), e.get(t, "u2", batched.ID)
-		if a.HitCount != b.HitCount || a.Text != b.Text || a.Metadata[cognitive.MetaThing] != b.Metadata[cognitive.MetaThing] {
-			rt.Fatalf("one by one: count %d text %q; batched: count %d text %q", a.HitCount, a.Text, b.HitCount, b.Text)
+		got := e.get(t, user, ep.ID)
+		if got.HitCount != len(applied) {
+			rt.Fatalf("hit_count %d, want %d distinct events", got.HitCount, len(applied))
 		}
-		if cognitive.Similarity(a.Vector, b.Vector) < 0.9999 {
-			rt.Fatal("batched vector differs from the one-by-one vector")
+		if trail := updateTrail(got); !slices.Equal(trail, wantTrail) {
+			rt.Fatalf("updates %v, want %v", trail, wantTrail)
 		}
-		if ua, ub := updateTrail(a), updateTrail(b); !slices.Equal(ua, ub) {
-			rt.Fatalf("updates one by one %v, batched %v", ua, ub)
+		if got.Text != text || got.Metadata[cognitive.MetaThing] != text {
+			rt.Fatalf("text %q (thing %q), want %q", got.Text, got.Metadata[cognitive.MetaThing], text)
 		}
-		if ha, hb := len(strs(a.Metadata[consolidate.MetaHitEvents])), len(strs(b.Metadata[consolidate.MetaHitEvents])); ha != hb {
-			rt.Fatalf("hit_events: %d one by one, %d batched", ha, hb)
+		if !got.TS.Equal(ep.TS) || got.ChatID != ep.ChatID || got.Who != ep.Who {
+			rt.Fatalf("time/chat/who changed: %v %q %q, were %v %q %q", got.TS, got.ChatID, got.Who, ep.TS, ep.ChatID, ep.Who)
 		}
-		if ha, hb := e.history(t, user, one.ID), e.history(t, "u2", batched.ID); !slices.Equal(ha, hb) {
-			rt.Fatalf("history one by one %v, batched %v", ha, hb)
+		if hs := len(strs(got.Metadata[consolidate.MetaHitEvents])); hs != len(applied) {
+			rt.Fatalf("hit_events holds %d ids, want %d", hs, len(applied))
 		}
 	})
 }

@@ -28,7 +28,7 @@ const (
 	// flight together are applied as one batch (see hitBatcher): more in flight
 	// means fewer, larger batches when context requests come fast.
 	DefaultConcurrency = 32
-	DefaultHitLinger   = 50 * time.Millisecond
+	DefaultHitLinger   = 250 * time.Millisecond
 )
 
 // WorkerConfig configures the consolidator Worker. Zero fields take the defaults
@@ -54,9 +54,11 @@ type WorkerConfig struct {
 	// default 100ms.
 	LeasePoll time.Duration
 	// HitLinger is how long a namespace's batch of memory_hit events stays open
-	// for more events before it is applied; default 50ms. Context requests each
+	// for more events before it is applied; default 250ms. Context requests each
 	// publish one hit, so without it a busy namespace is updated (read, write,
-	// history) once per request; with it, once per linger for all of them.
+	// history, reconsolidation) once per request; with it, once per linger for all
+	// of them. Counting a use a quarter of a second late costs nothing; rewriting a
+	// hot memory hundreds of times a second takes the CPU from the requests.
 	HitLinger time.Duration
 }
 
