@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/ingest"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/pipeline"
 	"github.com/agentmem/agentmem/pkg/retrieve"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -89,7 +90,12 @@ func (rt *Runtime) Component(ctx context.Context, name string) (Component, error
 	logger := rt.Logger.With(obs.Worker(name))
 	switch name {
 	case Ingest:
-		return ingest.New(ingest.Config{Consumer: bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults())}, ingest.Deps{
+		in := rt.Config.Ingest
+		return ingest.New(ingest.Config{
+			Consumer:    bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
+			Concurrency: in.Concurrency,
+			Batch:       pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
+		}, ingest.Deps{
 			Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
 			Decider: procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: metrics,
 		}, logger)

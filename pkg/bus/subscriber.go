@@ -35,8 +35,9 @@ type SubscriberConfig struct {
 	// Consumer is the durable this Subscriber consumes; it is created or updated on
 	// Subscribe. Required.
 	Consumer ConsumerSpec
-	// Concurrency is how many messages are handed out at once; default 1. Each one
-	// stays unacknowledged until its Watermill message is acked or nacked.
+	// Concurrency is how many messages are handed out at once; default 1. It is
+	// also the largest batch one pull request asks for. Each message stays
+	// unacknowledged until its Watermill message is acked or nacked.
 	Concurrency int
 	// MaxProcessing bounds how long the Subscriber keeps extending the ack deadline
 	// (with "in progress" acks) of a message whose handler is still running; after
@@ -161,43 +162,75 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	return out, nil
 }
 
-// run pulls with Concurrency loops, each fetching one message only when it is free
-// to process it. Unlike a prefetching iterator, a fetch is never abandoned: on stop
-// the loop lets its outstanding pull request finish (at most pullWait) and hands
-// back what it brought, so a shutdown delays no message by a whole ack deadline.
+// run pulls in batches: each Fetch asks for as many messages as there are free
+// processing slots (Concurrency in all), and each message holds its slot in its own
+// goroutine until it is settled. One request per batch instead of one per message is
+// what lets a batching handler see many messages at once. Unlike a prefetching
+// iterator, a fetch is never abandoned: on stop the loop lets its outstanding pull
+// request finish (at most pullWait) and hands back what it brought, so a shutdown
+// delays no message by a whole ack deadline.
 func (s *Subscriber) run(msgCtx context.Context, cons jetstream.Consumer, out chan<- *message.Message, stop <-chan struct{}) {
-	var loops sync.WaitGroup
-	for range s.cfg.Concurrency {
-		loops.Go(func() {
-			for !isClosed(stop) {
-				if !s.pullOne(msgCtx, cons, out, stop) {
-					return
-				}
-			}
-		})
+	slots := make(chan struct{}, s.cfg.Concurrency)
+	var inflight sync.WaitGroup
+	for {
+		n := acquireSlots(slots, stop)
+		if n == 0 || !s.pull(msgCtx, cons, n, slots, &inflight, out, stop) {
+			break
+		}
 	}
-	loops.Wait()
+	inflight.Wait()
 	close(out)
 }
 
-// pullWait is how long one pull request waits for a message; it bounds how long
+// acquireSlots waits for one free slot, then takes every other free one; it returns
+// how many it took, 0 once stop is closed.
+func acquireSlots(slots chan struct{}, stop <-chan struct{}) int {
+	select {
+	case slots <- struct{}{}:
+	case <-stop:
+		return 0
+	}
+	n := 1
+	for n < cap(slots) {
+		select {
+		case slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// pullWait is how long one pull request waits for messages; it bounds how long
 // Close waits for an idle pull to end.
 const pullWait = time.Second
 
-// pullOne fetches and processes at most one message; it returns false when the
-// connection is closed for good, which ends the subscription (and so the Router's
-// handler) instead of retrying forever.
-func (s *Subscriber) pullOne(msgCtx context.Context, cons jetstream.Consumer, out chan<- *message.Message, stop <-chan struct{}) bool {
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(pullWait))
+// pull fetches up to n messages, the n slots it was given, and starts processing
+// each as it arrives; the slots of messages that did not come are released. It
+// returns false when the connection is closed for good, which ends the subscription
+// (and so the Router's handler) instead of retrying forever.
+func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int, slots <-chan struct{}, inflight *sync.WaitGroup, out chan<- *message.Message, stop <-chan struct{}) bool {
+	release := func() { <-slots }
+	used := 0
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(pullWait))
 	if err == nil {
 		for msg := range batch.Messages() {
+			used++
 			if isClosed(stop) {
 				s.handBack(msg)
+				release()
 				continue
 			}
-			s.process(msgCtx, msg, out, stop)
+			inflight.Go(func() {
+				defer release()
+				s.process(msgCtx, msg, out, stop)
+			})
 		}
 		err = batch.Error()
+	}
+	for range n - used {
+		release()
 	}
 	switch {
 	case err == nil, errors.Is(err, nats.ErrTimeout):
@@ -239,7 +272,10 @@ func (s *Subscriber) process(ctx context.Context, msg jetstream.Msg, out chan<- 
 		case <-wm.Acked():
 			ackCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			// A confirmed ack: an ack lost on the way would redeliver a processed message.
+			// A confirmed ack: an ack lost on the way would redeliver a processed
+			// message. Plain acks measured only ~5% faster through the batching
+			// ingest worker (its round trip overlaps other messages' work), not
+			// worth a redelivery after every lost ack or an unsettled Close.
 			if err := msg.DoubleAck(ackCtx); err != nil {
 				log.Warn("ack not confirmed; the message may be redelivered", zap.Error(err))
 			}

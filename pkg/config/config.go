@@ -22,6 +22,7 @@ type Config struct {
 	LLM     LLM    `koanf:"llm"`
 	Embed   Embed  `koanf:"embed"`
 	Vector  Vector `koanf:"vector"`
+	Ingest  Ingest `koanf:"ingest"`
 	HTTP    HTTP   `koanf:"http"`
 	Log     Log    `koanf:"log"`
 }
@@ -157,6 +158,16 @@ type Qdrant struct {
 	TLS        TLS    `koanf:"tls"`
 }
 
+// Ingest is the ingest worker's batching: the observations one replica has in
+// flight are handled in batches of up to batch_size (one session-state write per
+// session, one embedding call, one vector-store transaction and one memory_written
+// per session each), a batch that is not full waiting batch_linger for more.
+type Ingest struct {
+	Concurrency int           `koanf:"concurrency"` // observations in flight per replica; >= batch_size
+	BatchSize   int           `koanf:"batch_size"`
+	BatchLinger time.Duration `koanf:"batch_linger"`
+}
+
 // HTTP is the operations server (/metrics, /healthz, /readyz).
 type HTTP struct {
 	Listen string `koanf:"listen"` // "" disables it
@@ -215,7 +226,9 @@ func defaults() Config {
 			CrossChatWindow:     7 * 24 * time.Hour,
 			ConsolidateInterval: 10 * time.Minute,
 		},
-		HTTP: HTTP{Listen: ":9090"},
-		Log:  Log{Level: "info", Format: "json"},
+		// Four batches in flight hide one batch's round trips behind the others'.
+		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond},
+		HTTP:   HTTP{Listen: ":9090"},
+		Log:    Log{Level: "info", Format: "json"},
 	}
 }

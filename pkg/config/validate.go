@@ -191,6 +191,11 @@ func (c Config) Validate() error {
 	p.positive("vector.cross_chat_window", v.CrossChatWindow)
 	p.positive("vector.consolidate_interval", v.ConsolidateInterval)
 
+	in := c.Ingest
+	p.atLeast("ingest.batch_size", in.BatchSize, 1)
+	p.atLeast("ingest.concurrency", in.Concurrency, max(in.BatchSize, 1))
+	p.positive("ingest.batch_linger", in.BatchLinger)
+
 	p.hostPort("http.listen", c.HTTP.Listen)
 	if lvl, err := zapcore.ParseLevel(c.Log.Level); err != nil || lvl > zapcore.ErrorLevel {
 		p.add("log.level", "must be one of debug, info, warn, error, got %q", c.Log.Level)

@@ -10,10 +10,14 @@ package ingest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -34,9 +38,14 @@ var ErrInvalidConfig = errors.New("ingest: invalid config")
 // Config configures the ingest worker.
 type Config struct {
 	// Consumer is the durable; default bus.WorkerConsumer(bus.WorkerIngest, defaults).
-	Consumer    bus.ConsumerSpec
+	Consumer bus.ConsumerSpec
+	// Concurrency is how many observations one replica has in flight; default
+	// four times Batch.MaxSize, so that batches fill while others are stored.
 	Concurrency int
-	Router      bus.RouterConfig
+	// Batch groups the observations in flight: one session-state write per session,
+	// one embedding call and one vector-store transaction per batch.
+	Batch  pipeline.BatchConfig
+	Router bus.RouterConfig
 }
 
 // Deps are the parts the worker uses. Decider, Vectors and Embedder go together:
@@ -80,14 +89,14 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 		cfg.Consumer = bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{})
 	}
 	w := &Worker{deps: deps, logger: logger}
-	pw, err := pipeline.New(pipeline.Config{
+	pw, err := pipeline.NewBatch(pipeline.Config{
 		Worker:      bus.WorkerIngest,
 		Consumer:    cfg.Consumer,
 		Concurrency: cfg.Concurrency,
 		Router:      cfg.Router,
 		Dial:        deps.Dial,
 		Metrics:     deps.Metrics,
-	}, w.Handle, logger)
+	}, cfg.Batch, w.HandleBatch, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -101,28 +110,111 @@ func (w *Worker) Run(ctx context.Context) error { return w.worker.Run(ctx) }
 // Ready reports whether the worker consumes.
 func (w *Worker) Ready(ctx context.Context) error { return w.worker.Ready(ctx) }
 
-// Handle applies one observation; it is the pipeline handler, exported for benchmarks
-// that drive ingest without a stream.
-func (w *Worker) Handle(ctx context.Context, env events.Envelope) error {
-	if env.Type != events.TypeObservation {
-		return bus.Permanent(fmt.Errorf("ingest: %s event on an observation subject", env.Type))
+// HandleBatch applies a batch of observations and returns one result per event; it
+// is the pipeline's batch handler, exported for benchmarks that drive ingest
+// without a stream. Per batch it makes one session-state compare-and-set per
+// session, one Embed call, one vector-store Upsert and one memory_written per
+// session, whose publish acks it waits for: an observation's result is nil only
+// once everything it produced is stored.
+func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []error {
+	errs := make([]error, len(envs))
+	for i, env := range envs {
+		if env.Type != events.TypeObservation {
+			errs[i] = bus.Permanent(fmt.Errorf("ingest: %s event on an observation subject", env.Type))
+		}
 	}
-	if _, _, err := w.deps.Sessions.Apply(ctx, env); err != nil {
-		return err
+	// The session state and the episodic memories do not depend on each other, so
+	// the state's round trips run while the episodes are decided and stored.
+	stateErrs := make([]error, len(envs))
+	writeErrs := make([]error, len(envs))
+	var wg sync.WaitGroup
+	wg.Go(func() { w.applySessions(ctx, envs, errs, stateErrs) })
+	w.writeEpisodes(ctx, envs, errs, writeErrs)
+	wg.Wait()
+	for i := range errs {
+		if errs[i] == nil {
+			errs[i] = errors.Join(stateErrs[i], writeErrs[i])
+		}
 	}
-	if w.deps.Decider == nil || env.Observation.EffectiveKind() != events.KindMessage || strings.TrimSpace(env.Observation.Text) == "" {
-		return nil
-	}
-	// The episodic write runs even when the session state had seen the event: the
-	// earlier delivery may have failed between the two, and the upsert is idempotent.
-	id, written, err := w.writeEpisode(ctx, env)
-	if err != nil || !written {
-		return err
-	}
-	return w.publishWritten(ctx, env, id)
+	return errs
 }
 
-func (w *Worker) writeEpisode(ctx context.Context, env events.Envelope) (string, bool, error) {
+// writeEpisodes stores the episodic memories the decider keeps of the valid
+// (skip[i] == nil) message observations and announces them, setting errs[i] for
+// those that failed. It runs even when the session state had seen an event: the
+// earlier delivery may have failed in between, and the upsert is idempotent.
+func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, skip, errs []error) {
+	if w.deps.Decider == nil {
+		return
+	}
+	var (
+		recs   []vectorstore.Record
+		owners []int // owners[j] is the index in envs of recs[j]
+	)
+	for i, env := range envs {
+		if skip[i] != nil || env.Observation.EffectiveKind() != events.KindMessage || strings.TrimSpace(env.Observation.Text) == "" {
+			continue
+		}
+		rec, write, err := w.episode(ctx, env)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case write:
+			recs = append(recs, rec)
+			owners = append(owners, i)
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := w.embed(ctx, recs); err != nil {
+		for _, i := range owners {
+			errs[i] = err
+		}
+		return
+	}
+	for j, err := range w.store(ctx, recs) {
+		errs[owners[j]] = err
+	}
+	w.publishWritten(ctx, envs, recs, owners, errs)
+}
+
+// applySessions folds the valid (skip[i] == nil) observations into their
+// sessions' states, one compare-and-set per session, the sessions concurrently
+// (each is two round trips); a session's failure is the result of each of its
+// observations in errs.
+func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, skip, errs []error) {
+	groups := map[sessionOf][]int{}
+	for i, env := range envs {
+		if skip[i] == nil {
+			k := sessionOf{env.Tenant, env.UserID, env.SessionID}
+			groups[k] = append(groups[k], i)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, idx := range groups {
+		wg.Go(func() {
+			batch := make([]events.Envelope, len(idx))
+			for j, i := range idx {
+				batch[j] = envs[i]
+			}
+			if _, _, err := w.deps.Sessions.ApplyBatch(ctx, batch...); err != nil {
+				for _, i := range idx {
+					errs[i] = err
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// sessionOf identifies a session.
+type sessionOf struct{ tenant, userID, sessionID string }
+
+// episode runs the write decision for one observation and builds its episodic
+// record, without its vector; write is false when the decider keeps nothing. The
+// record's id derives from the event id, so a redelivery upserts the same record.
+func (w *Worker) episode(ctx context.Context, env events.Envelope) (rec vectorstore.Record, write bool, err error) {
 	o := env.Observation
 	cobs := cognitive.Observation{
 		Role:    string(o.Role),
@@ -134,43 +226,135 @@ func (w *Worker) writeEpisode(ctx context.Context, env events.Envelope) (string,
 	}
 	ep, err := w.deps.Decider.Decide(ctx, cobs)
 	if err != nil {
-		return "", false, fmt.Errorf("ingest: write decision for %s: %w", env.ID, err)
+		return rec, false, fmt.Errorf("ingest: write decision for %s: %w", env.ID, err)
 	}
 	if !ep.Write {
-		return "", false, nil
+		return rec, false, nil
 	}
-	rec := cognitive.EpisodeRecord(env.Tenant, env.UserID, cobs, ep)
+	rec = cognitive.EpisodeRecord(env.Tenant, env.UserID, cobs, ep)
 	rec.Metadata[cognitive.MetaSourceEventIDs] = []any{env.ID}
 	if len(o.Meta) > 0 {
 		rec.Metadata[cognitive.MetaSourceMeta] = []any{cognitive.PlainMeta(o.Meta)}
 	}
-	vecs, err := w.deps.Embedder.Embed(ctx, []string{rec.Text})
-	if err != nil {
-		return "", false, fmt.Errorf("ingest: embed %s: %w", env.ID, err)
-	}
-	rec.Vector = vecs[0]
-	if err := w.deps.Vectors.Upsert(ctx, rec); err != nil {
-		return "", false, fmt.Errorf("ingest: store episode of %s: %w", env.ID, err)
-	}
-	return rec.ID, true, nil
+	return rec, true, nil
 }
 
-// publishWritten tells the consolidator that the namespace has new memories. The
-// message id derives from the observation, so a redelivery publishes nothing new.
-func (w *Worker) publishWritten(ctx context.Context, src events.Envelope, memoryID string) error {
-	env := events.New(events.TypeMemoryWritten, src.Tenant, src.UserID, src.AgentID, src.SessionID)
-	env.ID = "written-" + src.ID
-	env.MemoryWritten = &events.MemoryWritten{MemoryIDs: []string{memoryID}, SourceSessionID: src.SessionID}
-	subject, err := env.Subject()
-	if err != nil {
-		return bus.Permanent(err)
+// embed sets the vectors of recs with one Embed call.
+func (w *Worker) embed(ctx context.Context, recs []vectorstore.Record) error {
+	texts := make([]string, len(recs))
+	for i, r := range recs {
+		texts[i] = r.Text
 	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		return bus.Permanent(err)
+	vecs, err := w.deps.Embedder.Embed(ctx, texts)
+	if err == nil && len(vecs) != len(recs) {
+		err = fmt.Errorf("%d vectors for %d texts", len(vecs), len(recs))
 	}
-	if _, err := w.deps.JS.Publish(ctx, subject, data, jetstream.WithMsgID(env.ID)); err != nil {
-		return fmt.Errorf("ingest: publish memory_written for %s: %w", src.ID, err)
+	if err != nil {
+		return fmt.Errorf("ingest: embed %d episodes: %w", len(recs), err)
+	}
+	for i := range recs {
+		recs[i].Vector = vecs[i]
 	}
 	return nil
+}
+
+// store upserts recs at once and returns one result per record. When the batch
+// fails, each record is upserted alone to find the ones that fail: a record that
+// can never be stored (an id another namespace holds) must not take the rest of
+// its batch down with it through every retry.
+func (w *Worker) store(ctx context.Context, recs []vectorstore.Record) []error {
+	errs := make([]error, len(recs))
+	err := w.deps.Vectors.Upsert(ctx, recs...)
+	if err == nil {
+		return errs
+	}
+	if len(recs) == 1 {
+		errs[0] = fmt.Errorf("ingest: store episode %s: %w", recs[0].ID, err)
+		return errs
+	}
+	w.logger.Warn("batch upsert failed; storing its episodes one by one", zap.Int("episodes", len(recs)), zap.Error(err))
+	for i, r := range recs {
+		if err := w.deps.Vectors.Upsert(ctx, r); err != nil {
+			errs[i] = fmt.Errorf("ingest: store episode %s: %w", r.ID, err)
+		}
+	}
+	return errs
+}
+
+// publishWritten tells the consolidator, once per session of the batch, which
+// memories were stored; the publishes go out together and their acks are awaited.
+// A failed publish fails the observations whose memories it announced, so they are
+// retried (re-upserting the same records). The message id derives from the memory
+// ids, so a redelivered batch of the same observations publishes nothing new.
+func (w *Worker) publishWritten(ctx context.Context, envs []events.Envelope, recs []vectorstore.Record, owners []int, errs []error) {
+	type announcement struct {
+		src    events.Envelope
+		ids    []string
+		owners []int
+	}
+	var (
+		order []sessionOf
+		byKey = map[sessionOf]*announcement{}
+	)
+	for j, i := range owners {
+		if errs[i] != nil {
+			continue
+		}
+		env := envs[i]
+		k := sessionOf{env.Tenant, env.UserID, env.SessionID}
+		a := byKey[k]
+		if a == nil {
+			a = &announcement{src: env}
+			byKey[k] = a
+			order = append(order, k)
+		}
+		a.ids = append(a.ids, recs[j].ID)
+		a.owners = append(a.owners, i)
+	}
+	futures := make([]jetstream.PubAckFuture, len(order))
+	fail := func(a *announcement, err error) {
+		err = fmt.Errorf("ingest: publish memory_written for %s: %w", a.src.ID, err)
+		for _, i := range a.owners {
+			errs[i] = err
+		}
+	}
+	for n, k := range order {
+		a := byKey[k]
+		subject, data, id, err := writtenMessage(a.src, a.ids)
+		if err != nil {
+			fail(a, bus.Permanent(err))
+			continue
+		}
+		if futures[n], err = w.deps.JS.PublishAsync(subject, data, jetstream.WithMsgID(id)); err != nil {
+			fail(a, err)
+		}
+	}
+	for n, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			fail(byKey[order[n]], err)
+		case <-ctx.Done():
+			fail(byKey[order[n]], ctx.Err())
+		}
+	}
+}
+
+// writtenMessage is the memory_written event announcing memoryIDs of src's session.
+func writtenMessage(src events.Envelope, memoryIDs []string) (subject string, data []byte, id string, err error) {
+	env := events.New(events.TypeMemoryWritten, src.Tenant, src.UserID, src.AgentID, src.SessionID)
+	sorted := slices.Sorted(slices.Values(memoryIDs))
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
+	env.ID = "written-" + hex.EncodeToString(sum[:16])
+	env.MemoryWritten = &events.MemoryWritten{MemoryIDs: memoryIDs, SourceSessionID: src.SessionID}
+	if subject, err = env.Subject(); err != nil {
+		return "", nil, "", err
+	}
+	if data, err = json.Marshal(env); err != nil {
+		return "", nil, "", err
+	}
+	return subject, data, env.ID, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,12 +24,18 @@ import (
 )
 
 type rig struct {
+	srv      *server.Server
 	js       jetstream.JetStream
 	sessions *session.Store
 	vectors  vectorstore.Store
 }
 
-func startIngest(t *testing.T) rig {
+func startIngest(t testing.TB) rig {
+	t.Helper()
+	return startIngestWith(t, ingest.Config{Router: bus.RouterConfig{Retry: bus.RetryConfig{InitialInterval: time.Millisecond}}})
+}
+
+func startIngestWith(t testing.TB, cfg ingest.Config) rig {
 	t.Helper()
 	srv, _, js := bustest.Provisioned(t)
 	ctx := context.Background()
@@ -45,7 +52,7 @@ func startIngest(t *testing.T) rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = vectors.Close() })
-	w, err := ingest.New(ingest.Config{Router: bus.RouterConfig{Retry: bus.RetryConfig{InitialInterval: time.Millisecond}}}, ingest.Deps{
+	w, err := ingest.New(cfg, ingest.Deps{
 		Dial: func(name string) (*nats.Conn, error) {
 			return nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
 		},
@@ -68,7 +75,7 @@ func startIngest(t *testing.T) rig {
 			t.Errorf("ingest run: %v", err)
 		}
 	})
-	return rig{js: js, sessions: sessions, vectors: vectors}
+	return rig{srv: srv, js: js, sessions: sessions, vectors: vectors}
 }
 
 func (r rig) say(t *testing.T, user, sess, text string, meta map[string]any) events.Envelope {
@@ -188,4 +195,124 @@ func TestUsersAreIsolated(t *testing.T) {
 	if got := r.episodes(t, "alice")[0].Text; got == "" || strings.Contains(got, "Oslo") {
 		t.Fatalf("alice's memory = %q", got)
 	}
+}
+
+// Many observations of several sessions arriving together are handled in batches:
+// each becomes exactly one episodic memory and one count in its session's state,
+// and every memory is announced by a memory_written of its own session, fewer
+// announcements than observations.
+func TestConcurrentObservationsOfManySessions(t *testing.T) {
+	r := startIngest(t)
+	ctx := context.Background()
+	const sessions, perSession = 6, 15
+	pub, err := jetstream.New(bustest.Connect(t, r.srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // event id → session
+	for i := range sessions * perSession {
+		s := i % sessions // interleaved, as concurrent agents publish
+		env := events.New(events.TypeObservation, "acme", fmt.Sprintf("u%d", s%2), "bot", fmt.Sprintf("s%d", s))
+		env.Observation = &events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("Remember: my locker number %d is on floor %d", i, s)}
+		data, err := json.Marshal(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject, err := env.Subject()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pub.PublishAsync(subject, data); err != nil {
+			t.Fatal(err)
+		}
+		want[env.ID] = env.SessionID
+	}
+	<-pub.PublishAsyncComplete()
+
+	episodeSession := map[string]string{} // episodic record id → session
+	bustest.Eventually(t, 20*time.Second, func() error {
+		clear(episodeSession)
+		for _, user := range []string{"u0", "u1"} {
+			for _, ep := range r.episodes(t, user) {
+				episodeSession[ep.ID] = ep.ChatID
+			}
+		}
+		if len(episodeSession) != len(want) {
+			return fmt.Errorf("%d episodic memories, want %d", len(episodeSession), len(want))
+		}
+		return nil
+	})
+	seen := map[string]bool{}
+	for _, user := range []string{"u0", "u1"} {
+		for _, ep := range r.episodes(t, user) {
+			ids, _ := ep.Metadata[cognitive.MetaSourceEventIDs].([]any)
+			if len(ids) != 1 || want[fmt.Sprint(ids[0])] != ep.ChatID || seen[fmt.Sprint(ids[0])] {
+				t.Fatalf("episode %s of session %s has source %v: want one observation of its session, stored once", ep.ID, ep.ChatID, ids)
+			}
+			seen[fmt.Sprint(ids[0])] = true
+		}
+	}
+	// The states are written alongside the episodes, not before them.
+	bustest.Eventually(t, 10*time.Second, func() error {
+		for s := range sessions {
+			st, err := r.sessions.Get(ctx, "acme", fmt.Sprintf("u%d", s%2), fmt.Sprintf("s%d", s))
+			if err != nil {
+				return err
+			}
+			if st.Messages != perSession || len(st.Applied) != perSession {
+				return fmt.Errorf("session s%d: %d messages, %d applied ids; want %d", s, st.Messages, len(st.Applied), perSession)
+			}
+		}
+		return nil
+	})
+
+	announced := map[string]bool{}
+	writtens := 0
+	bustest.Eventually(t, 10*time.Second, func() error {
+		clear(announced)
+		writtens = 0
+		for _, env := range writtenEvents(t, r.js) {
+			writtens++
+			for _, id := range env.MemoryWritten.MemoryIDs {
+				if episodeSession[id] != env.SessionID || env.MemoryWritten.SourceSessionID != env.SessionID {
+					t.Fatalf("memory_written of session %s announces %s of session %q", env.SessionID, id, episodeSession[id])
+				}
+				announced[id] = true
+			}
+		}
+		if len(announced) != len(episodeSession) {
+			return fmt.Errorf("%d of %d memories announced", len(announced), len(episodeSession))
+		}
+		return nil
+	})
+	if writtens >= len(want) {
+		t.Fatalf("%d memory_written events for %d observations: they were not batched", writtens, len(want))
+	}
+}
+
+// writtenEvents reads every memory_written event of tenant acme from the stream.
+func writtenEvents(t *testing.T, js jetstream.JetStream) []events.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := js.Stream(ctx, bus.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.Envelope
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil || !strings.HasPrefix(m.Subject, "mem.acme.written.") {
+			continue
+		}
+		env, err := events.Decode(m.Data)
+		if err != nil {
+			t.Fatalf("memory_written %d: %v", seq, err)
+		}
+		out = append(out, env)
+	}
+	return out
 }

@@ -26,19 +26,30 @@ func dialer(srv *server.Server) pipeline.Dialer {
 	}
 }
 
-func startWorker(t *testing.T, srv *server.Server, worker string, h pipeline.Handler) {
-	t.Helper()
+// testConfig is a worker on the observations whose retries come at once.
+func testConfig(srv *server.Server, worker string) pipeline.Config {
 	spec := bus.WorkerConsumer("ingest", bus.ConsumerDefaults{})
 	spec.Durable = "test-" + worker
-	w, err := pipeline.New(pipeline.Config{
+	return pipeline.Config{
 		Worker:   worker,
 		Consumer: spec,
 		Dial:     dialer(srv),
 		Router:   bus.RouterConfig{Retry: bus.RetryConfig{InitialInterval: time.Millisecond}},
-	}, h, nil)
+	}
+}
+
+func startWorker(t *testing.T, srv *server.Server, worker string, h pipeline.Handler) {
+	t.Helper()
+	w, err := pipeline.New(testConfig(srv, worker), h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	run(t, w)
+}
+
+// run runs w until the test ends, once it consumes.
+func run(t *testing.T, w *pipeline.Worker) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()

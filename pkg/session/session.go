@@ -124,42 +124,63 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	return &Store{cfg: cfg, state: state, turns: turns, logger: logger}, nil
 }
 
+// ErrMixedSessions is returned by ApplyBatch for events of more than one session.
+var ErrMixedSessions = errors.New("session: batch spans more than one session")
+
 // Apply folds one observation or session_ended event into its session's state and, for
 // turn observations, into the turn store. It reports applied=false, changing nothing,
 // when the event was applied before.
 func (s *Store) Apply(ctx context.Context, env events.Envelope) (State, bool, error) {
-	key, err := events.SessionKey(env.Tenant, env.UserID, env.SessionID)
+	st, applied, err := s.ApplyBatch(ctx, env)
 	if err != nil {
-		return State{}, false, fmt.Errorf("session: apply %s: %w", env.ID, err)
+		return State{}, false, err
 	}
-	var (
-		st      State
-		applied bool
-	)
+	return st, applied[0], nil
+}
+
+// ApplyBatch folds events of one session into its state with one compare-and-set,
+// exactly as Apply would one after the other: an event applied before, or earlier in
+// envs, changes nothing. Turn observations applied now are then merged into the turn
+// store. It returns the state and, per event, whether it was applied now.
+func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State, []bool, error) {
+	if len(envs) == 0 {
+		return State{}, nil, nil
+	}
+	first := envs[0]
+	key, err := events.SessionKey(first.Tenant, first.UserID, first.SessionID)
+	if err != nil {
+		return State{}, nil, fmt.Errorf("session: apply %s: %w", first.ID, err)
+	}
+	for _, env := range envs[1:] {
+		if env.Tenant != first.Tenant || env.UserID != first.UserID || env.SessionID != first.SessionID {
+			return State{}, nil, fmt.Errorf("%w: %s and %s", ErrMixedSessions, first.ID, env.ID)
+		}
+	}
+	var st State
+	applied := make([]bool, len(envs))
 	_, err = bus.UpdateKV(ctx, s.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
-		st = State{Tenant: env.Tenant, UserID: env.UserID, SessionID: env.SessionID}
+		st = State{Tenant: first.Tenant, UserID: first.UserID, SessionID: first.SessionID}
 		if exists {
 			if err := json.Unmarshal(old, &st); err != nil {
 				return nil, fmt.Errorf("session: state %s is corrupt: %w", key, err)
 			}
 		}
-		if slices.Contains(st.Applied, env.ID) {
-			applied = false
+		if !s.foldNew(&st, envs, applied) {
 			return nil, errAlreadyApplied
 		}
-		applied = true
-		s.fold(&st, env)
 		return json.Marshal(st)
 	})
 	if errors.Is(err, errAlreadyApplied) {
-		return st, false, nil
+		return st, applied, nil
 	}
 	if err != nil {
-		return State{}, false, fmt.Errorf("session: apply %s: %w", env.ID, err)
+		return State{}, nil, fmt.Errorf("session: apply %s (%d events): %w", first.ID, len(envs), err)
 	}
-	if obs := env.Observation; obs != nil && obs.Turn != nil {
-		if err := s.applyTurn(ctx, key, env); err != nil {
-			return st, applied, err
+	for i, env := range envs {
+		if obs := env.Observation; applied[i] && obs != nil && obs.Turn != nil {
+			if err := s.applyTurn(ctx, key, env); err != nil {
+				return st, applied, err
+			}
 		}
 	}
 	return st, applied, nil
@@ -168,6 +189,36 @@ func (s *Store) Apply(ctx context.Context, env events.Envelope) (State, bool, er
 // errAlreadyApplied aborts an UpdateKV without writing.
 var errAlreadyApplied = errors.New("already applied")
 
+// foldNew folds the events of envs that st has not applied yet, in order, marking
+// them in applied (which it resets first: UpdateKV may call it again). Applied keeps
+// the AppliedWindow latest ids; seen mirrors it so that a batch costs one map
+// lookup per event, not a scan of the window. It reports whether any was new.
+func (s *Store) foldNew(st *State, envs []events.Envelope, applied []bool) bool {
+	clear(applied)
+	seen := make(map[string]struct{}, len(st.Applied)+len(envs))
+	for _, id := range st.Applied {
+		seen[id] = struct{}{}
+	}
+	changed := false
+	for i, env := range envs {
+		if _, ok := seen[env.ID]; ok {
+			continue
+		}
+		applied[i], changed = true, true
+		s.fold(st, env)
+		seen[env.ID] = struct{}{}
+		st.Applied = append(st.Applied, env.ID)
+		if over := len(st.Applied) - s.cfg.AppliedWindow; over > 0 {
+			for _, id := range st.Applied[:over] {
+				delete(seen, id)
+			}
+			st.Applied = slices.Delete(st.Applied, 0, over)
+		}
+	}
+	return changed
+}
+
+// fold applies one new event to st; foldNew keeps Applied.
 func (s *Store) fold(st *State, env events.Envelope) {
 	if st.AgentID == "" {
 		st.AgentID = env.AgentID
@@ -178,7 +229,6 @@ func (s *Store) fold(st *State, env events.Envelope) {
 	if env.TS.After(st.LastTS) {
 		st.LastTS = env.TS
 	}
-	st.Applied = appendBounded(st.Applied, env.ID, s.cfg.AppliedWindow)
 	if env.Type == events.TypeSessionEnded {
 		st.EndedAt = env.TS
 		return
@@ -202,14 +252,6 @@ func (s *Store) fold(st *State, env events.Envelope) {
 	case events.KindTurnStarted:
 		st.Turns++
 	}
-}
-
-func appendBounded[T any](xs []T, x T, max int) []T {
-	xs = append(xs, x)
-	if len(xs) > max {
-		xs = slices.Delete(xs, 0, len(xs)-max)
-	}
-	return xs
 }
 
 // insertRecent keeps Recent ordered by event time (then id), whatever order the

@@ -375,7 +375,20 @@ func (s *Embedded) wrap(op string, err error) error {
 	return fmt.Errorf("vectorstore: embedded %s: %s: %w", s.cfg.Path, op, err)
 }
 
-// Upsert implements Store.
+// upsertSQL writes one record. The conditional DO UPDATE leaves another
+// partition's record alone and then returns no row, which is how a conflict is
+// detected.
+const upsertSQL = `INSERT INTO records (id, tenant, user_id, memory_type, scope, kind, key, text,
+		vector, ts, chat_id, who, hit_count, confidence, expires_at, metadata)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT(id) DO UPDATE SET memory_type = excluded.memory_type, scope = excluded.scope,
+		kind = excluded.kind, key = excluded.key, text = excluded.text, vector = excluded.vector,
+		ts = excluded.ts, chat_id = excluded.chat_id, who = excluded.who, hit_count = excluded.hit_count,
+		confidence = excluded.confidence, expires_at = excluded.expires_at, metadata = excluded.metadata
+	WHERE records.tenant = excluded.tenant AND records.user_id = excluded.user_id
+	RETURNING rid`
+
+// Upsert implements Store; recs are written in one transaction.
 func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 	norm := make([]Record, len(recs))
 	args := make([][]any, len(recs))
@@ -391,20 +404,27 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 			return s.wrap("upsert", err)
 		}
 	}
+	// One statement, prepared once per connection, serves every row: parsing the
+	// upsert again per row cost more than running it. It is taken from the cache
+	// before the transaction, which may hold the only connection.
+	cached, err := s.cachedStmt(ctx, upsertSQL)
+	if err != nil {
+		return s.wrap("upsert", err)
+	}
 	rids := make([]int64, len(recs))
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		st := cached
+		if st == nil {
+			var err error
+			if st, err = tx.PrepareContext(ctx, upsertSQL); err != nil {
+				return err
+			}
+		} else {
+			st = tx.StmtContext(ctx, cached)
+		}
+		defer st.Close()
 		for i, r := range norm {
-			// The conditional DO UPDATE leaves another partition's record alone and
-			// then returns no row, which is how a conflict is detected.
-			err := tx.QueryRowContext(ctx, `INSERT INTO records (id, tenant, user_id, memory_type, scope, kind, key, text,
-					vector, ts, chat_id, who, hit_count, confidence, expires_at, metadata)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT(id) DO UPDATE SET memory_type = excluded.memory_type, scope = excluded.scope,
-					kind = excluded.kind, key = excluded.key, text = excluded.text, vector = excluded.vector,
-					ts = excluded.ts, chat_id = excluded.chat_id, who = excluded.who, hit_count = excluded.hit_count,
-					confidence = excluded.confidence, expires_at = excluded.expires_at, metadata = excluded.metadata
-				WHERE records.tenant = excluded.tenant AND records.user_id = excluded.user_id
-				RETURNING rid`, args[i]...).Scan(&rids[i])
+			err := st.QueryRowContext(ctx, args[i]...).Scan(&rids[i])
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("%w: record %s", ErrConflict, r.ID)
 			}

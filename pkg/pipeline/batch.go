@@ -1,0 +1,170 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+)
+
+// BatchHandler processes events together, so that a worker pays for a store
+// transaction or a round trip once per batch instead of once per event. It returns
+// one result per event, in the order of envs: nil for success, an error (wrapped
+// with bus.Permanent for input that can never succeed) for an event to retry or
+// dead-letter alone. A nil slice means every event succeeded. An event's message is
+// acked only after the call returned nil for it, so the handler must have stored
+// durably whatever the event produced before it returns. Handlers must be
+// idempotent: JetStream delivers at least once, and a retried event comes back in
+// another batch.
+type BatchHandler func(ctx context.Context, envs []events.Envelope) []error
+
+// BatchConfig configures how a batching worker groups the messages in flight.
+type BatchConfig struct {
+	// MaxSize is the most events one BatchHandler call gets; default 128.
+	MaxSize int
+	// Linger is how long a batch that is not full waits for more events after its
+	// first one; default 5ms. It bounds the latency batching adds to a trickle of
+	// events; under load it is what lets a batch grow while messages are still
+	// being dispatched to it.
+	Linger time.Duration
+}
+
+func (c *BatchConfig) setDefaults() {
+	if c.MaxSize == 0 {
+		c.MaxSize = 128
+	}
+	if c.Linger == 0 {
+		c.Linger = 5 * time.Millisecond
+	}
+}
+
+// Validate reports configuration errors.
+func (c BatchConfig) Validate() error {
+	if c.MaxSize < 0 || c.Linger < 0 {
+		return fmt.Errorf("%w: batch MaxSize %d and Linger %s must not be negative", ErrInvalidConfig, c.MaxSize, c.Linger)
+	}
+	return nil
+}
+
+// NewBatch returns a Worker that hands the events in flight to handle in batches.
+// The Router still sees one message at a time, so its retries, timeouts and dead
+// letters stay per message: the messages handled concurrently are collected into
+// a batch, and each message's handler returns its own result once the batch call
+// returned. A zero cfg.Concurrency defaults to four batches: the time a batch
+// spends in round trips (state, store, publish acks) is hidden behind the others.
+func NewBatch(cfg Config, bc BatchConfig, handle BatchHandler, logger *zap.Logger) (*Worker, error) {
+	bc.setDefaults()
+	if err := bc.Validate(); err != nil {
+		return nil, err
+	}
+	if handle == nil {
+		return nil, fmt.Errorf("%w: %s: nil batch handler", ErrInvalidConfig, cfg.Worker)
+	}
+	switch {
+	case cfg.Concurrency == 0:
+		cfg.Concurrency = 4 * bc.MaxSize
+	case cfg.Concurrency < bc.MaxSize:
+		// Every batch would wait out its Linger for events that cannot be in flight.
+		return nil, fmt.Errorf("%w: %s: Concurrency %d is below the batch MaxSize %d", ErrInvalidConfig, cfg.Worker, cfg.Concurrency, bc.MaxSize)
+	}
+	b := &batcher{cfg: bc, handle: handle}
+	return New(cfg, b.submit, logger)
+}
+
+// batcher adapts a BatchHandler to a Handler. The first event of a batch makes its
+// caller the batch's leader: it waits until the batch is full or Linger has passed,
+// runs the BatchHandler with its own context and hands every member its result.
+// Leaders need no goroutine of their own, so there is nothing to start or stop, and
+// batches run concurrently when events arrive faster than one batch is handled.
+type batcher struct {
+	cfg    BatchConfig
+	handle BatchHandler
+
+	mu   sync.Mutex
+	open *batch // the batch accepting events, nil when none is
+}
+
+type batch struct {
+	envs []events.Envelope
+	full chan struct{} // closed when it reached MaxSize
+	done chan struct{} // closed when errs is set
+	errs []error
+}
+
+// submit adds env to the open batch and returns its result.
+func (b *batcher) submit(ctx context.Context, env events.Envelope) error {
+	b.mu.Lock()
+	bt := b.open
+	leader := bt == nil
+	if leader {
+		bt = &batch{envs: make([]events.Envelope, 0, b.cfg.MaxSize), full: make(chan struct{}), done: make(chan struct{})}
+		b.open = bt
+	}
+	i := len(bt.envs)
+	bt.envs = append(bt.envs, env)
+	if len(bt.envs) == b.cfg.MaxSize {
+		b.open = nil
+		close(bt.full)
+	}
+	b.mu.Unlock()
+
+	if leader {
+		b.lead(ctx, bt)
+		return bt.errs[i]
+	}
+	select {
+	case <-bt.done:
+		return bt.errs[i]
+	case <-ctx.Done():
+		// The batch may still commit the event; redelivery of it is harmless.
+		return fmt.Errorf("pipeline: waiting for the batch of %s: %w", env.ID, ctx.Err())
+	}
+}
+
+// lead closes bt once it is full or has lingered, handles it and publishes the results.
+func (b *batcher) lead(ctx context.Context, bt *batch) {
+	linger := time.NewTimer(b.cfg.Linger)
+	select {
+	case <-bt.full:
+	case <-linger.C:
+	}
+	linger.Stop()
+	b.mu.Lock()
+	if b.open == bt {
+		b.open = nil
+	}
+	b.mu.Unlock()
+	bt.errs = b.run(ctx, bt.envs)
+	close(bt.done)
+}
+
+// run calls the BatchHandler and returns exactly one result per event: a panic or a
+// malformed result fails every event of the batch (to be retried) rather than
+// leaving its members waiting.
+func (b *batcher) run(ctx context.Context, envs []events.Envelope) (errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			errs = fill(len(envs), fmt.Errorf("pipeline: batch handler panicked: %v", r))
+		}
+	}()
+	errs = b.handle(ctx, envs)
+	switch len(errs) {
+	case len(envs):
+		return errs
+	case 0:
+		return make([]error, len(envs))
+	}
+	return fill(len(envs), fmt.Errorf("pipeline: batch handler returned %d results for %d events", len(errs), len(envs)))
+}
+
+func fill(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
