@@ -92,9 +92,10 @@ func (rt *Runtime) Component(ctx context.Context, name string) (Component, error
 	case Ingest:
 		in := rt.Config.Ingest
 		return ingest.New(ingest.Config{
-			Consumer:    bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
-			Concurrency: in.Concurrency,
-			Batch:       pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
+			Consumer:        bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
+			Concurrency:     in.Concurrency,
+			Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
+			ContextMessages: in.ContextMessages,
 		}, ingest.Deps{
 			Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
 			Decider: procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: metrics,

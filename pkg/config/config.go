@@ -166,6 +166,9 @@ type Ingest struct {
 	Concurrency int           `koanf:"concurrency"` // observations in flight per replica; >= batch_size
 	BatchSize   int           `koanf:"batch_size"`
 	BatchLinger time.Duration `koanf:"batch_linger"`
+	// ContextMessages is how many messages said before an observation its episodic
+	// memory keeps as context (ingest.Config.ContextMessages); -1 for none.
+	ContextMessages int `koanf:"context_messages"`
 }
 
 // HTTP is the operations server (/metrics, /healthz, /readyz).
@@ -227,7 +230,7 @@ func defaults() Config {
 			ConsolidateInterval: 10 * time.Minute,
 		},
 		// Four batches in flight hide one batch's round trips behind the others'.
-		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond},
+		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},
 		HTTP:   HTTP{Listen: ":9090"},
 		Log:    Log{Level: "info", Format: "json"},
 	}

@@ -195,6 +195,7 @@ func (c Config) Validate() error {
 	p.atLeast("ingest.batch_size", in.BatchSize, 1)
 	p.atLeast("ingest.concurrency", in.Concurrency, max(in.BatchSize, 1))
 	p.positive("ingest.batch_linger", in.BatchLinger)
+	p.atLeast("ingest.context_messages", in.ContextMessages, -1)
 
 	p.hostPort("http.listen", c.HTTP.Listen)
 	if lvl, err := zapcore.ParseLevel(c.Log.Level); err != nil || lvl > zapcore.ErrorLevel {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,14 +246,21 @@ func TestConcurrentObservationsOfManySessions(t *testing.T) {
 	seen := map[string]bool{}
 	for _, user := range []string{"u0", "u1"} {
 		for _, ep := range r.episodes(t, user) {
-			ids, _ := ep.Metadata[cognitive.MetaSourceEventIDs].([]any)
-			if len(ids) != 1 || want[fmt.Sprint(ids[0])] != ep.ChatID || seen[fmt.Sprint(ids[0])] {
-				t.Fatalf("episode %s of session %s has source %v: want one observation of its session, stored once", ep.ID, ep.ChatID, ids)
+			// The episode's own observation is its last source; the others are
+			// the context said before it, in the same session.
+			ids := cognitive.StringList(ep.Metadata[cognitive.MetaSourceEventIDs])
+			if len(ids) == 0 || len(ids) > 1+ingest.DefaultContextMessages || seen[ids[len(ids)-1]] {
+				t.Fatalf("episode %s of session %s has source %v: want its own observation last, stored once", ep.ID, ep.ChatID, ids)
 			}
-			seen[fmt.Sprint(ids[0])] = true
+			for _, id := range ids {
+				if want[id] != ep.ChatID {
+					t.Fatalf("episode %s of session %s has source %s of session %q", ep.ID, ep.ChatID, id, want[id])
+				}
+			}
+			seen[ids[len(ids)-1]] = true
 		}
 	}
-	// The states are written alongside the episodes, not before them.
+	// Every state holds all of its session's messages.
 	bustest.Eventually(t, 10*time.Second, func() error {
 		for s := range sessions {
 			st, err := r.sessions.Get(ctx, "acme", fmt.Sprintf("u%d", s%2), fmt.Sprintf("s%d", s))
@@ -315,4 +323,66 @@ func writtenEvents(t *testing.T, js jetstream.JetStream) []events.Envelope {
 		out = append(out, env)
 	}
 	return out
+}
+
+// An episode keeps the messages said before it in its session as context: its
+// text is the exchange (kept or not by the decider), its provenance every message
+// of it, and its vector the statement's alone. ContextMessages bounds the context;
+// negative keeps none.
+func TestEpisodeKeepsTheMessagesBeforeIt(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		messages int
+		want     string
+	}{
+		{"default two", 0, "Melanie: hi!\nMelanie: How was your week?\nCaroline: I went to the LGBTQ support group yesterday."},
+		{"one", 1, "Melanie: How was your week?\nCaroline: I went to the LGBTQ support group yesterday."},
+		{"none", -1, "Caroline: I went to the LGBTQ support group yesterday."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startIngestWith(t, ingest.Config{ContextMessages: tc.messages})
+			ctx := context.Background()
+			var ids []string
+			for i, line := range [][2]string{{"Caroline", "Hey Mel!"}, {"Melanie", "hi!"}, {"Melanie", "How was your week?"}, {"Caroline", "I went to the LGBTQ support group yesterday."}} {
+				env := r.say(t, "u1", "s1", line[1], map[string]any{cognitive.SpeakerMetaKey: line[0], "dia_id": fmt.Sprintf("D1:%d", i+1)})
+				ids = append(ids, env.ID)
+				// One at a time, so that each is in the session state before the next.
+				bustest.Eventually(t, 10*time.Second, func() error {
+					st, err := r.sessions.Get(ctx, "acme", "u1", "s1")
+					if err != nil || st.Messages != i+1 {
+						return fmt.Errorf("state: %d messages, %v", st.Messages, err)
+					}
+					return nil
+				})
+			}
+			var ep vectorstore.Record
+			bustest.Eventually(t, 10*time.Second, func() error {
+				for _, e := range r.episodes(t, "u1") {
+					if src := cognitive.StringList(e.Metadata[cognitive.MetaSourceEventIDs]); len(src) > 0 && src[len(src)-1] == ids[3] {
+						ep = e
+						return nil
+					}
+				}
+				return fmt.Errorf("no episode of the last message yet")
+			})
+			if ep.Text != tc.want {
+				t.Errorf("text %q, want %q", ep.Text, tc.want)
+			}
+			lines := strings.Count(tc.want, "\n") + 1
+			if src := cognitive.StringList(ep.Metadata[cognitive.MetaSourceEventIDs]); !slices.Equal(src, ids[4-lines:]) {
+				t.Errorf("source_event_ids %v, want %v", src, ids[4-lines:])
+			}
+			emb, err := embed.NewLocal(embed.LocalConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vecs, err := emb.Embed(ctx, []string{"Caroline: I went to the LGBTQ support group yesterday."})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sim := cognitive.Similarity(ep.Vector, vecs[0]); sim < 0.9999 {
+				t.Errorf("vector is not the statement's (cosine %.4f)", sim)
+			}
+		})
+	}
 }
