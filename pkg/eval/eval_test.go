@@ -427,7 +427,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"systems", "anchor", "context_tokens_mean", "conversation_tokens_mean", "evidence", "questions"} {
+	for _, key := range []string{"systems", "anchor", "context_tokens_mean", "context_tokens_at_k", "context_share_percent_at_k", "conversation_tokens_mean", "evidence", "questions"} {
 		if _, ok := back[key]; !ok {
 			t.Errorf("JSON lacks %q: %s", key, data)
 		}
