@@ -140,20 +140,6 @@ func (e *testEnv) ops(t *testing.T, userID, id string) []string {
 	return out
 }
 
-// history lists a memory's changes as "op|text", oldest first.
-func (e *testEnv) history(t *testing.T, userID, id string) []string {
-	t.Helper()
-	changes, err := e.mem.Log().List(testCtx(t), tenant, userID, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, c := range changes {
-		out = append(out, c.Op+"|"+c.Text)
-	}
-	return out
-}
-
 // snapshot is the whole partition as JSON, to compare states.
 func (e *testEnv) snapshot(t *testing.T, userID string) string {
 	t.Helper()
