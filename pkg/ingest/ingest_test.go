@@ -102,6 +102,28 @@ func (r rig) publish(t *testing.T, env events.Envelope) {
 	}
 }
 
+// settled waits until the ingest durable has acknowledged every message: ingest
+// acks an observation only once its episode is stored, and it applies the session
+// state first, so a state showing an event does not mean its episode is stored yet.
+func (r rig) settled(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	bustest.Eventually(t, 10*time.Second, func() error {
+		cons, err := r.js.Consumer(ctx, bus.DefaultStream, bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable)
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if busy := info.NumPending + uint64(info.NumAckPending); busy > 0 {
+			return fmt.Errorf("%d observations not acknowledged", busy)
+		}
+		return nil
+	})
+}
+
 func (r rig) episodes(t *testing.T, user string) []vectorstore.Record {
 	t.Helper()
 	recs, _, err := r.vectors.Scroll(context.Background(), vectorstore.Filter{Tenant: "acme", UserID: user, MemoryTypes: []vectorstore.MemoryType{vectorstore.Episodic}}, "", 100)
@@ -130,6 +152,7 @@ func TestObservationsBecomeEpisodicMemories(t *testing.T) {
 		}
 		return nil
 	})
+	r.settled(t)
 	eps := r.episodes(t, "u1")
 	if len(eps) != 1 {
 		t.Fatalf("episodic memories = %d (%v), want exactly 1: greetings and knowledge questions are not written", len(eps), eps)
@@ -177,6 +200,7 @@ func TestRedeliveryIsIdempotent(t *testing.T) {
 		}
 		return nil
 	})
+	r.settled(t)
 	if eps := r.episodes(t, "u2"); len(eps) != 1 {
 		t.Fatalf("episodic memories = %d, want 1", len(eps))
 	}

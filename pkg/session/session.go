@@ -37,7 +37,11 @@ type Config struct {
 	// (default 1024). Redelivery happens within seconds of the first delivery, and
 	// duplicate publishes are already dropped by the stream's duplicate window.
 	AppliedWindow int
-	Replicas      int // KV replicas, default 1
+	// CachedStates is how many sessions' last written states the Store remembers,
+	// so that the next batch of such a session is one compare-and-set instead of a
+	// read and a compare-and-set (default 1024).
+	CachedStates int
+	Replicas     int // KV replicas, default 1
 }
 
 func (c *Config) setDefaults() {
@@ -53,6 +57,9 @@ func (c *Config) setDefaults() {
 	if c.AppliedWindow == 0 {
 		c.AppliedWindow = 1024
 	}
+	if c.CachedStates == 0 {
+		c.CachedStates = 1024
+	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
@@ -65,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.AppliedWindow < 1 {
 		return fmt.Errorf("session: AppliedWindow is %d, must be >= 1", c.AppliedWindow)
+	}
+	if c.CachedStates < 1 {
+		return fmt.Errorf("session: CachedStates is %d, must be >= 1", c.CachedStates)
 	}
 	return nil
 }
@@ -101,6 +111,7 @@ type Store struct {
 	cfg    Config
 	state  jetstream.KeyValue
 	turns  jetstream.KeyValue
+	cache  *stateCache
 	logger *zap.Logger
 }
 
@@ -121,7 +132,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if err != nil {
 		return nil, fmt.Errorf("session: turn bucket: %w", err)
 	}
-	return &Store{cfg: cfg, state: state, turns: turns, logger: logger}, nil
+	return &Store{cfg: cfg, state: state, turns: turns, cache: newStateCache(cfg.CachedStates), logger: logger}, nil
 }
 
 // ErrMixedSessions is returned by ApplyBatch for events of more than one session.
@@ -156,23 +167,8 @@ func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State,
 			return State{}, nil, fmt.Errorf("%w: %s and %s", ErrMixedSessions, first.ID, env.ID)
 		}
 	}
-	var st State
 	applied := make([]bool, len(envs))
-	_, err = bus.UpdateKV(ctx, s.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
-		st = State{Tenant: first.Tenant, UserID: first.UserID, SessionID: first.SessionID}
-		if exists {
-			if err := json.Unmarshal(old, &st); err != nil {
-				return nil, fmt.Errorf("session: state %s is corrupt: %w", key, err)
-			}
-		}
-		if !s.foldNew(&st, envs, applied) {
-			return nil, errAlreadyApplied
-		}
-		return json.Marshal(st)
-	})
-	if errors.Is(err, errAlreadyApplied) {
-		return st, applied, nil
-	}
+	st, err := s.applyState(ctx, key, envs, applied)
 	if err != nil {
 		return State{}, nil, fmt.Errorf("session: apply %s (%d events): %w", first.ID, len(envs), err)
 	}
@@ -184,6 +180,60 @@ func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State,
 		}
 	}
 	return st, applied, nil
+}
+
+// applyState folds envs into key's state with one compare-and-set and returns the
+// state. From the cached state (or a new one for a session not cached) it is one
+// round trip; when that revision is stale (another replica, a Delete, a restart)
+// it reads the key and tries again. The cache is trusted only for a write, which
+// the compare-and-set checks: when the cached state says every event was applied,
+// the stored one is read to make sure.
+func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelope, applied []bool) (State, error) {
+	first := envs[0]
+	st, revision, cached := s.cache.get(key)
+	if !cached {
+		st = State{Tenant: first.Tenant, UserID: first.UserID, SessionID: first.SessionID}
+	}
+	if s.foldNew(&st, envs, applied) {
+		data, err := json.Marshal(st)
+		if err != nil {
+			return State{}, err
+		}
+		// Revision 0 (not cached) expects the key never written: a new session. Not
+		// Create, which on an existing key spends a read on looking for a delete
+		// marker before it fails.
+		if revision, err = s.state.Update(ctx, key, data, revision); err == nil {
+			s.cache.put(key, revision, st)
+			return st, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+			s.cache.forget(key)
+			return State{}, err
+		}
+	}
+	revision, err := bus.UpdateKV(ctx, s.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
+		st = State{Tenant: first.Tenant, UserID: first.UserID, SessionID: first.SessionID}
+		if exists {
+			if err := json.Unmarshal(old, &st); err != nil {
+				return nil, fmt.Errorf("session: state %s is corrupt: %w", key, err)
+			}
+		}
+		if !s.foldNew(&st, envs, applied) {
+			return nil, errAlreadyApplied
+		}
+		return json.Marshal(st)
+	})
+	switch {
+	case errors.Is(err, errAlreadyApplied):
+		// Nothing written, so no revision to cache: the next write reads again.
+		s.cache.forget(key)
+		return st, nil
+	case err != nil:
+		s.cache.forget(key)
+		return State{}, err
+	}
+	s.cache.put(key, revision, st)
+	return st, nil
 }
 
 // errAlreadyApplied aborts an UpdateKV without writing.
@@ -313,6 +363,7 @@ func (s *Store) Delete(ctx context.Context, tenant, user, session string) error 
 	if _, err := s.DeleteTurns(ctx, key); err != nil {
 		return err
 	}
+	s.cache.forget(key)
 	if err := s.state.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("session: delete %s: %w", key, err)
 	}

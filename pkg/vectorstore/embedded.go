@@ -31,11 +31,25 @@ type EmbeddedConfig struct {
 	// BusyTimeout is how long a statement waits for a lock held by another connection;
 	// default 5s.
 	BusyTimeout time.Duration
+	// CheckpointInterval is how often the written WAL pages are copied into the
+	// database file, in the background rather than inside a commit; default
+	// DefaultCheckpointInterval.
+	CheckpointInterval time.Duration
+	// WALRestartPages bounds the WAL file: once it holds more pages than this, a
+	// checkpoint holds writes back while it copies the last ones, so that the next
+	// write starts the file over; default DefaultWALRestartPages.
+	WALRestartPages int
 }
 
 func (c *EmbeddedConfig) setDefaults() {
 	if c.BusyTimeout == 0 {
 		c.BusyTimeout = 5 * time.Second
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.WALRestartPages == 0 {
+		c.WALRestartPages = DefaultWALRestartPages
 	}
 }
 
@@ -53,6 +67,12 @@ func (c EmbeddedConfig) Validate() error {
 	}
 	if c.BusyTimeout < 0 {
 		errs = append(errs, fmt.Errorf("BusyTimeout is %s, want >= 0", c.BusyTimeout))
+	}
+	if c.CheckpointInterval < 0 {
+		errs = append(errs, fmt.Errorf("CheckpointInterval is %s, want >= 0", c.CheckpointInterval))
+	}
+	if c.WALRestartPages < 0 {
+		errs = append(errs, fmt.Errorf("WALRestartPages is %d, want >= 0", c.WALRestartPages))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: embedded: %w", ErrInvalidConfig, err)
@@ -75,17 +95,18 @@ func (c EmbeddedConfig) Validate() error {
 // of microseconds, is exact (no recall loss, no index to tune or rebuild), and needs
 // no approximate-index structure to keep in sync under deletes.
 //
-// Memory: a loaded record costs its normalised vector (4·Dimensions bytes), its text
-// and terms, and its decoded metadata: about 2.5 KB at 384 dimensions with typical
-// memories (BenchmarkEmbeddedMemory measures it), so 100,000 records take about
-// 250 MB. Partitions are never evicted; the bound is the records of the partitions
-// read since the store opened, at most the whole store. A read of a partition
-// without records does not keep it.
+// Memory: a loaded record costs its normalised vector (4·Dimensions bytes), its
+// strings, its terms and its metadata as JSON: about 2.6 KB and 8 heap objects at
+// 384 dimensions with the pipeline's metadata (BenchmarkPartitionHeap), so 100,000
+// records take about 260 MB. Few objects matter as much as few bytes: every GC
+// cycle marks them all (see entry). Partitions are never evicted; the bound is the
+// records of the partitions read since the store opened, at most the whole store.
+// A read of a partition without records does not keep it.
 //
 // Records returned by reads share their Vector (normalised to unit length, as
-// Qdrant's cosine collections return it) and Metadata with the cache and with
-// other callers: treat them as read-only and copy before changing. A write never
-// changes a record already handed out; it replaces the cached one.
+// Qdrant's cosine collections return it) with the cache and with other callers:
+// treat it as read-only. Each read decodes its own Metadata. A write never changes
+// a record already handed out; it replaces the cached one.
 //
 // Why the sparse side is BM25 in memory rather than SQLite FTS5: FTS5 was measured
 // first (contentless table, terms prefixed per partition so posting lists stay
@@ -120,6 +141,11 @@ type Embedded struct {
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
+
+	// uncheckpointed is set by every commit and cleared by the checkpointer.
+	uncheckpointed  atomic.Bool
+	stopCheckpoints context.CancelFunc // nil for MemoryPath, which has no WAL
+	checkpointsDone chan struct{}
 }
 
 var _ Store = (*Embedded)(nil)
@@ -157,6 +183,9 @@ func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
 		s.unlock()
 		return nil, fmt.Errorf("vectorstore: embedded %s: %w", cfg.Path, err)
 	}
+	if cfg.Path != MemoryPath {
+		s.startCheckpoints()
+	}
 	s.logger.Info("vector store opened", zap.Int("dimensions", cfg.Dimensions))
 	return s, nil
 }
@@ -164,7 +193,14 @@ func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
 func (s *Embedded) open() error {
 	dsn := s.cfg.Path + "?_txlock=immediate" +
 		"&_pragma=busy_timeout(" + strconv.FormatInt(s.cfg.BusyTimeout.Milliseconds(), 10) + ")" +
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		// synchronous=NORMAL in WAL mode: a commit is durable once written to the WAL
+		// (it survives the process crashing), not fsynced; a power loss or OS crash
+		// may lose the last commits. Checkpoints fsync, and run in the background
+		// (checkpoint.go), so SQLite's own, inside the commit, is off.
+		// journal_size_limit: a WAL started over is cut back to the bound, not left at
+		// its largest size.
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
+		"&_pragma=journal_size_limit(" + strconv.Itoa(s.cfg.WALRestartPages*walPageBytes) + ")"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return err
@@ -221,6 +257,11 @@ func (s *Embedded) unlock() {
 func (s *Embedded) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.stopCheckpoints != nil {
+		// The last connection's close checkpoints what is left.
+		s.stopCheckpoints()
+		<-s.checkpointsDone
 	}
 	s.stmtMu.Lock()
 	for _, st := range s.stmts {
@@ -294,6 +335,7 @@ func (s *Embedded) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	s.uncheckpointed.Store(true)
 	if after != nil {
 		s.cacheMu.Lock()
 		after()
@@ -305,9 +347,29 @@ func (s *Embedded) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after
 // cachedPartition returns the partition if it is loaded; the caller holds cacheMu.
 func (s *Embedded) cachedPartition(k partKey) *partition { return s.parts[k] }
 
+// cachePut puts rec, committed at rid, into its partition if that is loaded; the
+// caller holds cacheMu. Should its entry not build (metadata read back from SQLite
+// always encodes), the partition is dropped instead, so that the next read loads
+// the committed rows rather than a stale copy.
+func (s *Embedded) cachePut(rid int64, rec Record) {
+	k := partKey{rec.Tenant, rec.UserID}
+	p := s.parts[k]
+	if p == nil {
+		return
+	}
+	e, err := newEntry(rid, rec)
+	if err != nil {
+		delete(s.parts, k)
+		s.logger.Warn("partition unloaded", zap.String("tenant", k.tenant), zap.String("user_id", k.userID), zap.Error(err))
+		return
+	}
+	p.put(e)
+}
+
 // read runs fn on k's partition with cacheMu held shared, loading the partition
-// first if needed. fn must not keep the partition or change it.
-func (s *Embedded) read(ctx context.Context, k partKey, fn func(p *partition)) error {
+// first if needed, and returns fn's error. fn must not keep the partition or
+// change it.
+func (s *Embedded) read(ctx context.Context, k partKey, fn func(p *partition) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -315,8 +377,7 @@ func (s *Embedded) read(ctx context.Context, k partKey, fn func(p *partition)) e
 	p := s.parts[k]
 	if p != nil {
 		defer s.cacheMu.RUnlock()
-		fn(p)
-		return nil
+		return fn(p)
 	}
 	s.cacheMu.RUnlock()
 	p, err := s.loadPartition(ctx, k)
@@ -325,8 +386,7 @@ func (s *Embedded) read(ctx context.Context, k partKey, fn func(p *partition)) e
 	}
 	s.cacheMu.RLock()
 	defer s.cacheMu.RUnlock()
-	fn(p)
-	return nil
+	return fn(p)
 }
 
 // loadPartition reads k's records into memory and returns the partition. It takes
@@ -347,13 +407,17 @@ func (s *Embedded) loadPartition(ctx context.Context, k partKey) (*partition, er
 		return nil, err
 	}
 	defer rows.Close()
-	p = newPartition()
+	p = newPartition(k)
 	for rows.Next() {
 		rec, rid, err := scanRecord(rows)
 		if err != nil {
 			return nil, err
 		}
-		p.put(newEntry(rid, rec))
+		e, err := newEntry(rid, rec)
+		if err != nil {
+			return nil, err
+		}
+		p.put(e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -435,9 +499,7 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 		return nil
 	}, func() {
 		for i, r := range norm {
-			if p := s.cachedPartition(partKey{r.Tenant, r.UserID}); p != nil {
-				p.put(newEntry(rids[i], r))
-			}
+			s.cachePut(rids[i], r)
 		}
 	})
 	return s.wrap("upsert", err)
@@ -457,14 +519,19 @@ func (s *Embedded) Get(ctx context.Context, tenant, userID string, ids ...string
 	}
 	m := newMatcher(f, time.Now())
 	var out []Record
-	err = s.read(ctx, partKey{tenant, userID}, func(p *partition) {
+	err = s.read(ctx, partKey{tenant, userID}, func(p *partition) error {
 		for j, id := range f.IDs {
 			i, ok := p.byID[id]
 			// An id asked twice is returned once.
 			if ok && m.match(p.entries[i]) && !slices.Contains(f.IDs[:j], id) {
-				out = append(out, p.entries[i].rec)
+				r, err := p.entries[i].record()
+				if err != nil {
+					return err
+				}
+				out = append(out, r)
 			}
 		}
+		return nil
 	})
 	return out, s.wrap("get", err)
 }
@@ -491,7 +558,7 @@ func (s *Embedded) Scroll(ctx context.Context, f Filter, offset string, limit in
 		recs []Record
 		next string
 	)
-	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) {
+	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
 		page := p.selectEntries(m, offset, limit+1)
 		if len(page) > limit {
 			next = page[limit].rec.ID
@@ -499,8 +566,12 @@ func (s *Embedded) Scroll(ctx context.Context, f Filter, offset string, limit in
 		}
 		recs = make([]Record, len(page))
 		for i, e := range page {
-			recs[i] = e.rec
+			var err error
+			if recs[i], err = e.record(); err != nil {
+				return err
+			}
 		}
+		return nil
 	})
 	if err != nil {
 		return nil, "", s.wrap("scroll", err)
@@ -548,9 +619,7 @@ func (s *Embedded) UpdatePayload(ctx context.Context, tenant, userID, id string,
 		}
 		return nil
 	}, func() {
-		if p := s.cachedPartition(partKey{rec.Tenant, rec.UserID}); p != nil {
-			p.put(newEntry(rid, rec))
-		}
+		s.cachePut(rid, rec)
 	})
 	return s.wrap("update", err)
 }
@@ -649,6 +718,9 @@ func (s *Embedded) Count(ctx context.Context, f Filter) (int, error) {
 	}
 	m := newMatcher(f, time.Now())
 	n := 0
-	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) { n = len(p.candidates(m)) })
+	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
+		n = len(p.candidates(m))
+		return nil
+	})
 	return n, s.wrap("count", err)
 }

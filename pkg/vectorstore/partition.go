@@ -2,7 +2,10 @@ package vectorstore
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,31 +16,70 @@ import (
 // partKey names a (tenant, user) partition.
 type partKey struct{ tenant, userID string }
 
-// entry is one record of a loaded partition, in the form every read returns it.
-// rec is immutable once the entry is published: a write replaces the entry, so a
-// record handed to a caller never changes under it.
+// entry is one record of a loaded partition. It is laid out for the garbage
+// collector, which marks every pointer of every loaded record on every cycle: the
+// metadata is kept as its JSON encoding and the terms as one string, so an entry
+// is a handful of pointer-free allocations however nested its metadata is (a
+// decoded map with its lists and strings was ~40 objects per record, and marking
+// 100,000 records of them took GC mark phases of hundreds of milliseconds under
+// load). Reads pay for it with one metadata decode per returned record.
+//
+// An entry is immutable once published: a write replaces the entry, so a record
+// handed to a caller never changes under it.
 type entry struct {
 	rid int64
-	rec Record // rec.Vector normalised, so cosine similarity is a plain dot product
+	rec Record // Metadata nil (see meta); Vector normalised, so cosine similarity is a plain dot product
+	// meta is rec's Metadata as JSON; nil for a nil map.
+	meta []byte
 	// ts and expires are the stored microseconds the filters compare, exactly as
 	// SQLite holds them (hasExpiry false for NULL).
 	ts, expires int64
 	hasExpiry   bool
-	terms       []string // bm25.Tokenize(rec.Text), the sparse side
+	terms       string // bm25.Tokenize(rec.Text) joined by spaces (no term holds one), the sparse side
 }
 
 // newEntry builds the entry of rec, a record as SQLite stores it (times cut to the
 // microsecond, metadata as encoding/json decodes it). The vector is normalised
 // into a fresh slice, so the caller's is never kept.
-func newEntry(rid int64, rec Record) *entry {
+func newEntry(rid int64, rec Record) (*entry, error) {
 	e := &entry{rid: rid, rec: rec, ts: rec.TS.UnixMicro(), hasExpiry: !rec.ExpiresAt.IsZero()}
 	if e.hasExpiry {
 		e.expires = rec.ExpiresAt.UnixMicro()
 	}
+	if rec.Metadata != nil {
+		meta, err := json.Marshal(rec.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %s: metadata: %w", ErrInvalidRecord, rec.ID, err)
+		}
+		e.meta = meta
+	}
+	e.rec.Metadata = nil
+	// Refer to the memory type constant rather than keep a copy per record.
+	if i := slices.Index(memoryTypes, rec.MemoryType); i >= 0 {
+		e.rec.MemoryType = memoryTypes[i]
+	}
 	e.rec.Vector = slices.Clone(rec.Vector)
 	embed.Normalize(e.rec.Vector)
-	e.terms = bm25.Tokenize(rec.Text)
-	return e
+	e.terms = strings.Join(bm25.Tokenize(rec.Text), " ")
+	return e, nil
+}
+
+var memoryTypes = []MemoryType{Episodic, Semantic, Item}
+
+// record returns the entry's record as reads return it, with its own decoded
+// Metadata.
+func (e *entry) record() (Record, error) {
+	r := e.rec
+	if e.meta != nil {
+		// Decoding into an interface takes encoding/json's reflection-free path for
+		// objects: a quarter faster than into a map. meta always holds an object.
+		var md any
+		if err := json.Unmarshal(e.meta, &md); err != nil {
+			return Record{}, fmt.Errorf("record %s: cached metadata: %w", r.ID, err)
+		}
+		r.Metadata, _ = md.(map[string]any)
+	}
+	return r, nil
 }
 
 // partition is one (tenant, user) partition held in memory: every record, whole,
@@ -48,6 +90,7 @@ func newEntry(rid int64, rec Record) *entry {
 // reader after a write rebuild the derived views (BM25 index, id order) while
 // others wait for it.
 type partition struct {
+	key     partKey // every entry's Tenant and UserID share these strings
 	entries []*entry
 	slot    map[int64]int  // rid → slot
 	byID    map[string]int // id → slot
@@ -57,12 +100,13 @@ type partition struct {
 	order  []int       // slots in ascending id order; nil after a record comes or goes
 }
 
-func newPartition() *partition {
-	return &partition{slot: make(map[int64]int), byID: make(map[string]int)}
+func newPartition(k partKey) *partition {
+	return &partition{key: k, slot: make(map[int64]int), byID: make(map[string]int)}
 }
 
-// put adds or replaces the record at rid.
+// put adds or replaces the record at rid; e is the partition's from now on.
 func (p *partition) put(e *entry) {
+	e.rec.Tenant, e.rec.UserID = p.key.tenant, p.key.userID
 	i, ok := p.slot[e.rid]
 	if !ok {
 		p.slot[e.rid] = len(p.entries)
@@ -107,7 +151,7 @@ func (p *partition) index() *bm25.Index {
 	if p.ix == nil {
 		docs := make([][]string, len(p.entries))
 		for i, e := range p.entries {
-			docs[i] = e.terms
+			docs[i] = strings.Fields(e.terms)
 		}
 		p.ix = bm25.NewIndex(docs, bm25.DefaultParams())
 	}
@@ -225,9 +269,17 @@ func (m *matcher) match(e *entry) bool {
 		f.Kind != "" && r.Kind != f.Kind || f.Key != "" && r.Key != f.Key {
 		return false
 	}
-	for _, c := range m.payload {
-		if !payloadMatches(r.Metadata[c.key], c.want) {
+	if len(m.payload) > 0 {
+		// Payload conditions are rare (no read path of the services uses one):
+		// decoding the metadata for them keeps the entries free of it.
+		var md map[string]any
+		if json.Unmarshal(e.meta, &md) != nil {
 			return false
+		}
+		for _, c := range m.payload {
+			if !payloadMatches(md[c.key], c.want) {
+				return false
+			}
 		}
 	}
 	expired := e.hasExpiry && e.expires <= m.now

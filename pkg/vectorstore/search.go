@@ -48,10 +48,10 @@ func (s *Embedded) Search(ctx context.Context, q Query) ([]Hit, error) {
 	}
 	m := newMatcher(q.Filter, time.Now())
 	var hits []Hit
-	err = s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) {
+	err = s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) error {
 		candidates := p.candidates(m)
 		if len(candidates) == 0 {
-			return
+			return nil
 		}
 		depth := q.Limit
 		if q.Mode == Hybrid {
@@ -68,8 +68,13 @@ func (s *Embedded) Search(ctx context.Context, q Query) ([]Hit, error) {
 		}
 		hits = make([]Hit, len(top))
 		for i, r := range top {
-			hits[i] = Hit{Record: p.entries[r.slot].rec, Score: r.score}
+			rec, err := p.entries[r.slot].record()
+			if err != nil {
+				return err
+			}
+			hits[i] = Hit{Record: rec, Score: r.score}
 		}
+		return nil
 	})
 	return hits, s.wrap("search", err)
 }
@@ -110,7 +115,11 @@ func best(rs []ranked, n int) []ranked {
 // fuseRRF merges rankings by reciprocal rank fusion and returns the best limit.
 // Contributions are summed by sorting them by record, which needs no map.
 func fuseRRF(limit int, rankings ...[]ranked) []ranked {
-	var all []ranked
+	n := 0
+	for _, rk := range rankings {
+		n += len(rk)
+	}
+	all := make([]ranked, 0, n)
 	for _, rk := range rankings {
 		for i, r := range rk {
 			all = append(all, ranked{r.rid, r.slot, 1 / float64(rrfK+i+1)})

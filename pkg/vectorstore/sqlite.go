@@ -13,9 +13,13 @@ import (
 )
 
 // schema is the embedded store's layout. rid is the SQLite rowid (declared so VACUUM
-// keeps it); id is the public UUID. records_partition_type covers the common search
-// filter (partition, memory types, expiry), so selecting a partition's candidates
-// reads only the index.
+// keeps it); id is the public UUID, whose unique index the upsert's ON CONFLICT
+// needs. Reads are served from the in-memory partitions, so SQLite is only asked
+// for a whole partition (its load), for ids (UpdatePayload) and for a partition's
+// rows to delete: records_partition_type serves all of them. Every index costs
+// each insert a b-tree descent and dirty pages in the WAL, so files made before
+// this layout lose the ones nothing uses any more (the DROPs below): with them,
+// writing a record cost about twice as much.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS records (
 		rid INTEGER PRIMARY KEY,
@@ -37,8 +41,8 @@ var schema = []string{
 		metadata TEXT NOT NULL
 	)`,
 	`CREATE INDEX IF NOT EXISTS records_partition_type ON records(tenant, user_id, memory_type, expires_at)`,
-	`CREATE INDEX IF NOT EXISTS records_partition_ts ON records(tenant, user_id, ts)`,
-	`CREATE INDEX IF NOT EXISTS records_partition_id ON records(tenant, user_id, id)`,
+	`DROP INDEX IF EXISTS records_partition_ts`,
+	`DROP INDEX IF EXISTS records_partition_id`,
 	`CREATE TABLE IF NOT EXISTS store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
 }
 

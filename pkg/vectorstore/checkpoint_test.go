@@ -1,0 +1,96 @@
+package vectorstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// fileSize is the size of the file at path, 0 when it does not exist.
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// upsertBatches writes batches of 20 records of checkpointDims dimensions (a
+// record fills about a third of a page), each batch its own transaction, and
+// returns how many records it wrote.
+func upsertBatches(t *testing.T, s *vectorstore.Embedded, batches int) int {
+	t.Helper()
+	n := 0
+	for range batches {
+		recs := make([]vectorstore.Record, 20)
+		for i := range recs {
+			recs[i] = testRecord(n, checkpointDims)
+			n++
+		}
+		if err := s.Upsert(context.Background(), recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+const checkpointDims = 256
+
+func testRecord(n, dims int) vectorstore.Record {
+	vec := make([]float32, dims)
+	vec[n%dims] = 1
+	return vectorstore.Record{
+		ID: vectorstore.DeterministicID("checkpoint", fmt.Sprint(n)), Tenant: "acme", UserID: fmt.Sprintf("u%d", n%5),
+		MemoryType: vectorstore.Episodic, Text: fmt.Sprintf("memory %d, long enough to fill some of a page with text", n),
+		Vector: vec, TS: time.Unix(int64(n), 0), Metadata: map[string]any{"n": n},
+	}
+}
+
+// Commits leave their pages in the WAL; the background checkpoint copies them into
+// the database file while the store stays open, and once the WAL is past
+// WALRestartPages the next writes start it over instead of growing it: under a
+// steady stream of writes the WAL file stays a fraction of the data.
+func TestEmbeddedCheckpointsInTheBackground(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: checkpointDims, CheckpointInterval: 5 * time.Millisecond, WALRestartPages: 32}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	empty := fileSize(t, path)
+	n := upsertBatches(t, s, 400)
+	bustest.Eventually(t, 10*time.Second, func() error {
+		if size := fileSize(t, path); size < empty+int64(n)*4*checkpointDims {
+			return fmt.Errorf("database file is %d bytes after %d records, %d when empty: not checkpointed", size, n, empty)
+		}
+		return nil
+	})
+	if wal, db := fileSize(t, path+"-wal"), fileSize(t, path); wal > db/2 {
+		t.Fatalf("WAL file is %d bytes beside a %d-byte database: it was never started over", wal, db)
+	}
+	got, err := s.Count(context.Background(), vectorstore.Filter{Tenant: "acme", UserID: "u1"})
+	if err != nil || got != n/5 {
+		t.Fatalf("count = %d, %v; want %d", got, err, n/5)
+	}
+}
+
+func TestEmbeddedConfigRejectsNegativeCheckpointSettings(t *testing.T) {
+	for _, cfg := range []vectorstore.EmbeddedConfig{
+		{Path: "x.db", Dimensions: 4, CheckpointInterval: -time.Second},
+		{Path: "x.db", Dimensions: 4, WALRestartPages: -1},
+	} {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", cfg)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package vectorstore_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// BenchmarkEmbeddedUpsertBatch upserts batches of 64 new records of 100 users, as
+// the ingest worker stores a batch of episodes; ns/op is per record.
+func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+	gen := newBenchText(4)
+	ctx := context.Background()
+	texts := make([]string, 512)
+	for i := range texts {
+		texts[i] = gen.sentence(24)
+	}
+	vecs, _ := emb.Embed(ctx, texts)
+	const batch = 64
+	recs := make([]vectorstore.Record, 0, batch)
+	n := 0
+	for b.Loop() {
+		recs = append(recs, vectorstore.Record{
+			ID: vectorstore.DeterministicID("batch", fmt.Sprint(n)), Tenant: "acme", UserID: fmt.Sprintf("u%d", n%100),
+			MemoryType: vectorstore.Episodic, Text: texts[n%len(texts)], Vector: vecs[n%len(vecs)], TS: time.Unix(int64(n), 0),
+			ChatID: fmt.Sprintf("s-%05d", n/20), Metadata: map[string]any{"source_event_ids": []any{fmt.Sprint(n)}, "context": texts[(n+1)%len(texts)]},
+		})
+		n++
+		if len(recs) == batch {
+			if err := s.Upsert(ctx, recs...); err != nil {
+				b.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+}
