@@ -89,6 +89,15 @@ func (r rig) say(t *testing.T, user, sess, text string, meta map[string]any) eve
 
 func (r rig) publish(t *testing.T, env events.Envelope) {
 	t.Helper()
+	subject, data := encode(t, env)
+	if _, err := r.js.Publish(context.Background(), subject, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// encode is env's subject and JSON.
+func encode(t *testing.T, env events.Envelope) (string, []byte) {
+	t.Helper()
 	data, err := json.Marshal(env)
 	if err != nil {
 		t.Fatal(err)
@@ -97,9 +106,7 @@ func (r rig) publish(t *testing.T, env events.Envelope) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.js.Publish(context.Background(), subject, data); err != nil {
-		t.Fatal(err)
-	}
+	return subject, data
 }
 
 // settled waits until the ingest durable has acknowledged every message: ingest
@@ -239,14 +246,7 @@ func TestConcurrentObservationsOfManySessions(t *testing.T) {
 		s := i % sessions // interleaved, as concurrent agents publish
 		env := events.New(events.TypeObservation, "acme", fmt.Sprintf("u%d", s%2), "bot", fmt.Sprintf("s%d", s))
 		env.Observation = &events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("Remember: my locker number %d is on floor %d", i, s)}
-		data, err := json.Marshal(env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subject, err := env.Subject()
-		if err != nil {
-			t.Fatal(err)
-		}
+		subject, data := encode(t, env)
 		if _, err := pub.PublishAsync(subject, data); err != nil {
 			t.Fatal(err)
 		}

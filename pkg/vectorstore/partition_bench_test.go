@@ -59,16 +59,7 @@ func BenchmarkPartitionHeap(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for u := range benchUsers {
-		if _, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: fmt.Sprintf("u%d", u)}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	before, after := loadEveryPartition(b, s)
 	gcs := make([]time.Duration, 5)
 	for i := range gcs {
 		start := time.Now()
