@@ -106,7 +106,7 @@ func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorsto
 	lines := make([]string, 0, len(obs.Before)+1)
 	for _, u := range obs.Before {
 		if text := strings.TrimSpace(u.Text); text != "" {
-			lines = append(lines, speakerLine(u.Who, u.Role, text))
+			lines = append(lines, speakerLine(u.Who, u.Role, shorten(text, maxContextBytes)))
 		}
 	}
 	rec := vectorstore.Record{
@@ -123,6 +123,11 @@ func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorsto
 	addProvenance(rec.Metadata, obs)
 	return rec
 }
+
+// maxContextBytes bounds each context message in an episode's text: a tool's
+// output or a pasted document said before an utterance must not be copied whole
+// into every episode that follows it.
+const maxContextBytes = 500
 
 // addProvenance records the events and meta of obs and of the messages of
 // obs.Before that the text holds, in md; an observation without an event id (a

@@ -2,6 +2,7 @@ package cognitive
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +58,20 @@ func TestEpisodeRecordKeepsTheExchange(t *testing.T) {
 	alone.Before = nil
 	if again := EpisodeRecord("t", "u", alone, ep); again.ID != rec.ID {
 		t.Errorf("the id depends on the context: %s vs %s", again.ID, rec.ID)
+	}
+}
+
+// A long context message is shortened in the episode's text; the statement is not.
+func TestEpisodeContextMessagesAreBounded(t *testing.T) {
+	long := strings.Repeat("rows of data ", 200)
+	obs := Observation{Role: "user", Who: "Ann", Text: "Plot the rows by region. " + long, EventID: "e2",
+		Before: []Utterance{{Role: "tool", Text: long, EventID: "e1"}}}
+	rec := EpisodeRecord("t", "u", obs, Episode{Write: true, Thing: "plot the rows", Who: "Ann", Time: time.Unix(0, 0)})
+	first, last, _ := strings.Cut(rec.Text, "\n")
+	if len(first) > len("tool: ")+maxContextBytes+len("…") || !strings.HasSuffix(first, "…") {
+		t.Errorf("context line of %d bytes, want at most %d, shortened with an ellipsis", len(first), maxContextBytes)
+	}
+	if last != EpisodeStatement(obs, Episode{Thing: "plot the rows"}) {
+		t.Errorf("statement line %q was changed", last)
 	}
 }
