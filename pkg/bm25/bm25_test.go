@@ -119,8 +119,14 @@ func genDocs(t *rapid.T) [][]string {
 	return rapid.SliceOfN(rapid.SliceOfN(rapid.SampledFrom(vocab), 0, 12), 1, 8).Draw(t, "docs")
 }
 
+// genParams draws valid params; never the zero Params, which NewIndex reads as
+// DefaultParams.
 func genParams(t *rapid.T) Params {
-	return Params{K1: rapid.Float64Range(0, 3).Draw(t, "k1"), B: rapid.Float64Range(0, 1).Draw(t, "b")}
+	p := Params{K1: rapid.Float64Range(0, 3).Draw(t, "k1"), B: rapid.Float64Range(0, 1).Draw(t, "b")}
+	if p == (Params{}) {
+		return DefaultParams()
+	}
+	return p
 }
 
 func TestPropertyScoresNonNegative(t *testing.T) {

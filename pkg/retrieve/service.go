@@ -196,13 +196,24 @@ func (s *Service) drain() {
 }
 
 // Ready is nil while the service is registered and serving.
-func (s *Service) Ready(context.Context) error {
+func (s *Service) Ready(ctx context.Context) error {
 	p := s.svc.Load()
 	if p == nil || (*p).Stopped() {
 		return ErrNotReady
 	}
+	// A round trip to the server: the service's subscriptions are then registered
+	// there, so a request sent right after Ready (from any connection) has a
+	// responder instead of "no responders".
+	ctx, cancel := context.WithTimeout(ctx, readyFlushTimeout)
+	defer cancel()
+	if err := s.deps.Conn.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
 	return nil
 }
+
+// readyFlushTimeout bounds Ready's round trip to the server.
+const readyFlushTimeout = 5 * time.Second
 
 // Info is the micro service's discovery info; ok is false when it is not serving.
 func (s *Service) Info() (micro.Info, bool) {
