@@ -6,7 +6,6 @@ import (
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/bench"
@@ -29,12 +28,9 @@ the ratio), extraction (sessions/s), peak RSS and bytes per stored memory. Progr
 stderr; the table (or --json) to stdout. The targets are ctx_vs_nats_p99 <= 5 and
 ingest_vs_raw >= 0.3.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := zap.NewNop()
-			if g.verbose {
-				var err error
-				if logger, err = zap.NewDevelopment(); err != nil {
-					return err
-				}
+			logger, err := g.processLogger()
+			if err != nil {
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return err

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/config"
@@ -58,11 +57,9 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", data, err)
 			}
-			logger := zap.NewNop()
-			if g.verbose {
-				if logger, err = zap.NewDevelopment(); err != nil {
-					return err
-				}
+			logger, err := g.processLogger()
+			if err != nil {
+				return err
 			}
 			path := g.config
 			if path == "" {

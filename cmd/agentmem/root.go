@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 )
 
 // globalFlags are the flags every command understands.
@@ -37,4 +38,14 @@ func newRoot() *cobra.Command {
 		newEvalCmd(g),
 	)
 	return root
+}
+
+// processLogger is the logger of a command that runs the stack in this process
+// (demo, bench, eval): silent, so that its own output stays readable, or a
+// development logger at debug level with --verbose.
+func (g *globalFlags) processLogger() (*zap.Logger, error) {
+	if !g.verbose {
+		return zap.NewNop(), nil
+	}
+	return zap.NewDevelopment()
 }

@@ -66,16 +66,13 @@ func newDemoCmd(g *globalFlags) *cobra.Command {
 		Use:   "demo",
 		Short: "Run the pipeline in-process on a sample conversation and print the memory it built",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := zap.NewNop()
-			if g.verbose {
-				var err error
-				if logger, err = zap.NewDevelopment(); err != nil {
-					return err
-				}
+			logger, err := g.processLogger()
+			if err != nil {
+				return err
 			}
 			ctx, stop := app.SignalContext()
 			defer stop()
-			_, err := demo.Run(ctx, dataDir, cmd.OutOrStdout(), logger)
+			_, err = demo.Run(ctx, dataDir, cmd.OutOrStdout(), logger)
 			return err
 		},
 	}

@@ -208,15 +208,23 @@ func FactRecord(tenant, userID string, f Fact) vectorstore.Record {
 
 // StringList reads a metadata list of strings, as written ([]string, []any) or
 // as decoded from JSON ([]any of string); other values give nil.
-func StringList(v any) []string {
+func StringList(v any) []string { return listOf[string](v) }
+
+// MapList reads a metadata list of objects (e.g. source_meta), as written
+// ([]map[string]any, []any) or as decoded from JSON; other values give nil.
+func MapList(v any) []map[string]any { return listOf[map[string]any](v) }
+
+// listOf reads a metadata list of T, as written ([]T) or as decoded from JSON
+// ([]any), as a fresh slice; elements of another type are skipped.
+func listOf[T any](v any) []T {
 	switch l := v.(type) {
-	case []string:
+	case []T:
 		return slices.Clone(l)
 	case []any:
-		out := make([]string, 0, len(l))
+		out := make([]T, 0, len(l))
 		for _, x := range l {
-			if s, ok := x.(string); ok {
-				out = append(out, s)
+			if t, ok := x.(T); ok {
+				out = append(out, t)
 			}
 		}
 		return out

@@ -22,7 +22,7 @@ func storedDiaIDs(ctx context.Context, vs vectorstore.Store, tenant, user string
 			return nil, fmt.Errorf("eval: list memories of %s: %w", tenant, err)
 		}
 		for _, r := range recs {
-			for _, m := range metaList(r.Metadata[cognitive.MetaSourceMeta]) {
+			for _, m := range cognitive.MapList(r.Metadata[cognitive.MetaSourceMeta]) {
 				if id, ok := m[MetaDiaID].(string); ok {
 					ids[id] = true
 				}
@@ -33,22 +33,4 @@ func storedDiaIDs(ctx context.Context, vs vectorstore.Store, tenant, user string
 		}
 		offset = next
 	}
-}
-
-// metaList reads a source_meta value: []map[string]any in-process, []any after a
-// JSON round trip.
-func metaList(v any) []map[string]any {
-	switch l := v.(type) {
-	case []map[string]any:
-		return l
-	case []any:
-		out := make([]map[string]any, 0, len(l))
-		for _, x := range l {
-			if m, ok := x.(map[string]any); ok {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
-	return nil
 }

@@ -255,28 +255,12 @@ func provenance(r vectorstore.Record) events.Provenance {
 	p := events.Provenance{
 		EventIDs:   cognitive.StringList(r.Metadata[cognitive.MetaSourceEventIDs]),
 		SessionIDs: cognitive.StringList(r.Metadata[cognitive.MetaSourceChatIDs]),
-		Meta:       mapList(r.Metadata[cognitive.MetaSourceMeta]),
+		Meta:       cognitive.MapList(r.Metadata[cognitive.MetaSourceMeta]),
 	}
 	if len(p.SessionIDs) == 0 && r.ChatID != "" {
 		p.SessionIDs = []string{r.ChatID}
 	}
 	return p
-}
-
-func mapList(v any) []map[string]any {
-	switch l := v.(type) {
-	case []map[string]any:
-		return slices.Clone(l)
-	case []any:
-		out := make([]map[string]any, 0, len(l))
-		for _, x := range l {
-			if m, ok := x.(map[string]any); ok {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
-	return nil
 }
 
 // loadItems fills persona, user_profile and session_items (SPEC D1).
