@@ -132,7 +132,11 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if err != nil {
 		return nil, fmt.Errorf("session: turn bucket: %w", err)
 	}
-	return &Store{cfg: cfg, state: state, turns: turns, cache: newStateCache(cfg.CachedStates), logger: logger}, nil
+	cache, err := newStateCache(cfg.CachedStates)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{cfg: cfg, state: state, turns: turns, cache: cache, logger: logger}, nil
 }
 
 // ErrMixedSessions is returned by ApplyBatch for events of more than one session.

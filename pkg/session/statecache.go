@@ -1,10 +1,12 @@
 package session
 
 import (
-	"container/list"
+	"fmt"
+
 	"maps"
 	"slices"
-	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // stateCache remembers, for the sessions this Store wrote last, the state it wrote
@@ -12,65 +14,42 @@ import (
 // and writes with one compare-and-set (one round trip) instead of reading the key
 // first (two). A stale entry (another replica or a Delete wrote since) costs only
 // the failed compare-and-set: the write then falls back to read-modify-write. It
-// is bounded, least recently used first out; a State holds up to RecentMessages
-// messages and AppliedWindow ids.
+// is a bounded LRU (hashicorp/golang-lru); a State holds up to RecentMessages
+// messages and AppliedWindow ids. States go in and come out as copies, so folding
+// into one never changes the cached state.
 type stateCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // of *cachedState, most recently used first
-	byKey map[string]*list.Element
+	lru *lru.Cache[string, cachedState]
 }
 
 type cachedState struct {
-	key      string
 	revision uint64
 	state    State
 }
 
-func newStateCache(max int) *stateCache {
-	return &stateCache{max: max, order: list.New(), byKey: make(map[string]*list.Element)}
+func newStateCache(max int) (*stateCache, error) {
+	c, err := lru.New[string, cachedState](max)
+	if err != nil {
+		return nil, fmt.Errorf("session: state cache: %w", err)
+	}
+	return &stateCache{lru: c}, nil
 }
 
 // get returns a copy of key's cached state and its revision.
 func (c *stateCache) get(key string) (State, uint64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byKey[key]
+	cs, ok := c.lru.Get(key)
 	if !ok {
 		return State{}, 0, false
 	}
-	c.order.MoveToFront(e)
-	cs := e.Value.(*cachedState)
 	return cs.state.clone(), cs.revision, true
 }
 
 // put remembers a copy of st as key's state at revision.
 func (c *stateCache) put(key string, revision uint64, st State) {
-	st = st.clone()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byKey[key]; ok {
-		c.order.MoveToFront(e)
-		e.Value = &cachedState{key: key, revision: revision, state: st}
-		return
-	}
-	c.byKey[key] = c.order.PushFront(&cachedState{key: key, revision: revision, state: st})
-	if c.order.Len() > c.max {
-		oldest := c.order.Back()
-		c.order.Remove(oldest)
-		delete(c.byKey, oldest.Value.(*cachedState).key)
-	}
+	c.lru.Add(key, cachedState{revision: revision, state: st.clone()})
 }
 
 // forget drops key's entry.
-func (c *stateCache) forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byKey[key]; ok {
-		c.order.Remove(e)
-		delete(c.byKey, key)
-	}
-}
+func (c *stateCache) forget(key string) { c.lru.Remove(key) }
 
 // clone copies what fold changes in place (the slices and the role counts), so
 // that folding into the copy leaves st as it was. Messages' Meta maps are shared:
