@@ -2,7 +2,6 @@ package session
 
 import (
 	"fmt"
-
 	"maps"
 	"slices"
 
