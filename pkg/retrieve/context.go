@@ -151,11 +151,11 @@ type memoryDoc struct {
 // hundreds for chunking and tokenizing it again).
 func (s *Service) chunkIndex(ns docstore.Namespace, doc string) *markdown.ChunkIndex {
 	key := ns.Tenant + "." + ns.User
-	if m, ok := s.chunks.get(key); ok && m.doc == doc {
+	if m, ok := s.chunks.Get(key); ok && m.doc == doc {
 		return m.ix
 	}
 	ix := markdown.NewChunkIndex(doc)
-	s.chunks.put(key, &memoryDoc{doc: doc, ix: ix}, true)
+	s.chunks.Add(key, &memoryDoc{doc: doc, ix: ix})
 	return ix
 }
 

@@ -10,13 +10,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/policy"
 )
 
-// policyCache holds the effective policy of recent sessions. A session keeps the
-// policy it started with (SPEC B5: a change of policy_overrides.json applies to new
-// sessions), and the hot path reads the overrides once per session, not per request.
-type policyCache = fifoCache[policy.Policy]
-
-func newPolicyCache(max int) *policyCache { return newFIFOCache[policy.Policy](max) }
-
 // policyFor returns the policy of a request: the base policy overlaid with the
 // namespace's policy_overrides.json, cached per session. A request without a session
 // reads the overrides every time. An unreadable or invalid overrides file is logged
@@ -25,7 +18,7 @@ func (s *Service) policyFor(ctx context.Context, ns docstore.Namespace, sessionI
 	key := ""
 	if sessionID != "" {
 		key = ns.Tenant + "." + ns.User + "." + sessionID
-		if p, ok := s.policies.get(key); ok {
+		if p, ok := s.policies.Get(key); ok {
 			return p
 		}
 	}
@@ -44,7 +37,7 @@ func (s *Service) policyFor(ctx context.Context, ns docstore.Namespace, sessionI
 		}
 	}
 	if key != "" {
-		s.policies.put(key, p, false)
+		s.policies.ContainsOrAdd(key, p) // the first policy of a session stays
 	}
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -31,8 +33,11 @@ type Service struct {
 	deps     Deps
 	logger   *zap.Logger
 	handlers map[string]endpointFunc
-	policies *policyCache
-	chunks   *fifoCache[*memoryDoc] // by namespace
+	// policies holds the effective policy of recent sessions: a session keeps the
+	// policy it started with (SPEC B5: a change of policy_overrides.json applies
+	// to new sessions), and the hot path reads the overrides once per session.
+	policies *lru.Cache[string, policy.Policy]
+	chunks   *lru.Cache[string, *memoryDoc] // by namespace
 
 	running  atomic.Bool
 	svc      atomic.Pointer[micro.Service]
@@ -58,12 +63,20 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	policies, err := lru.New[string, policy.Policy](cfg.PolicyCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PolicyCacheSize: %w", ErrInvalidConfig, err)
+	}
+	chunks, err := lru.New[string, *memoryDoc](cfg.ChunkCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ChunkCacheSize: %w", ErrInvalidConfig, err)
+	}
 	s := &Service{
 		cfg:      cfg,
 		deps:     deps,
 		logger:   logger.Named("retriever").With(obs.Worker(cfg.ServiceName)),
-		policies: newPolicyCache(cfg.PolicyCacheSize),
-		chunks:   newFIFOCache[*memoryDoc](cfg.ChunkCacheSize),
+		policies: policies,
+		chunks:   chunks,
 	}
 	s.handlers = s.endpoints()
 	for _, ep := range events.Endpoints {
