@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +12,8 @@ import (
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
-		cfg        bench.Config
-		asJSON     bool
-		cpuProfile string
+		cfg    bench.Config
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -36,16 +34,10 @@ ingest_vs_raw >= 0.3.`,
 				return err
 			}
 			cfg.Progress = cmd.ErrOrStderr()
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
+			if cfg.ProfileDir != "" {
+				if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+					return fmt.Errorf("profile dir: %w", err)
 				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
 			}
 			ctx, stop := app.SignalContext()
 			defer stop()
@@ -67,6 +59,6 @@ ingest_vs_raw >= 0.3.`,
 	f.IntVar(&cfg.Sessions, "sessions", bench.DefaultSessions, "sessions of the extraction phase")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory, removed afterwards)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	f.StringVar(&cfg.ProfileDir, "profile-dir", "", "write a CPU profile of each phase here (load, latency, raw, ingest, extraction .pprof; go tool pprof)")
 	return cmd
 }

@@ -27,7 +27,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,6 +78,10 @@ type Config struct {
 	// Progress receives progress lines while the run loads and measures (a line
 	// rewritten with \r on a terminal); nil discards them.
 	Progress io.Writer
+	// ProfileDir, when set, receives a CPU profile of each phase (load.pprof,
+	// latency.pprof, raw.pprof, ingest.pprof, extraction.pprof): a whole-run
+	// profile mixes what limits one figure with the others' work.
+	ProfileDir string
 }
 
 func (c *Config) setDefaults() {
@@ -155,6 +161,24 @@ type Result struct {
 	GOMAXPROCS     int     `json:"gomaxprocs"`
 }
 
+// profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.
+func profiled(dir, name string, phase func() error) error {
+	if dir == "" {
+		return phase()
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	err = phase()
+	pprof.StopCPUProfile()
+	return err
+}
+
 // Run starts a stack, measures it and stops it. cfg.Progress gets what it is doing.
 func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	cfg.setDefaults()
@@ -183,8 +207,11 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 		Users: cfg.Users, Requests: cfg.Requests, IngestMessages: cfg.IngestMessages, Sessions: cfg.Sessions,
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
-	for _, phase := range []func(context.Context, *Result) error{b.load, b.latency, b.rawJetStream, b.ingest, b.extraction} {
-		if err := phase(ctx, &res); err != nil {
+	for _, phase := range []struct {
+		name string
+		run  func(context.Context, *Result) error
+	}{{"load", b.load}, {"latency", b.latency}, {"raw", b.rawJetStream}, {"ingest", b.ingest}, {"extraction", b.extraction}} {
+		if err := profiled(cfg.ProfileDir, phase.name, func() error { return phase.run(ctx, &res) }); err != nil {
 			return Result{}, err
 		}
 		if err := b.idle(ctx); err != nil {
