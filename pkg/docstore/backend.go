@@ -26,6 +26,12 @@ type Namespace struct {
 	User   string
 }
 
+// Version identifies one stored content of a file, for readers that keep what they
+// read (Backend.ReadIfChanged). What it holds is the backend's own (the filesystem:
+// inode, size and times; JetStream: the KV revision); equal versions of a file mean
+// equal content. The zero Version stands for "unknown" and matches no file.
+type Version [4]uint64
+
 // Backend is raw file storage for one memory layout. Names are slash-separated paths
 // relative to the namespace directory ("MEMORY.md", "202611/20261123.md",
 // "backups/20261123_101500_MEMORY.md"); Store validates them before any backend call.
@@ -36,6 +42,13 @@ type Namespace struct {
 type Backend interface {
 	// Read returns the file's content, or an error wrapping ErrNotFound.
 	Read(ctx context.Context, ns Namespace, name string) ([]byte, error)
+	// ReadIfChanged is Read for a reader that keeps what it read: when the file
+	// still holds the content of version since (returned by an earlier call), it
+	// returns changed=false and no data, after a check cheaper than a read where
+	// the backend has one. Otherwise it returns the content, its version (zero when
+	// the backend cannot vouch for it, so that the next call reads again) and
+	// changed=true.
+	ReadIfChanged(ctx context.Context, ns Namespace, name string, since Version) (data []byte, v Version, changed bool, err error)
 	// Update calls fn with the current content (exists=false when missing) and stores what
 	// fn returns atomically. fn may be called more than once (CAS retry) and must be pure.
 	// If fn returns an error, nothing is written and that error is returned.

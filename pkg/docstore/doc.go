@@ -44,6 +44,16 @@
 // backup of what it read, then replaces the target only if it still holds exactly
 // that, and starts over otherwise, so a backup always holds what was overwritten.
 //
+// # Readers that keep what they read
+//
+// ReadFileIfChanged (Backend.ReadIfChanged) returns a file only when it no longer
+// holds the content of a Version an earlier call gave: the retriever keeps
+// MEMORY.md and the topic files between requests and pays one stat(2) per file
+// on the filesystem instead of a read. A filesystem version is the inode, size,
+// modification and change time, and a file changed in the last 100 ms (2 s when
+// its times are whole seconds) gets none, so that a write within the file
+// system's timestamp granularity cannot pass for the content before it.
+//
 // AppendEntries checks for an identical entry (time, category, content) inside the
 // same Update, so a redelivered event never duplicates an entry, and enforces the
 // capacity of MEMORY.md in that Update too. Write failures are returned wrapped,

@@ -1,6 +1,7 @@
 package docstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,14 @@ const (
 	// flockRetry is how often a writer polls a lock file held by another process;
 	// writers of this process queue on the in-process lock first and never poll.
 	flockRetry = 2 * time.Millisecond
+	// racyWindow is how recently changed a file may be and still get a Version
+	// from ReadIfChanged. A file's times have the granularity of its file system,
+	// a clock tick (at most 10 ms on Linux) or, where times are whole seconds (FAT,
+	// ext3, HFS+), one or two seconds: a write within one granule of the one a
+	// version was taken of could leave size and times as they were, while every
+	// later one changes them.
+	racyWindow       = 100 * time.Millisecond
+	coarseRacyWindow = 2 * time.Second // for a file whose times are whole seconds
 )
 
 // FilesystemConfig configures the filesystem backend.
@@ -54,6 +63,7 @@ func (c FilesystemConfig) Validate() error {
 type Filesystem struct {
 	base   string
 	locks  *pathLocks
+	racy   time.Duration // racyWindow; tests shorten it
 	logger *zap.Logger
 }
 
@@ -76,7 +86,7 @@ func NewFilesystem(cfg FilesystemConfig, logger *zap.Logger) (*Filesystem, error
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Filesystem{base: base, locks: newPathLocks(), logger: logger.Named("docstore.fs")}, nil
+	return &Filesystem{base: base, locks: newPathLocks(), racy: racyWindow, logger: logger.Named("docstore.fs")}, nil
 }
 
 // BaseDir is the absolute base directory.
@@ -127,6 +137,65 @@ func (f *Filesystem) Read(ctx context.Context, ns Namespace, name string) ([]byt
 		return nil, fmt.Errorf("docstore: read %s: %w", name, err)
 	}
 	return data, nil
+}
+
+// ReadIfChanged implements Backend with one stat(2) as the check. Every write of
+// this backend renames a new file over the old one, so new content comes with a new
+// inode or change time; an edit in place by another program changes the
+// modification time or size. Files changed within the last racyWindow get no
+// Version and are read every time.
+func (f *Filesystem) ReadIfChanged(ctx context.Context, ns Namespace, name string, since Version) ([]byte, Version, bool, error) {
+	p, err := f.path(ns, name, ValidateName)
+	if err != nil {
+		return nil, Version{}, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, Version{}, false, err
+	}
+	if since != (Version{}) {
+		// A failed stat is not an answer: the read below reports the error.
+		if fi, err := os.Stat(p); err == nil && f.version(fi) == since {
+			return nil, since, false, nil
+		}
+	}
+	file, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, Version{}, false, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, Version{}, false, fmt.Errorf("docstore: read %s: %w", name, err)
+	}
+	defer func() { _ = file.Close() }()
+	// The version is taken before the read: content changed during the read
+	// then carries an outdated version, which costs the next call a read, never
+	// a missed change.
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, Version{}, false, fmt.Errorf("docstore: read %s: %w", name, err)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(file); err != nil {
+		return nil, Version{}, false, fmt.Errorf("docstore: read %s: %w", name, err)
+	}
+	return buf.Bytes(), f.version(fi), true, nil
+}
+
+// version is a file's Version from its stat: inode, size, modification and
+// change time; zero for a file changed within the racy window (or in the future).
+func (f *Filesystem) version(fi fs.FileInfo) Version {
+	ino, ctime := inodeAndCtime(fi)
+	changed := fi.ModTime()
+	if ctime.After(changed) {
+		changed = ctime
+	}
+	racy := f.racy
+	if changed.Nanosecond() == 0 {
+		racy = max(racy, coarseRacyWindow)
+	}
+	if time.Since(changed) < racy {
+		return Version{}
+	}
+	return Version{ino, uint64(fi.Size()), uint64(fi.ModTime().UnixNano()), uint64(ctime.UnixNano())}
 }
 
 // Update implements Backend.

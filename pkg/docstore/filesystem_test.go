@@ -78,7 +78,37 @@ func isLockFile(rel string) bool {
 }
 
 func TestFilesystemConformance(t *testing.T) {
-	docstoretest.RunSuite(t, func(t *testing.T) docstore.Backend { return newFilesystem(t, t.TempDir()) })
+	docstoretest.RunSuite(t, func(t *testing.T) docstore.Backend {
+		b := newFilesystem(t, t.TempDir())
+		b.SetRacyWindow(0) // files written a moment ago get versions, so the stat check is what is tested
+		return b
+	})
+}
+
+// A file written within the racy window has no version yet: it is read every time,
+// and only once it is older is it judged by its stat.
+func TestFilesystemReadIfChangedTrustsOnlySettledFiles(t *testing.T) {
+	ctx := context.Background()
+	b := newFilesystem(t, t.TempDir())
+	b.SetRacyWindow(time.Hour) // "within the window" however slowly the test runs
+	if err := b.Put(ctx, acme, docstore.MemoryFile, []byte("fresh\n")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		data, v, changed, err := b.ReadIfChanged(ctx, acme, docstore.MemoryFile, docstore.Version{})
+		if err != nil || !changed || string(data) != "fresh\n" || v != (docstore.Version{}) {
+			t.Fatalf("ReadIfChanged of a fresh file = %q, %v, changed %v, %v; want its content, the zero version", data, v, changed, err)
+		}
+	}
+
+	b.SetRacyWindow(0)
+	_, v, _, err := b.ReadIfChanged(ctx, acme, docstore.MemoryFile, docstore.Version{})
+	if err != nil || v == (docstore.Version{}) {
+		t.Fatalf("ReadIfChanged of a settled file: version %v, %v; want a version", v, err)
+	}
+	if data, again, changed, err := b.ReadIfChanged(ctx, acme, docstore.MemoryFile, v); err != nil || changed || data != nil || again != v {
+		t.Fatalf("ReadIfChanged at the current version = %q, %v, changed %v, %v; want unchanged", data, again, changed, err)
+	}
 }
 
 func TestFilesystemConfigDefaultsAndHome(t *testing.T) {

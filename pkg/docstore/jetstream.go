@@ -166,6 +166,29 @@ func (j *JetStream) Read(ctx context.Context, ns Namespace, name string) ([]byte
 	return e.Value(), nil
 }
 
+// ReadIfChanged implements Backend. The KV read is the check: a key's revision is
+// a stream sequence, never reused while the bucket exists, and the creation time
+// tells a recreated bucket's revisions apart. An unchanged file saves the caller
+// its own work on the content, not the round trip.
+func (j *JetStream) ReadIfChanged(ctx context.Context, ns Namespace, name string, since Version) ([]byte, Version, bool, error) {
+	key, err := j.key(ns, name)
+	if err != nil {
+		return nil, Version{}, false, err
+	}
+	e, err := j.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, Version{}, false, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, Version{}, false, fmt.Errorf("docstore: read %s: %w", name, err)
+	}
+	v := Version{e.Revision(), uint64(e.Created().UnixNano())}
+	if v == since {
+		return nil, v, false, nil
+	}
+	return e.Value(), v, true, nil
+}
+
 // Update implements Backend with compare-and-set on the key's revision: a lost race
 // re-reads and calls fn again, after a short jittered pause so that contending
 // writers spread out. Writers of this process queue on an in-process lock per key

@@ -144,6 +144,16 @@ func (s *Store) ReadFile(ctx context.Context, ns Namespace, name string) ([]byte
 	return s.b.Read(ctx, ns, name)
 }
 
+// ReadFileIfChanged is ReadFile for a reader that keeps what it read: data is
+// returned only when the file no longer holds the content of version since (see
+// Backend.ReadIfChanged).
+func (s *Store) ReadFileIfChanged(ctx context.Context, ns Namespace, name string, since Version) ([]byte, Version, bool, error) {
+	if err := checkName(ns, name); err != nil {
+		return nil, Version{}, false, err
+	}
+	return s.b.ReadIfChanged(ctx, ns, name, since)
+}
+
 // Files lists every file of the namespace, sorted.
 func (s *Store) Files(ctx context.Context, ns Namespace) ([]string, error) {
 	if err := ns.Validate(); err != nil {

@@ -174,7 +174,11 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	if s.cfg.Rank.Mode == vectorstore.Sparse {
 		onOneScale(perType)
 	}
-	var out []Ranked
+	n := 0
+	for _, tr := range perType {
+		n += len(tr.ranked)
+	}
+	out := make([]Ranked, 0, n)
 	for _, tr := range perType {
 		out = append(out, tr.ranked...)
 	}

@@ -44,7 +44,7 @@ const (
 	DefaultRecentTurns     = 4
 	DefaultSummaryMaxChars = 1200
 	DefaultPolicyCacheSize = 10000
-	DefaultChunkCacheSize  = 1024
+	DefaultDocCacheSize    = 1024
 	DefaultDrainTimeout    = 30 * time.Second
 )
 
@@ -106,9 +106,10 @@ type Config struct {
 	SummaryMaxChars int
 	// PolicyCacheSize bounds how many sessions' policies are cached.
 	PolicyCacheSize int
-	// ChunkCacheSize bounds how many namespaces keep their MEMORY.md chunk index
-	// between requests (each holds the file and its index).
-	ChunkCacheSize int
+	// DocCacheSize bounds how many Markdown files (MEMORY.md with its chunk index,
+	// topic files) are kept between requests, each checked with the docstore's
+	// ReadFileIfChanged before use.
+	DocCacheSize int
 	// DrainTimeout bounds how long Run waits for in-flight requests at shutdown.
 	DrainTimeout time.Duration
 }
@@ -128,7 +129,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.RecentTurns, DefaultRecentTurns)
 	setDefault(&c.SummaryMaxChars, DefaultSummaryMaxChars)
 	setDefault(&c.PolicyCacheSize, DefaultPolicyCacheSize)
-	setDefault(&c.ChunkCacheSize, DefaultChunkCacheSize)
+	setDefault(&c.DocCacheSize, DefaultDocCacheSize)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 }
 
@@ -154,7 +155,7 @@ func (c Config) Validate() error {
 		{"AutoLoadLines", c.AutoLoadLines}, {"KEpisodic", c.KEpisodic}, {"KSemantic", c.KSemantic},
 		{"MaxTokens", c.MaxTokens}, {"ItemsLimit", c.ItemsLimit}, {"RecentTurns", c.RecentTurns},
 		{"SummaryMaxChars", c.SummaryMaxChars}, {"PolicyCacheSize", c.PolicyCacheSize},
-		{"ChunkCacheSize", c.ChunkCacheSize},
+		{"DocCacheSize", c.DocCacheSize},
 	} {
 		if f.v < 1 {
 			return fmt.Errorf("%w: %s is %d; it must be positive", ErrInvalidConfig, f.name, f.v)

@@ -54,9 +54,12 @@ func mentions(terms []string, set map[string]bool) bool {
 	return slices.ContainsFunc(terms, func(t string) bool { return set[t] })
 }
 
-// contextPack builds the ContextPack of a context request. The reads are independent
-// and run concurrently: the Markdown memory, the session, the vector recall and the
-// memory items.
+// contextPack builds the ContextPack of a context request from independent reads:
+// the Markdown memory, the session, the vector recall and the memory items. The
+// session's is a KV round trip, so it runs beside the others; they are CPU work
+// (the cached Markdown costs a stat per file) and run one after the other on the
+// request's goroutine: on two cores (BenchmarkContext), a goroutine for each did
+// not lower latency measurably and cost more CPU per request in most runs.
 func (s *Service) contextPack(ctx context.Context, tenant string, req events.ContextRequest) (events.ContextPack, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	pol := s.policyFor(ctx, ns, req.SessionID)
@@ -67,14 +70,14 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 		wg   sync.WaitGroup
 		errs [4]error
 	)
-	wg.Go(func() { errs[0] = s.loadMarkdown(ctx, ns, req, terms, pol, &pack) })
 	if req.SessionID != "" {
-		wg.Go(func() { errs[1] = s.loadSession(ctx, tenant, req, pol, &pack) })
+		wg.Go(func() { errs[0] = s.loadSession(ctx, tenant, req, terms, pol, &pack) })
 	}
+	errs[1] = s.loadMarkdown(ctx, ns, req, terms, pol, &pack)
 	if !req.Lightweight && len(terms) > 0 {
-		wg.Go(func() { errs[2] = s.recall(ctx, tenant, req, &pack) })
+		errs[2] = s.recall(ctx, tenant, req, &pack)
 	}
-	wg.Go(func() { errs[3] = s.loadItems(ctx, tenant, req, &pack) })
+	errs[3] = s.loadItems(ctx, tenant, req, &pack)
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
 		return events.ContextPack{}, fmt.Errorf("context pack: %w", err)
@@ -92,18 +95,18 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 
 // loadMarkdown fills core, topics, chunks and daily notes from one read of MEMORY.md.
 func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req events.ContextRequest, terms []string, pol policy.Policy, pack *events.ContextPack) error {
-	doc, err := s.readOptional(ctx, ns, docstore.MemoryFile)
+	doc, err := s.readDoc(ctx, ns, docstore.MemoryFile)
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(doc) != "" {
-		core := doc // no query: the whole file (SPEC A10)
+	if doc != nil && strings.TrimSpace(doc.text) != "" {
+		core := doc.text // no query: the whole file (SPEC A10)
 		if len(terms) > 0 {
-			core = markdown.Head(doc, s.cfg.AutoLoadLines) // SPEC A2
+			core = markdown.Head(doc.text, s.cfg.AutoLoadLines) // SPEC A2
 		}
 		pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: core, Source: events.Provenance{File: docstore.MemoryFile}}
 		if !req.Lightweight && len(terms) > 0 {
-			for _, c := range s.chunkIndex(ns, doc).Search(req.Query, pol.RetrieveLimit) {
+			for _, c := range doc.index().Search(req.Query, pol.RetrieveLimit) {
 				pack.Chunks = append(pack.Chunks, events.PackItem{
 					ID: chunkID(docstore.MemoryFile, c.Chunk), Kind: events.PackKindChunk, Text: c.Text, Score: c.Score,
 					Source: events.Provenance{File: docstore.MemoryFile},
@@ -140,35 +143,59 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 	return nil
 }
 
-// memoryDoc is a namespace's MEMORY.md as last read, with its chunk index.
-type memoryDoc struct {
-	doc string
-	ix  *markdown.ChunkIndex
+// docFile is a Markdown file of a namespace as last read: its text, the version the
+// docstore gave it, and its chunk index, built on first use (only MEMORY.md's is
+// searched).
+type docFile struct {
+	version docstore.Version
+	text    string
+	index   func() *markdown.ChunkIndex
 }
 
-// chunkIndex returns the chunk index of doc, the namespace's MEMORY.md: the cached
-// one while the file is unchanged (compared whole: a few microseconds, against
-// hundreds for chunking and tokenizing it again).
-func (s *Service) chunkIndex(ns docstore.Namespace, doc string) *markdown.ChunkIndex {
-	key := ns.Tenant + "." + ns.User
-	if m, ok := s.chunks.Get(key); ok && m.doc == doc {
-		return m.ix
+// docKey names a cached file.
+type docKey struct {
+	ns   docstore.Namespace
+	name string
+}
+
+// readDoc returns a file of the namespace, nil when it is missing. A file the
+// docstore reports unchanged since the cached version (a stat on the filesystem)
+// is the cached one: no read, no copy, and no chunking again. One without a
+// version (just written) is read every time and not kept.
+func (s *Service) readDoc(ctx context.Context, ns docstore.Namespace, name string) (*docFile, error) {
+	key := docKey{ns, name}
+	cached, ok := s.docs.Get(key)
+	var since docstore.Version
+	if ok {
+		since = cached.version
 	}
-	ix := markdown.NewChunkIndex(doc)
-	s.chunks.Add(key, &memoryDoc{doc: doc, ix: ix})
-	return ix
+	data, v, changed, err := s.deps.Docs.ReadFileIfChanged(ctx, ns, name, since)
+	switch {
+	case errors.Is(err, docstore.ErrNotFound):
+		s.docs.Remove(key)
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	case !changed:
+		return cached, nil
+	}
+	text := string(data)
+	doc := &docFile{version: v, text: text, index: sync.OnceValue(func() *markdown.ChunkIndex { return markdown.NewChunkIndex(text) })}
+	if v == (docstore.Version{}) {
+		s.docs.Remove(key)
+	} else {
+		s.docs.Add(key, doc)
+	}
+	return doc, nil
 }
 
 // readOptional reads a file of the namespace; a missing file is "".
 func (s *Service) readOptional(ctx context.Context, ns docstore.Namespace, name string) (string, error) {
-	data, err := s.deps.Docs.ReadFile(ctx, ns, name)
-	if errors.Is(err, docstore.ErrNotFound) {
-		return "", nil
+	doc, err := s.readDoc(ctx, ns, name)
+	if doc == nil {
+		return "", err
 	}
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", name, err)
-	}
-	return string(data), nil
+	return doc.text, nil
 }
 
 // chunkID names a chunk by file and line span: "MEMORY.md#L12-18".
@@ -177,13 +204,13 @@ func chunkID(file string, c markdown.Chunk) string {
 }
 
 // loadSession fills recent_events (SPEC B3) and recent_turns.
-func (s *Service) loadSession(ctx context.Context, tenant string, req events.ContextRequest, pol policy.Policy, pack *events.ContextPack) error {
+func (s *Service) loadSession(ctx context.Context, tenant string, req events.ContextRequest, terms []string, pol policy.Policy, pack *events.ContextPack) error {
 	st, err := s.deps.Sessions.Get(ctx, tenant, req.UserID, req.SessionID)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		return err
 	}
 	key := tenant + "." + req.UserID + "." + req.SessionID
-	for _, m := range sessionHistory(st.Recent, req.Query, pol) {
+	for _, m := range sessionHistory(st.Recent, terms, pol) {
 		pack.RecentEvents = append(pack.RecentEvents, events.EventRecord{
 			EventID: m.EventID, Type: events.TypeObservation, TS: m.TS, SessionKey: key, AgentID: st.AgentID,
 			Obs:           &events.Observation{Role: m.Role, Text: m.Text, Meta: m.Meta},
@@ -203,10 +230,9 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 
 // sessionHistory applies SPEC B3 to the session's recent messages (oldest first):
 // with session_relevant_history_limit > 0 and a query with searchable terms, the
-// messages BM25 finds relevant to the query, at most that many, in conversation
-// order; otherwise the last session_relevant_fallback_keep messages.
-func sessionHistory(recent []session.Message, query string, pol policy.Policy) []session.Message {
-	q := bm25.Tokenize(query)
+// messages BM25 finds relevant to the query (its terms q), at most that many, in
+// conversation order; otherwise the last session_relevant_fallback_keep messages.
+func sessionHistory(recent []session.Message, q []string, pol policy.Policy) []session.Message {
 	if pol.SessionRelevantHistoryLimit <= 0 || len(q) == 0 {
 		return recent[max(0, len(recent)-pol.SessionRelevantFallbackKeep):]
 	}
@@ -274,8 +300,9 @@ func (s *Service) loadItems(ctx context.Context, tenant string, req events.Conte
 }
 
 // publishHit publishes one memory_hit event listing the pack's vector memories, so
-// the consolidator counts each use once (SPEC C4). It does not wait for the stream's
-// acknowledgement: the reply must not be delayed, and a failure is only logged.
+// the consolidator counts each use once (SPEC C4). The event is built, published
+// and its acknowledgement awaited on a goroutine of its own: the reply must not
+// wait for any of it, and a failure is only logged. Run's drain waits for it.
 func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *events.ContextPack) {
 	ids := make([]string, 0, len(pack.EpisodicItems)+len(pack.SemanticItems))
 	for _, it := range slices.Concat(pack.EpisodicItems, pack.SemanticItems) {
@@ -284,29 +311,30 @@ func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *eve
 	if len(ids) == 0 {
 		return
 	}
-	env := events.New(events.TypeMemoryHit, tenant, req.UserID, req.AgentID, req.SessionID)
-	env.TS = s.deps.Now().UTC()
-	env.MemoryHit = &events.MemoryHit{MemoryIDs: ids, Query: req.Query}
-	log := s.logger.With(obs.Tenant(tenant), obs.User(req.UserID), obs.EventID(env.ID))
-	subject, err := env.Subject()
-	if err == nil {
-		err = env.Validate()
-	}
-	var data []byte
-	if err == nil {
-		data, err = json.Marshal(env)
-	}
-	if err != nil {
-		log.Error("memory_hit event not published", zap.Error(err))
-		return
-	}
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{events.HeaderMsgID: []string{env.ID}}}
-	fut, err := s.deps.JS.PublishMsgAsync(msg)
-	if err != nil {
-		log.Error("memory_hit event not published", zap.Error(err))
-		return
-	}
+	now := s.deps.Now().UTC()
 	s.hits.Go(func() {
+		env := events.New(events.TypeMemoryHit, tenant, req.UserID, req.AgentID, req.SessionID)
+		env.TS = now
+		env.MemoryHit = &events.MemoryHit{MemoryIDs: ids, Query: req.Query}
+		log := s.logger.With(obs.Tenant(tenant), obs.User(req.UserID), obs.EventID(env.ID))
+		subject, err := env.Subject()
+		if err == nil {
+			err = env.Validate()
+		}
+		var data []byte
+		if err == nil {
+			data, err = json.Marshal(env)
+		}
+		if err != nil {
+			log.Error("memory_hit event not published", zap.Error(err))
+			return
+		}
+		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{events.HeaderMsgID: []string{env.ID}}}
+		fut, err := s.deps.JS.PublishMsgAsync(msg)
+		if err != nil {
+			log.Error("memory_hit event not published", zap.Error(err))
+			return
+		}
 		timeout := time.NewTimer(s.cfg.DrainTimeout)
 		defer timeout.Stop()
 		select {

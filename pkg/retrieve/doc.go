@@ -53,6 +53,10 @@
 //   - persona, user_profile, session_items: the memory items of those scopes, at
 //     most ItemsLimit each.
 //
+// MEMORY.md and the topic files are kept between requests (DocCacheSize files, with
+// MEMORY.md's chunk index) and checked per request with the docstore's
+// ReadFileIfChanged, so an edit is in the next pack without a read per request.
+//
 // The policy (B1) is the configured one overlaid with the namespace's
 // policy_overrides.json, read once per session and cached, so a change applies to
 // new sessions (B5). The prompt renders, in order: Persona, User profile, Core

@@ -115,7 +115,8 @@ func render(pack *events.ContextPack, maxTokens int) {
 		}
 	}
 	pack.Prompt = strings.TrimSuffix(b.String(), "\n")
-	pack.TokenEstimate = (utf8.RuneCountInString(pack.Prompt) + 3) / 4
+	// total counts the prompt's runes already, with the newline just trimmed.
+	pack.TokenEstimate = (max(total-1, 0) + 3) / 4
 }
 
 func newPart(title string, entries []string, dropFront bool, keep func(lo, hi int)) *part {

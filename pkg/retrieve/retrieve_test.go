@@ -12,10 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
@@ -311,6 +313,57 @@ func TestContextChunksFollowMemoryEdits(t *testing.T) { // SPEC A10
 	}
 }
 
+// TestContextSeesEditsOfCachedFiles: once MEMORY.md and a topic file are cached
+// (settled, so only their stat is checked per request), an edit is in the very
+// next pack, whether the docstore replaced the file or another program rewrote
+// it in place with the same size.
+func TestContextSeesEditsOfCachedFiles(t *testing.T) { // SPEC A2, A5, A10
+	r := newRig(t)
+	svc := r.start(Config{})
+	ctx := context.Background()
+	ns := docstore.Namespace{Tenant: tenant, User: "u1"}
+	req := events.ContextRequest{UserID: "u1", Query: "which columns does the invoice file have?"}
+	ask := func() events.ContextPack { return ok[events.ContextPack](t, r.call(events.EndpointContext, req)) }
+	settled := func() {
+		t.Helper()
+		bustest.Eventually(t, 5*time.Second, func() error {
+			ask()
+			for _, name := range []string{docstore.MemoryFile, docstore.FilePatternsFile} {
+				if d, ok := svc.docs.Peek(docKey{ns, name}); !ok || d.version == (docstore.Version{}) {
+					return fmt.Errorf("%s not cached yet", name)
+				}
+			}
+			return nil
+		})
+	}
+	expect := func(step, memory, topic string) {
+		t.Helper()
+		pack := ask()
+		if pack.Core == nil || !strings.Contains(pack.Core.Text, memory) || len(pack.Chunks) == 0 || !strings.Contains(pack.Chunks[0].Text, memory) {
+			t.Fatalf("%s: core %v, chunks %+v; want %q", step, pack.Core, pack.Chunks, memory)
+		}
+		if len(pack.Topics) != 1 || !strings.Contains(pack.Topics[0].Text, topic) {
+			t.Fatalf("%s: topics %+v; want %q", step, pack.Topics, topic)
+		}
+	}
+
+	r.write("u1", "MEMORY.md", "# Memory\n\nThe invoice file is finance/a.xlsx.\n")
+	r.write("u1", "file_patterns.md", "Invoice files: columns date, total.\n")
+	settled()
+	expect("before the edits", "finance/a.xlsx", "columns date, total")
+
+	_, err := r.docs.Replace(ctx, ns, docstore.MemoryFile, []byte("# Memory\n\nThe invoice file is finance/b.xlsx.\n"))
+	must(t, err)
+	_, err = r.docs.Replace(ctx, ns, docstore.FilePatternsFile, []byte("Invoice files: columns date, vat.\n"))
+	must(t, err)
+	expect("after a Replace", "finance/b.xlsx", "columns date, vat")
+
+	settled()
+	r.write("u1", "MEMORY.md", "# Memory\n\nThe invoice file is finance/c.xlsx.\n")
+	r.write("u1", "file_patterns.md", "Invoice files: columns date, net.\n")
+	expect("after a rewrite in place", "finance/c.xlsx", "columns date, net")
+}
+
 func TestContextSessionHistory(t *testing.T) { // SPEC B3, B1 overlay, B5 new sessions only
 	r := newRig(t)
 	r.start(Config{})
@@ -468,15 +521,24 @@ func TestDiscovery(t *testing.T) { // SPEC E3
 	mine, _ := svc.Info()
 	subject, err = micro.ControlSubject(micro.StatsVerb, DefaultServiceName, mine.ID)
 	must(t, err)
-	msg, err = r.nc.Request(subject, nil, 5*time.Second)
-	must(t, err)
-	var stats micro.Stats
-	must(t, json.Unmarshal(msg.Data, &stats))
-	for _, ep := range stats.Endpoints {
-		if ep.Name == "topic" && ep.NumRequests != 1 {
-			t.Fatalf("topic stats %+v, want 1 request", ep)
+	// micro counts a request once its handler has returned, which is after the
+	// reply went out: poll.
+	bustest.Eventually(t, 5*time.Second, func() error {
+		msg, err := r.nc.Request(subject, nil, 5*time.Second)
+		if err != nil {
+			return err
 		}
-	}
+		var stats micro.Stats
+		if err := json.Unmarshal(msg.Data, &stats); err != nil {
+			return err
+		}
+		for _, ep := range stats.Endpoints {
+			if ep.Name == "topic" && ep.NumRequests != 1 {
+				return fmt.Errorf("topic stats %+v, want 1 request", ep)
+			}
+		}
+		return nil
+	})
 }
 
 func TestReplicasShareQueueGroup(t *testing.T) { // SPEC E2/E3: N replicas, each request answered once
@@ -664,6 +726,34 @@ func TestRenderDropsLowestPriorityFirst(t *testing.T) {
 	if len(pack.Chunks)+len(pack.SemanticItems) != 0 || !strings.HasPrefix(pack.Prompt, "## Core memory\n\n") {
 		t.Fatalf("over a tiny budget: %+v", pack)
 	}
+}
+
+// The token estimate is the rendered prompt's runes / 4, rounded up, whatever the
+// pack holds and however much of it the budget drops.
+func TestRenderTokenEstimateCountsThePromptsRunes(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		text := rapid.StringOf(rapid.SampledFrom([]rune{'a', 'é', '字', '\n', ' ', '🙂'}))
+		items := func(label string, kind events.PackItemKind) []events.PackItem {
+			n := rapid.IntRange(0, 3).Draw(t, label)
+			out := make([]events.PackItem, n)
+			for i := range out {
+				out[i] = events.PackItem{ID: fmt.Sprintf("%s%d", label, i), Kind: kind, Text: text.Draw(t, label+" text")}
+			}
+			return out
+		}
+		pack := events.ContextPack{
+			Topics: items("topic", events.PackKindTopic), Chunks: items("chunk", events.PackKindChunk),
+			DailyNotes: items("note", events.PackKindDailyNote), SemanticItems: items("fact", events.PackKindSemantic),
+			EpisodicItems: items("episode", events.PackKindEpisodic),
+		}
+		if rapid.Bool().Draw(t, "core") {
+			pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: text.Draw(t, "core text")}
+		}
+		render(&pack, rapid.IntRange(1, 100).Draw(t, "max tokens"))
+		if want := (utf8.RuneCountInString(pack.Prompt) + 3) / 4; pack.TokenEstimate != want {
+			t.Fatalf("estimate %d for a prompt of %d runes, want %d:\n%q", pack.TokenEstimate, utf8.RuneCountInString(pack.Prompt), want, pack.Prompt)
+		}
+	})
 }
 
 func TestRunStopsGracefully(t *testing.T) {

@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,14 +38,14 @@ type Service struct {
 	// policy it started with (SPEC B5: a change of policy_overrides.json applies
 	// to new sessions), and the hot path reads the overrides once per session.
 	policies *lru.Cache[string, policy.Policy]
-	chunks   *lru.Cache[string, *memoryDoc] // by namespace
+	docs     *lru.Cache[docKey, *docFile]
 
 	running  atomic.Bool
 	svc      atomic.Pointer[micro.Service]
 	base     context.Context // handlers' context: outlives Run's ctx until the drain is over
 	inflight atomic.Int64
 	received atomic.Uint64
-	hits     sync.WaitGroup // memory_hit acknowledgements still awaited
+	hits     sync.WaitGroup // memory_hit events still being published or acknowledged
 }
 
 // endpointFunc serves one endpoint: it decodes and validates data itself and
@@ -67,16 +68,16 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: PolicyCacheSize: %w", ErrInvalidConfig, err)
 	}
-	chunks, err := lru.New[string, *memoryDoc](cfg.ChunkCacheSize)
+	docs, err := lru.New[docKey, *docFile](cfg.DocCacheSize)
 	if err != nil {
-		return nil, fmt.Errorf("%w: ChunkCacheSize: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: DocCacheSize: %w", ErrInvalidConfig, err)
 	}
 	s := &Service{
 		cfg:      cfg,
 		deps:     deps,
 		logger:   logger.Named("retriever").With(obs.Worker(cfg.ServiceName)),
 		policies: policies,
-		chunks:   chunks,
+		docs:     docs,
 	}
 	s.handlers = s.endpoints()
 	for _, ep := range events.Endpoints {
@@ -263,15 +264,34 @@ func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 			s.respondError(req, endpoint, err)
 			return
 		}
-		data, err := json.Marshal(reply)
-		if err != nil {
+		buf := replyBuffers.Get().(*bytes.Buffer)
+		defer putReplyBuffer(buf)
+		if err := json.NewEncoder(buf).Encode(reply); err != nil {
 			s.respondError(req, endpoint, fmt.Errorf("encode %s reply: %w", endpoint, err))
 			return
 		}
-		if err := req.Respond(data); err != nil {
+		// Encode ends the value with a newline, which json.Marshal does not.
+		if err := req.Respond(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
 			s.logger.Warn("respond", zap.String("endpoint", endpoint), zap.Error(err))
 		}
 	})
+}
+
+// replyBuffers recycles the buffers replies are encoded into (a context pack is
+// tens of kilobytes): Respond copies the bytes into the connection's write
+// buffer, so a buffer is free again once it returns.
+var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledReply bounds the buffers kept for reuse, so that one huge reply does
+// not stay allocated for good.
+const maxPooledReply = 1 << 20
+
+func putReplyBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledReply {
+		return
+	}
+	buf.Reset()
+	replyBuffers.Put(buf)
 }
 
 func (s *Service) respondError(req micro.Request, endpoint string, err error) {

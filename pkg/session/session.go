@@ -338,7 +338,8 @@ func (s *Store) applyTurn(ctx context.Context, sessionKey string, env events.Env
 	return s.mergeTurn(ctx, t)
 }
 
-// Get returns a session's state.
+// Get returns a session's state: one KV read, and a decode only when the state
+// changed since this Store last wrote or read it.
 func (s *Store) Get(ctx context.Context, tenant, user, session string) (State, error) {
 	key, err := events.SessionKey(tenant, user, session)
 	if err != nil {
@@ -351,10 +352,16 @@ func (s *Store) Get(ctx context.Context, tenant, user, session string) (State, e
 	if err != nil {
 		return State{}, fmt.Errorf("session: get %s: %w", key, err)
 	}
+	// The state cache holds the states this Store last wrote or read, by revision:
+	// a state unchanged since is a copy instead of a decode.
+	if st, revision, ok := s.cache.get(key); ok && revision == e.Revision() {
+		return st, nil
+	}
 	var st State
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
 		return State{}, fmt.Errorf("session: state %s is corrupt: %w", key, err)
 	}
+	s.cache.putIfNewer(key, e.Revision(), st)
 	return st, nil
 }
 

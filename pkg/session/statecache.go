@@ -8,11 +8,12 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// stateCache remembers, for the sessions this Store wrote last, the state it wrote
-// and the revision the write got: the next batch of such a session folds into it
-// and writes with one compare-and-set (one round trip) instead of reading the key
-// first (two). A stale entry (another replica or a Delete wrote since) costs only
-// the failed compare-and-set: the write then falls back to read-modify-write. It
+// stateCache remembers, for the sessions this Store wrote or read last, the state
+// and its revision: the next batch of such a session folds into it and writes
+// with one compare-and-set (one round trip) instead of reading the key first
+// (two), and Get of an unchanged state copies it instead of decoding the KV value.
+// A stale entry (another replica or a Delete wrote since) costs only the failed
+// compare-and-set: the write then falls back to read-modify-write. It
 // is a bounded LRU (hashicorp/golang-lru); a State holds up to RecentMessages
 // messages and AppliedWindow ids. States go in and come out as copies, so folding
 // into one never changes the cached state.
@@ -45,6 +46,18 @@ func (c *stateCache) get(key string) (State, uint64, bool) {
 // put remembers a copy of st as key's state at revision.
 func (c *stateCache) put(key string, revision uint64, st State) {
 	c.lru.Add(key, cachedState{revision: revision, state: st.clone()})
+}
+
+// putIfNewer remembers a copy of st as key's state at revision unless a later
+// revision is cached: a read racing a write must not replace the state the write
+// cached with an older one (the next write's compare-and-set would fail on it).
+// Between the check and the add a write may still slip in; that costs the next
+// write one failed compare-and-set, nothing else.
+func (c *stateCache) putIfNewer(key string, revision uint64, st State) {
+	if cs, ok := c.lru.Peek(key); ok && cs.revision >= revision {
+		return
+	}
+	c.put(key, revision, st)
 }
 
 // forget drops key's entry.

@@ -99,3 +99,55 @@ func TestApplyAfterDeleteByAnotherStore(t *testing.T) {
 		}
 	}
 }
+
+// Get answers from the cache only while the stored revision is the cached one: a
+// reader sees every write of another store, a copy it changes does not change
+// the next answer, and a write after a Get that another store has overtaken still
+// loses nothing.
+func TestGetFollowsWritesOfOtherStores(t *testing.T) {
+	ctx := context.Background()
+	_, _, js := bustest.Provisioned(t)
+	reader, err := session.New(ctx, session.Config{}, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := session.New(ctx, session.Config{}, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	say := func(s *session.Store, i int) {
+		t.Helper()
+		if _, _, err := s.Apply(ctx, obs("s1", events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("message %d", i)}, t0.Add(time.Duration(i)*time.Minute))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	texts := func(st session.State) []string {
+		var out []string
+		for _, m := range st.Recent {
+			out = append(out, m.Text)
+		}
+		return out
+	}
+	expect := func(step string, want ...string) {
+		t.Helper()
+		for range 2 { // the decode, then the cached copy
+			st, err := reader.Get(ctx, "acme", "u1", "s1")
+			if err != nil || st.Messages != len(want) || !slices.Equal(texts(st), want) {
+				t.Fatalf("%s: Get = %v (%d messages), %v; want %v", step, texts(st), st.Messages, err, want)
+			}
+			st.Recent[0].Text = "changed by the caller"
+			st.Recent = append(st.Recent, session.Message{Text: "appended by the caller"})
+			st.ByRole[events.RoleUser] = 99
+		}
+	}
+	say(writer, 1)
+	expect("first read", "message 1")
+	say(writer, 2)
+	expect("after another store's write", "message 1", "message 2")
+	say(reader, 3) // from the state Get cached: one compare-and-set
+	expect("after its own write", "message 1", "message 2", "message 3")
+	say(writer, 4)
+	say(reader, 5) // its cached revision is stale now
+	expect("after overtaking writes", "message 1", "message 2", "message 3", "message 4", "message 5")
+}

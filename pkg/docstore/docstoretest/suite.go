@@ -47,6 +47,7 @@ func RunSuite(t *testing.T, newBackend func(t *testing.T) docstore.Backend) {
 		{"LastCompressStamp", testLastCompressStamp},
 		{"EscapingNamesAndNamespacesRejected", testEscapesRejected},
 		{"AppendEntriesParsesBackToAppendedEntries", testAppendEntriesRoundTrip},
+		{"ReadIfChangedSeesEveryWrite", testReadIfChangedSeesEveryWrite},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend(t)) })
@@ -860,4 +861,61 @@ func testAppendEntriesRoundTrip(t *testing.T, b docstore.Backend) {
 			}
 		}
 	})
+}
+
+// testReadIfChangedSeesEveryWrite: a reader that keeps what ReadIfChanged returned
+// sees every write, whichever way it was made and even when the size stays the
+// same, and is told "unchanged" only for the version it holds.
+func testReadIfChangedSeesEveryWrite(t *testing.T, b docstore.Backend) {
+	ctx := context.Background()
+	s := newStore(t, b, unbounded(NewClock()))
+	name := docstore.MemoryFile
+	_, _, _, err := s.ReadFileIfChanged(ctx, ns, name, docstore.Version{})
+	mustErrorIs(t, err, docstore.ErrNotFound, "ReadIfChanged of a missing file")
+
+	var held docstore.Version
+	expect := func(step, want string) {
+		t.Helper()
+		data, v, changed, err := s.ReadFileIfChanged(ctx, ns, name, held)
+		if err != nil || !changed || string(data) != want {
+			t.Fatalf("after %s: ReadIfChanged = %q, changed %v, %v; want %q, changed", step, data, changed, err, want)
+		}
+		// Asked again at the version it gave: unchanged, or the same content again
+		// from a backend that cannot vouch for it.
+		data, again, changed, err := s.ReadFileIfChanged(ctx, ns, name, v)
+		switch {
+		case err != nil:
+			t.Fatalf("after %s: second ReadIfChanged: %v", step, err)
+		case !changed && (v == docstore.Version{} || again != v):
+			t.Fatalf("after %s: unchanged at version %v, reported as %v", step, v, again)
+		case changed && string(data) != want:
+			t.Fatalf("after %s: second ReadIfChanged = %q; want %q", step, data, want)
+		}
+		held = again
+	}
+	put := func(text string) {
+		t.Helper()
+		if err := b.Put(ctx, ns, name, []byte(text)); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	}
+	put("version 1\n")
+	expect("a Put", "version 1\n")
+	put("version 2\n") // same size
+	expect("a Put of the same size", "version 2\n")
+	if err := b.Update(ctx, ns, name, func([]byte, bool) ([]byte, error) { return []byte("version 3\n"), nil }); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	expect("an Update", "version 3\n")
+	if _, err := s.Replace(ctx, ns, name, []byte("version 4\n")); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	expect("a Replace", "version 4\n")
+	if err := b.Delete(ctx, ns, name); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	_, _, _, err = s.ReadFileIfChanged(ctx, ns, name, held)
+	mustErrorIs(t, err, docstore.ErrNotFound, "ReadIfChanged of a deleted file")
+	put("version 5\n")
+	expect("a Put after a Delete", "version 5\n")
 }
