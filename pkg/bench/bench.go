@@ -144,7 +144,8 @@ type Result struct {
 
 	Users          int     `json:"users"`
 	Requests       int     `json:"requests"`
-	CtxAvgTokens   float64 `json:"ctx_avg_tokens"` // the packs' token estimate, to show the requests did real work
+	CtxAvgTokens   float64 `json:"ctx_avg_tokens"`    // the packs' token estimate, to show the requests did real work
+	CtxDecodeP50us float64 `json:"ctx_decode_p50_us"` // decoding a pack in the client, outside ctx_p50_us
 	IngestMessages int     `json:"ingest_messages"`
 	IngestStored   int     `json:"ingest_stored"` // episodic memories the ingest phase stored
 	Sessions       int     `json:"extract_sessions"`

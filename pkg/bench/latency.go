@@ -8,10 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/client"
 )
 
 // echoSubject is the bare responder's subject; no stream captures it.
@@ -19,7 +19,9 @@ const echoSubject = "agentmem-bench.echo"
 
 // latency times a bare echo round trip and a context request alternately on the
 // measuring connection, with the same request bytes, so that both see the same
-// network path, server and background load. The echo responder is on its own
+// network path, server and background load. Both clocks stop when the reply's
+// bytes have arrived; decoding the pack is the caller's work, not the service's,
+// and is reported apart (ctx_decode_p50_us). The echo responder is on its own
 // in-process connection, as the retriever is.
 func (b *bencher) latency(ctx context.Context, res *Result) error {
 	fmt.Fprintf(b.cfg.Progress, "== timing %d bare NATS round trips and %d context requests (user with %d memories, %d-line MEMORY.md, topic files, an open session)\n",
@@ -41,15 +43,15 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 	if err := conn.Flush(); err != nil {
 		return fmt.Errorf("bench: echo service: %w", err)
 	}
-	cl, err := client.New(b.nc, client.Config{Tenant: tenantLoad, AgentID: agentID})
+	ctxSubject, err := events.RPCSubject(tenantLoad, events.EndpointContext)
 	if err != nil {
-		return err
+		return fmt.Errorf("bench: %w", err)
 	}
-
 	gen := newTexts(4)
 	warmup := max(1, b.cfg.Requests/10)
 	echoLat := make([]time.Duration, 0, b.cfg.Requests)
 	ctxLat := make([]time.Duration, 0, b.cfg.Requests)
+	decodeLat := make([]time.Duration, 0, b.cfg.Requests)
 	tokens := 0
 	prog := newProgress(b.cfg.Progress, "request pairs", b.cfg.Requests)
 	for i := range warmup + b.cfg.Requests {
@@ -63,8 +65,13 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 			return fmt.Errorf("%w: echo request: %w", ErrMeasurement, err)
 		}
 		t1 := time.Now()
-		pack, err := cl.Context(ctx, req)
+		reply, err := b.nc.RequestWithContext(ctx, ctxSubject, data)
 		t2 := time.Now()
+		if err != nil {
+			return fmt.Errorf("%w: context request: %w", ErrMeasurement, err)
+		}
+		pack, err := decodePack(reply)
+		decoded := time.Since(t2)
 		if err != nil {
 			return fmt.Errorf("%w: context request: %w", ErrMeasurement, err)
 		}
@@ -76,14 +83,29 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 		}
 		echoLat = append(echoLat, t1.Sub(t0))
 		ctxLat = append(ctxLat, t2.Sub(t1))
+		decodeLat = append(decodeLat, decoded)
 		tokens += pack.TokenEstimate
 		prog.update(len(ctxLat))
 	}
 	prog.finish(len(ctxLat))
 	res.NATSRRP50us, res.NATSRRP99us = micros(percentile(echoLat, 0.50)), micros(percentile(echoLat, 0.99))
 	res.CtxP50us, res.CtxP99us = micros(percentile(ctxLat, 0.50)), micros(percentile(ctxLat, 0.99))
+	res.CtxDecodeP50us = micros(percentile(decodeLat, 0.50))
 	res.CtxAvgTokens = float64(tokens) / float64(len(ctxLat))
 	return nil
+}
+
+// decodePack is what a client does with a context reply: an error reply (micro's
+// error headers) fails, anything else must be a pack.
+func decodePack(reply *nats.Msg) (events.ContextPack, error) {
+	var pack events.ContextPack
+	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return pack, fmt.Errorf("error reply %s: %s", code, reply.Header.Get(micro.ErrorHeader))
+	}
+	if err := json.Unmarshal(reply.Data, &pack); err != nil {
+		return pack, fmt.Errorf("undecodable pack: %w", err)
+	}
+	return pack, nil
 }
 
 // percentile is the nearest-rank p-quantile (0 < p ≤ 1) of ds: the smallest value

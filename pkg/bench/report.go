@@ -46,7 +46,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("NATS request/reply p50", f(r.NATSRRP50us, 1), "µs", "bare micro echo over loopback TCP, same request bytes")
 	row("NATS request/reply p99", f(r.NATSRRP99us, 1), "µs", "")
 	row("context request p50", f(r.CtxP50us, 1), "µs", fmt.Sprintf("%d requests interleaved with the echo, ~%.0f tokens per pack", r.Requests, r.CtxAvgTokens))
-	row("context request p99", f(r.CtxP99us, 1), "µs", "")
+	row("context request p99", f(r.CtxP99us, 1), "µs", fmt.Sprintf("until the reply's bytes arrive, as the echo; decoding a pack takes another %.0f µs (p50)", r.CtxDecodeP50us))
 	row("context p99 / NATS p99", f(r.CtxVsNATSP99, 2), "x", "")
 	row("raw JetStream", f(r.RawJSMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d messages, async publish + 1 durable pull consumer acking", r.IngestMessages))
 	row("ingest pipeline", f(r.IngestMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d observations -> %d episodic memories", r.IngestMessages, r.IngestStored))
