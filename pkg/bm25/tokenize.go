@@ -2,6 +2,8 @@ package bm25
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -51,7 +53,7 @@ func Tokenize(text string) []string {
 			continue
 		}
 		if isASCIIWord(f) {
-			f = english.Stem(f, true)
+			f = stems.stem(f)
 		}
 		terms = append(terms, f)
 	}
@@ -70,4 +72,38 @@ func isASCIIWord(w string) bool {
 
 func isSeparator(r rune) bool {
 	return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.Is(unicode.Mn, r)
+}
+
+// stemCacheSize bounds the stem cache (a few MB at most; additions racing a clear
+// may overshoot it by a few words): far more distinct words than a conversation's
+// vocabulary.
+const stemCacheSize = 1 << 15
+
+// stems caches Snowball stems. Stemming was most of Tokenize's cost (it converts
+// the word to runes and tries suffix lists step by step), while words are Zipfian:
+// a few thousand make up nearly all of a text, so almost every lookup hits.
+var stems stemCache
+
+// stemCache maps words to their stems, safe for concurrent use. Why a sync.Map:
+// lookups vastly outnumber additions and take no lock. Why cleared when full
+// rather than evicting least recently used: a hit then costs one map lookup and
+// no bookkeeping; after a clear the frequent words come back within a few texts.
+type stemCache struct {
+	m sync.Map // word → stem
+	n atomic.Int64
+}
+
+func (c *stemCache) stem(word string) string {
+	if s, ok := c.m.Load(word); ok {
+		return s.(string)
+	}
+	// word is a substring of the text being tokenized: keep a copy, not the text.
+	word = strings.Clone(word)
+	s := english.Stem(word, true)
+	if c.n.Add(1) > stemCacheSize {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(word, s)
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,7 +102,8 @@ func (c EmbeddedConfig) Validate() error {
 // records take about 260 MB. Few objects matter as much as few bytes: every GC
 // cycle marks them all (see entry). Partitions are never evicted; the bound is the
 // records of the partitions read since the store opened, at most the whole store.
-// A read of a partition without records does not keep it.
+// A read of a partition without records does not keep it, and Count does not load
+// a partition (SQLite counts it).
 //
 // Records returned by reads share their Vector (normalised to unit length, as
 // Qdrant's cosine collections return it) with the cache and with other callers:
@@ -304,6 +306,17 @@ func (s *Embedded) cachedStmt(ctx context.Context, query string) (*sql.Stmt, err
 	return st, nil
 }
 
+// txStmt binds cached, cachedStmt's statement for query, to tx, or prepares query
+// on tx when the cache had no room for it. cached must be taken before the
+// transaction begins, which may hold the only connection. The caller closes the
+// statement.
+func txStmt(ctx context.Context, tx *sql.Tx, cached *sql.Stmt, query string) (*sql.Stmt, error) {
+	if cached == nil {
+		return tx.PrepareContext(ctx, query)
+	}
+	return tx.StmtContext(ctx, cached), nil
+}
+
 // query runs a read, through the statement cache when it can.
 func (s *Embedded) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	st, err := s.cachedStmt(ctx, q)
@@ -347,23 +360,12 @@ func (s *Embedded) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after
 // cachedPartition returns the partition if it is loaded; the caller holds cacheMu.
 func (s *Embedded) cachedPartition(k partKey) *partition { return s.parts[k] }
 
-// cachePut puts rec, committed at rid, into its partition if that is loaded; the
-// caller holds cacheMu. Should its entry not build (metadata read back from SQLite
-// always encodes), the partition is dropped instead, so that the next read loads
-// the committed rows rather than a stale copy.
-func (s *Embedded) cachePut(rid int64, rec Record) {
-	k := partKey{rec.Tenant, rec.UserID}
-	p := s.parts[k]
-	if p == nil {
-		return
+// cachePut puts rec (storedForm) with its encoded metadata, committed at rid,
+// into its partition if that is loaded; the caller holds cacheMu.
+func (s *Embedded) cachePut(rid int64, rec Record, meta string) {
+	if p := s.parts[partKey{rec.Tenant, rec.UserID}]; p != nil {
+		p.put(newEntry(rid, rec, meta))
 	}
-	e, err := newEntry(rid, rec)
-	if err != nil {
-		delete(s.parts, k)
-		s.logger.Warn("partition unloaded", zap.String("tenant", k.tenant), zap.String("user_id", k.userID), zap.Error(err))
-		return
-	}
-	p.put(e)
 }
 
 // read runs fn on k's partition with cacheMu held shared, loading the partition
@@ -409,15 +411,11 @@ func (s *Embedded) loadPartition(ctx context.Context, k partKey) (*partition, er
 	defer rows.Close()
 	p = newPartition(k)
 	for rows.Next() {
-		rec, rid, err := scanRecord(rows)
+		rec, rid, meta, err := scanRecord(rows)
 		if err != nil {
 			return nil, err
 		}
-		e, err := newEntry(rid, rec)
-		if err != nil {
-			return nil, err
-		}
-		p.put(e)
+		p.put(newEntry(rid, rec, meta))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -453,20 +451,23 @@ const upsertSQL = `INSERT INTO records (id, tenant, user_id, memory_type, scope,
 	RETURNING rid`
 
 // Upsert implements Store; recs are written in one transaction.
+//
+// Metadata is encoded once: the same JSON is the row's column and the partition's
+// copy, so the stored form needs no decode until a read asks for it.
 func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 	norm := make([]Record, len(recs))
+	metas := make([]string, len(recs))
 	args := make([][]any, len(recs))
 	for i, r := range recs {
 		n, err := r.Normalize(s.cfg.Dimensions)
 		if err != nil {
 			return s.wrap("upsert", err)
 		}
-		if args[i], err = recordArgs(n); err != nil {
+		if metas[i], err = encodeMetadata(n.ID, n.Metadata); err != nil {
 			return s.wrap("upsert", err)
 		}
-		if norm[i], err = storedRecord(n, args[i]); err != nil {
-			return s.wrap("upsert", err)
-		}
+		args[i] = recordArgs(n, metas[i])
+		norm[i] = storedForm(n)
 	}
 	// One statement, prepared once per connection, serves every row: parsing the
 	// upsert again per row cost more than running it. It is taken from the cache
@@ -477,14 +478,9 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 	}
 	rids := make([]int64, len(recs))
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		st := cached
-		if st == nil {
-			var err error
-			if st, err = tx.PrepareContext(ctx, upsertSQL); err != nil {
-				return err
-			}
-		} else {
-			st = tx.StmtContext(ctx, cached)
+		st, err := txStmt(ctx, tx, cached, upsertSQL)
+		if err != nil {
+			return err
 		}
 		defer st.Close()
 		for i, r := range norm {
@@ -499,7 +495,7 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 		return nil
 	}, func() {
 		for i, r := range norm {
-			s.cachePut(rids[i], r)
+			s.cachePut(rids[i], r, metas[i])
 		}
 	})
 	return s.wrap("upsert", err)
@@ -579,6 +575,12 @@ func (s *Embedded) Scroll(ctx context.Context, f Filter, offset string, limit in
 	return recs, next, nil
 }
 
+// updateSQL rewrites a record's columns but id, tenant and user_id, which never
+// change.
+const updateSQL = `UPDATE records SET memory_type = ?, scope = ?, kind = ?, key = ?, text = ?,
+		vector = ?, ts = ?, chat_id = ?, who = ?, hit_count = ?, confidence = ?, expires_at = ?, metadata = ?
+	WHERE rid = ?`
+
 // UpdatePayload implements Store.
 func (s *Embedded) UpdatePayload(ctx context.Context, tenant, userID, id string, patch Patch) error {
 	f, err := Filter{Tenant: tenant, UserID: userID, IDs: []string{id}}.Normalize()
@@ -588,43 +590,59 @@ func (s *Embedded) UpdatePayload(ctx context.Context, tenant, userID, id string,
 	if patch.Vector != nil && len(patch.Vector) != s.cfg.Dimensions {
 		return s.wrap("update", fmt.Errorf("%w: patch vector has %d dimensions, the store %d", ErrDimension, len(patch.Vector), s.cfg.Dimensions))
 	}
+	// Both statements are prepared once: parsing them again per call cost as much
+	// as running them, and hit-count updates come by the thousand.
+	where, args := whereFilter(f, time.Now())
+	selectSQL := `SELECT ` + recordCols + ` FROM records r WHERE ` + where
+	cachedSelect, err := s.cachedStmt(ctx, selectSQL)
+	if err != nil {
+		return s.wrap("update", err)
+	}
+	cachedUpdate, err := s.cachedStmt(ctx, updateSQL)
+	if err != nil {
+		return s.wrap("update", err)
+	}
 	var (
-		rid int64
-		rec Record
+		rid  int64
+		rec  Record
+		meta string
 	)
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		where, args := whereFilter(f, time.Now())
-		rec, rid, err = scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordCols+` FROM records r WHERE `+where, args...))
+		sel, err := txStmt(ctx, tx, cachedSelect, selectSQL)
+		if err != nil {
+			return err
+		}
+		defer sel.Close()
+		upd, err := txStmt(ctx, tx, cachedUpdate, updateSQL)
+		if err != nil {
+			return err
+		}
+		defer upd.Close()
+		rec, rid, meta, err = scanRecord(sel.QueryRowContext(ctx, args...))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: record %s", ErrNotFound, f.IDs[0])
 		}
 		if err != nil {
 			return err
 		}
-		if rec, err = applyPatch(rec, patch, s.cfg.Dimensions); err != nil {
+		if rec, meta, err = applyPatch(rec, meta, patch, s.cfg.Dimensions); err != nil {
 			return err
 		}
-		vals, err := recordArgs(rec)
-		if err != nil {
-			return err
-		}
-		if rec, err = storedRecord(rec, vals); err != nil {
-			return err
-		}
+		vals := recordArgs(rec, meta)
+		rec = storedForm(rec)
 		// vals[3:] skips id, tenant and user_id, which never change.
-		if _, err := tx.ExecContext(ctx, `UPDATE records SET memory_type = ?, scope = ?, kind = ?, key = ?, text = ?,
-				vector = ?, ts = ?, chat_id = ?, who = ?, hit_count = ?, confidence = ?, expires_at = ?, metadata = ?
-				WHERE rid = ?`, append(vals[3:], rid)...); err != nil {
-			return err
-		}
-		return nil
+		_, err = upd.ExecContext(ctx, append(vals[3:], rid)...)
+		return err
 	}, func() {
-		s.cachePut(rid, rec)
+		s.cachePut(rid, rec, meta)
 	})
 	return s.wrap("update", err)
 }
 
-func applyPatch(rec Record, p Patch, dims int) (Record, error) {
+// applyPatch returns rec, whose metadata is meta (encodeMetadata), and its
+// metadata with p applied. Metadata is decoded and encoded again only when p
+// changes it: a hit-count update keeps the stored JSON.
+func applyPatch(rec Record, meta string, p Patch, dims int) (Record, string, error) {
 	if p.Text != nil {
 		rec.Text = *p.Text
 	}
@@ -632,14 +650,17 @@ func applyPatch(rec Record, p Patch, dims int) (Record, error) {
 		rec.Vector = p.Vector
 	}
 	if p.Metadata != nil {
-		merged := make(map[string]any, len(rec.Metadata)+len(p.Metadata))
-		for k, v := range rec.Metadata {
-			merged[k] = v
+		merged, err := decodeMetadata(meta)
+		if err != nil {
+			return rec, "", fmt.Errorf("record %s: stored metadata: %w", rec.ID, err)
 		}
-		for k, v := range p.Metadata {
-			merged[k] = v
+		if merged == nil {
+			merged = make(map[string]any, len(p.Metadata))
 		}
-		rec.Metadata = merged
+		maps.Copy(merged, p.Metadata)
+		if meta, err = encodeMetadata(rec.ID, merged); err != nil {
+			return rec, "", err
+		}
 	}
 	rec.HitCount = max(0, rec.HitCount+p.HitCountDelta)
 	if p.Confidence != nil {
@@ -648,7 +669,8 @@ func applyPatch(rec Record, p Patch, dims int) (Record, error) {
 	if p.ExpiresAt != nil {
 		rec.ExpiresAt = *p.ExpiresAt
 	}
-	return rec.Normalize(dims)
+	rec, err := rec.Normalize(dims)
+	return rec, meta, err
 }
 
 // Delete implements Store.
@@ -716,11 +738,29 @@ func (s *Embedded) Count(ctx context.Context, f Filter) (int, error) {
 	if err != nil {
 		return 0, s.wrap("count", err)
 	}
-	m := newMatcher(f, time.Now())
-	n := 0
-	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
-		n = len(p.candidates(m))
-		return nil
-	})
+	now := time.Now()
+	k := partKey{f.Tenant, f.UserID}
+	s.cacheMu.RLock()
+	if p := s.cachedPartition(k); p != nil {
+		defer s.cacheMu.RUnlock()
+		return len(p.candidates(newMatcher(f, now))), nil
+	}
+	s.cacheMu.RUnlock()
+	// A partition not in memory is counted by SQLite rather than loaded: counting
+	// every user (as a dashboard or the bench does) would otherwise load the whole
+	// store into memory. whereFilter has the matcher's semantics.
+	where, args := whereFilter(f, now)
+	var n int
+	rows, err := s.query(ctx, `SELECT count(*) FROM records r WHERE `+where, args...)
+	if err != nil {
+		return 0, s.wrap("count", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
 	return n, s.wrap("count", err)
 }

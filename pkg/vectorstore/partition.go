@@ -2,7 +2,6 @@ package vectorstore
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,40 +17,34 @@ type partKey struct{ tenant, userID string }
 
 // entry is one record of a loaded partition. It is laid out for the garbage
 // collector, which marks every pointer of every loaded record on every cycle: the
-// metadata is kept as its JSON encoding and the terms as one string, so an entry
+// metadata is kept as its stored JSON and the terms as one string, so an entry
 // is a handful of pointer-free allocations however nested its metadata is (a
 // decoded map with its lists and strings was ~40 objects per record, and marking
 // 100,000 records of them took GC mark phases of hundreds of milliseconds under
-// load). Reads pay for it with one metadata decode per returned record.
+// load). Reads pay for it with one metadata decode per returned record
+// (decodeMetadata).
 //
 // An entry is immutable once published: a write replaces the entry, so a record
 // handed to a caller never changes under it.
 type entry struct {
 	rid int64
 	rec Record // Metadata nil (see meta); Vector normalised, so cosine similarity is a plain dot product
-	// meta is rec's Metadata as JSON; nil for a nil map.
-	meta []byte
+	// meta is rec's Metadata as stored (encodeMetadata): the row's JSON, "" for nil.
+	meta string
 	// ts and expires are the stored microseconds the filters compare, exactly as
 	// SQLite holds them (hasExpiry false for NULL).
 	ts, expires int64
 	hasExpiry   bool
-	terms       string // bm25.Tokenize(rec.Text) joined by spaces (no term holds one), the sparse side
+	terms       string // bm25.Tokenize(rec.Text) joined by spaces (no term holds one), the sparse side; set by put
 }
 
-// newEntry builds the entry of rec, a record as SQLite stores it (times cut to the
-// microsecond, metadata as encoding/json decodes it). The vector is normalised
-// into a fresh slice, so the caller's is never kept.
-func newEntry(rid int64, rec Record) (*entry, error) {
-	e := &entry{rid: rid, rec: rec, ts: rec.TS.UnixMicro(), hasExpiry: !rec.ExpiresAt.IsZero()}
+// newEntry builds the entry of rec, a record in its stored form (storedForm), whose
+// metadata is meta (encodeMetadata). The vector is normalised into a fresh slice,
+// so the caller's is never kept.
+func newEntry(rid int64, rec Record, meta string) *entry {
+	e := &entry{rid: rid, rec: rec, meta: meta, ts: rec.TS.UnixMicro(), hasExpiry: !rec.ExpiresAt.IsZero()}
 	if e.hasExpiry {
 		e.expires = rec.ExpiresAt.UnixMicro()
-	}
-	if rec.Metadata != nil {
-		meta, err := json.Marshal(rec.Metadata)
-		if err != nil {
-			return nil, fmt.Errorf("%w: record %s: metadata: %w", ErrInvalidRecord, rec.ID, err)
-		}
-		e.meta = meta
 	}
 	e.rec.Metadata = nil
 	// Refer to the memory type constant rather than keep a copy per record.
@@ -60,8 +53,7 @@ func newEntry(rid int64, rec Record) (*entry, error) {
 	}
 	e.rec.Vector = slices.Clone(rec.Vector)
 	embed.Normalize(e.rec.Vector)
-	e.terms = strings.Join(bm25.Tokenize(rec.Text), " ")
-	return e, nil
+	return e
 }
 
 var memoryTypes = []MemoryType{Episodic, Semantic, Item}
@@ -70,15 +62,11 @@ var memoryTypes = []MemoryType{Episodic, Semantic, Item}
 // Metadata.
 func (e *entry) record() (Record, error) {
 	r := e.rec
-	if e.meta != nil {
-		// Decoding into an interface takes encoding/json's reflection-free path for
-		// objects: a quarter faster than into a map. meta always holds an object.
-		var md any
-		if err := json.Unmarshal(e.meta, &md); err != nil {
-			return Record{}, fmt.Errorf("record %s: cached metadata: %w", r.ID, err)
-		}
-		r.Metadata, _ = md.(map[string]any)
+	md, err := decodeMetadata(e.meta)
+	if err != nil {
+		return Record{}, fmt.Errorf("record %s: cached metadata: %w", r.ID, err)
 	}
+	r.Metadata = md
 	return r, nil
 }
 
@@ -104,10 +92,17 @@ func newPartition(k partKey) *partition {
 	return &partition{key: k, slot: make(map[int64]int), byID: make(map[string]int)}
 }
 
-// put adds or replaces the record at rid; e is the partition's from now on.
+// put adds or replaces the record at rid; e is the partition's from now on. A
+// replaced record whose text is unchanged (a payload update) keeps its terms
+// rather than tokenizing the text again.
 func (p *partition) put(e *entry) {
 	e.rec.Tenant, e.rec.UserID = p.key.tenant, p.key.userID
 	i, ok := p.slot[e.rid]
+	if ok && p.entries[i].rec.Text == e.rec.Text {
+		e.terms = p.entries[i].terms
+	} else {
+		e.terms = strings.Join(bm25.Tokenize(e.rec.Text), " ")
+	}
 	if !ok {
 		p.slot[e.rid] = len(p.entries)
 		p.byID[e.rec.ID] = len(p.entries)
@@ -272,8 +267,8 @@ func (m *matcher) match(e *entry) bool {
 	if len(m.payload) > 0 {
 		// Payload conditions are rare (no read path of the services uses one):
 		// decoding the metadata for them keeps the entries free of it.
-		var md map[string]any
-		if json.Unmarshal(e.meta, &md) != nil {
+		md, err := decodeMetadata(e.meta)
+		if err != nil {
 			return false
 		}
 		for _, c := range m.payload {

@@ -2,7 +2,6 @@ package vectorstore
 
 import (
 	"context"
-	"math"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -52,31 +51,95 @@ func TestReadsReturnTheirOwnMetadata(t *testing.T) {
 	}
 }
 
-// An entry that cannot be built (metadata that does not encode) must not leave
-// the loaded partition stale: it is unloaded, and the next read loads the
-// committed rows.
-func TestCachePutUnloadsThePartitionOnABadEntry(t *testing.T) {
+// Count asks SQLite about a partition that is not in memory, without loading it,
+// and its answers are the loaded partition's.
+func TestCountAgreesLoadedOrNot(t *testing.T) {
 	s := testStore(t)
 	ctx := context.Background()
-	rec := testRecord(DeterministicID("bad"))
-	if err := s.Upsert(ctx, rec); err != nil {
+	now := time.Now().UTC()
+	var recs []Record
+	for i, mt := range []MemoryType{Episodic, Episodic, Semantic, Item} {
+		r := testRecord(DeterministicID("count", string(mt), time.Duration(i).String()))
+		r.MemoryType, r.Metadata = mt, map[string]any{"n": float64(i), "who": "user"}
+		if i == 1 {
+			r.ExpiresAt = now.Add(-time.Hour)
+		}
+		recs = append(recs, r)
+	}
+	if err := s.Upsert(ctx, recs...); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Count(ctx, Filter{Tenant: "acme", UserID: "u1"}); err != nil || n != 1 {
-		t.Fatalf("count: %d %v", n, err)
+	filters := []struct {
+		f    Filter
+		want int
+	}{
+		{Filter{}, 3},
+		{Filter{IncludeExpired: true}, 4},
+		{Filter{ExpiredOnly: true}, 1},
+		{Filter{MemoryTypes: []MemoryType{Episodic}}, 1},
+		{Filter{Payload: map[string]any{"n": 2}}, 1},
+		{Filter{Payload: map[string]any{"who": "user"}, IDs: []string{recs[0].ID, recs[3].ID}}, 2},
 	}
-	k := partKey{"acme", "u1"}
-	bad := rec
-	bad.Metadata = map[string]any{"x": math.NaN()}
-	s.cacheMu.Lock()
-	s.cachePut(1, bad)
-	_, loaded := s.parts[k]
-	s.cacheMu.Unlock()
-	if loaded {
-		t.Fatal("the partition stayed loaded after an entry failed to build")
+	count := func(f Filter) int {
+		f.Tenant, f.UserID = "acme", "u1"
+		n, err := s.Count(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	got, err := s.Get(ctx, "acme", "u1", rec.ID)
-	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0].Metadata, rec.Metadata) {
-		t.Fatalf("get after the unload: %v %v", got, err)
+	loaded := func() bool {
+		s.cacheMu.RLock()
+		defer s.cacheMu.RUnlock()
+		return s.parts[partKey{"acme", "u1"}] != nil
+	}
+	for _, c := range filters {
+		if got := count(c.f); got != c.want {
+			t.Errorf("count %+v from SQLite = %d, want %d", c.f, got, c.want)
+		}
+	}
+	if loaded() {
+		t.Fatal("Count loaded the partition")
+	}
+	if _, _, err := s.Scroll(ctx, Filter{Tenant: "acme", UserID: "u1"}, "", 1); err != nil || !loaded() {
+		t.Fatalf("scroll did not load the partition: %v", err)
+	}
+	for _, c := range filters {
+		if got := count(c.f); got != c.want {
+			t.Errorf("count %+v in memory = %d, want %d", c.f, got, c.want)
+		}
+	}
+}
+
+// A search WithoutMetadata returns the same hits with Metadata nil, and Get then
+// reads a hit's metadata.
+func TestSearchWithoutMetadata(t *testing.T) {
+	s := testStore(t)
+	ctx := context.Background()
+	a, b := testRecord(DeterministicID("a")), testRecord(DeterministicID("b"))
+	b.Vector, b.Text = []float32{0, 1, 0}, "coffee at night"
+	if err := s.Upsert(ctx, a, b); err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Filter: Filter{Tenant: "acme", UserID: "u1"}, Vector: []float32{1, 0.5, 0}, Text: "tea", Mode: Hybrid, Limit: 2}
+	full, err := s.Search(ctx, q)
+	if err != nil || len(full) != 2 {
+		t.Fatalf("search: %v %v", full, err)
+	}
+	q.WithoutMetadata = true
+	bare, err := s.Search(ctx, q)
+	if err != nil || len(bare) != len(full) {
+		t.Fatalf("search without metadata: %v %v", bare, err)
+	}
+	for i, h := range bare {
+		want := full[i]
+		want.Record.Metadata = nil
+		if !reflect.DeepEqual(h, want) {
+			t.Fatalf("hit %d without metadata = %+v, want %+v", i, h, want)
+		}
+	}
+	got, err := s.Get(ctx, "acme", "u1", bare[0].Record.ID)
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], full[0].Record) {
+		t.Fatalf("get after the search: %v %v, want %v", got, err, full[0].Record)
 	}
 }

@@ -68,7 +68,12 @@ func (s *Embedded) Search(ctx context.Context, q Query) ([]Hit, error) {
 		}
 		hits = make([]Hit, len(top))
 		for i, r := range top {
-			rec, err := p.entries[r.slot].record()
+			e := p.entries[r.slot]
+			if q.WithoutMetadata {
+				hits[i] = Hit{Record: e.rec, Score: r.score}
+				continue
+			}
+			rec, err := e.record()
 			if err != nil {
 				return err
 			}
@@ -97,7 +102,7 @@ func sparseRanking(p *partition, terms []string, candidates []int, depth int) []
 		return nil
 	}
 	scores := p.index().Scores(terms, nil)
-	var out []ranked
+	out := make([]ranked, 0, len(candidates))
 	for _, i := range candidates {
 		if sc := scores[i]; sc > 0 {
 			out = append(out, ranked{p.entries[i].rid, i, sc})

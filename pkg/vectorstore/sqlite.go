@@ -51,52 +51,46 @@ const recordCols = `r.rid, r.id, r.tenant, r.user_id, r.memory_type, r.scope, r.
 	r.vector, r.ts, r.chat_id, r.who, r.hit_count, r.confidence, r.expires_at, r.metadata`
 
 // recordArgs are the column values of rec in schema order, from id to metadata
-// (last, as a JSON string).
-func recordArgs(rec Record) ([]any, error) {
-	meta, err := json.Marshal(rec.Metadata)
-	if err != nil {
-		return nil, fmt.Errorf("%w: record %s: metadata is not JSON: %w", ErrInvalidRecord, rec.ID, err)
-	}
+// (last: meta, rec's metadata as encodeMetadata gives it).
+func recordArgs(rec Record, meta string) []any {
 	var expires any
 	if !rec.ExpiresAt.IsZero() {
 		expires = rec.ExpiresAt.UnixMicro()
 	}
+	if meta == "" {
+		meta = "null"
+	}
 	return []any{rec.ID, rec.Tenant, rec.UserID, string(rec.MemoryType), rec.Scope, rec.Kind, rec.Key, rec.Text,
 		encodeVector(rec.Vector), rec.TS.UnixMicro(), rec.ChatID, rec.Who, rec.HitCount, rec.Confidence,
-		expires, string(meta)}, nil
+		expires, meta}
 }
 
-// storedRecord is rec, whose column values are args (recordArgs(rec)), as reading
-// the row back gives it (scanRecord): times cut to the microsecond in UTC, metadata
-// as encoding/json decodes the stored JSON. The partition cache keeps this form, so
-// a record reads the same whether its partition was loaded before or after the
-// write.
-func storedRecord(rec Record, args []any) (Record, error) {
+// storedForm is rec as reading its row back gives it (scanRecord), but for the
+// metadata, which stays encoded beside it: times cut to the microsecond in UTC,
+// Metadata nil. The partition cache keeps this form, so a record reads the same
+// whether its partition was loaded before or after the write.
+func storedForm(rec Record) Record {
 	rec.TS = time.UnixMicro(rec.TS.UnixMicro()).UTC()
 	if !rec.ExpiresAt.IsZero() {
 		rec.ExpiresAt = time.UnixMicro(rec.ExpiresAt.UnixMicro()).UTC()
 	}
 	rec.Metadata = nil
-	if err := json.Unmarshal([]byte(args[len(args)-1].(string)), &rec.Metadata); err != nil {
-		return rec, fmt.Errorf("%w: record %s: metadata: %w", ErrInvalidRecord, rec.ID, err)
-	}
-	return rec, nil
+	return rec
 }
 
-func scanRecord(sc interface{ Scan(...any) error }) (Record, int64, error) {
+// scanRecord reads a row of recordCols: the record without its Metadata, its rid,
+// and its metadata as encodeMetadata writes it (decodeMetadata reads it).
+func scanRecord(sc interface{ Scan(...any) error }) (rec Record, rid int64, meta string, err error) {
 	var (
-		rec     Record
-		rid     int64
 		mt      string
 		vec     []byte
 		ts      int64
 		expires sql.NullInt64
-		meta    string
 	)
-	err := sc.Scan(&rid, &rec.ID, &rec.Tenant, &rec.UserID, &mt, &rec.Scope, &rec.Kind, &rec.Key, &rec.Text,
+	err = sc.Scan(&rid, &rec.ID, &rec.Tenant, &rec.UserID, &mt, &rec.Scope, &rec.Kind, &rec.Key, &rec.Text,
 		&vec, &ts, &rec.ChatID, &rec.Who, &rec.HitCount, &rec.Confidence, &expires, &meta)
 	if err != nil {
-		return rec, 0, err
+		return rec, 0, "", err
 	}
 	rec.MemoryType = MemoryType(mt)
 	rec.Vector = decodeVector(vec)
@@ -104,10 +98,10 @@ func scanRecord(sc interface{ Scan(...any) error }) (Record, int64, error) {
 	if expires.Valid {
 		rec.ExpiresAt = time.UnixMicro(expires.Int64).UTC()
 	}
-	if err := json.Unmarshal([]byte(meta), &rec.Metadata); err != nil {
-		return rec, 0, fmt.Errorf("record %s: stored metadata: %w", rec.ID, err)
+	if meta, err = checkMetadata(meta); err != nil {
+		return rec, 0, "", fmt.Errorf("record %s: stored metadata: %w", rec.ID, err)
 	}
-	return rec, rid, nil
+	return rec, rid, meta, nil
 }
 
 // encodeVector stores v as little-endian float32s, the layout every platform reads
@@ -139,6 +133,13 @@ func jsonList[T any](vs []T) string {
 // whereFilter renders f (already normalised) as a WHERE condition on records r.
 func whereFilter(f Filter, now time.Time) (string, []any) {
 	conds := []string{"r.tenant = ?", "r.user_id = ?"}
+	if f.IDs != nil {
+		// Look the ids up in their unique index rather than scan the partition:
+		// without statistics SQLite prefers the partition index, and then reads every
+		// row of the partition (its vectors and texts) to find a few ids. The unary +
+		// takes these two terms off the partition index.
+		conds = []string{"+r.tenant = ?", "+r.user_id = ?"}
+	}
 	args := []any{f.Tenant, f.UserID}
 	add := func(cond string, a ...any) {
 		conds = append(conds, cond)

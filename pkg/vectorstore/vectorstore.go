@@ -168,6 +168,12 @@ type Query struct {
 	Text  string
 	Mode  Mode
 	Limit int
+	// WithoutMetadata asks for hits without their records' Metadata (left nil): a
+	// caller that over-fetches candidates to re-rank them by their other fields
+	// then reads the metadata of the few it keeps with Get, instead of paying for
+	// decoding every candidate's. A backend that has the metadata decoded anyway
+	// may return it.
+	WithoutMetadata bool
 }
 
 // Hit is a search result, best first.
