@@ -196,7 +196,9 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	f.MemoryTypes = []vectorstore.MemoryType{t}
 	f.IncludeExpired = true
 	mode, want := s.cfg.Rank.Mode, k*recallOversample
-	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Mode: mode}, want, now)
+	// Ranking needs no metadata: the candidates come without it, and only the k
+	// kept have theirs read (withMetadata).
+	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Mode: mode, WithoutMetadata: true}, want, now)
 	if err != nil {
 		return typeRecall{}, err
 	}
@@ -213,7 +215,10 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 		}
 	}
 	sortRanked(ranked)
-	tr := typeRecall{ranked: ranked[:min(k, len(ranked))]}
+	if ranked, err = s.withMetadata(ctx, f, ranked[:min(k, len(ranked))]); err != nil {
+		return typeRecall{}, err
+	}
+	tr := typeRecall{ranked: ranked}
 	if len(hits) > 0 {
 		tr.best = hits[0].Score
 	}
@@ -261,7 +266,7 @@ func onOneScale(types []typeRecall) {
 // denseFill appends the dense hits not already ranked, with a relevance scaled
 // under the weakest ranked one.
 func (s *Service) denseFill(ctx context.Context, f vectorstore.Filter, vec []float32, want int, now time.Time, ranked []Ranked) ([]Ranked, error) {
-	dense, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Mode: vectorstore.Dense}, want, now)
+	dense, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Mode: vectorstore.Dense, WithoutMetadata: true}, want, now)
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +289,35 @@ func (s *Service) denseFill(ctx context.Context, f vectorstore.Filter, vec []flo
 		ranked = append(ranked, Ranked{Record: h.Record, Score: ceiling * score / s.cfg.Rank.Score(1, 0, math.MaxInt32)})
 	}
 	return ranked, nil
+}
+
+// withMetadata replaces ranked's records (searched without metadata) by the
+// stored records, metadata included. A record deleted since the search is
+// dropped, as a search a moment later would not have found it.
+func (s *Service) withMetadata(ctx context.Context, f vectorstore.Filter, ranked []Ranked) ([]Ranked, error) {
+	if len(ranked) == 0 {
+		return ranked, nil
+	}
+	ids := make([]string, len(ranked))
+	for i, r := range ranked {
+		ids[i] = r.Record.ID
+	}
+	recs, err := s.vectors.Get(ctx, f.Tenant, f.UserID, ids...)
+	if err != nil {
+		return nil, storeErr("get", err)
+	}
+	byID := make(map[string]vectorstore.Record, len(recs))
+	for _, r := range recs {
+		byID[r.ID] = r
+	}
+	kept := ranked[:0]
+	for _, r := range ranked {
+		if rec, ok := byID[r.Record.ID]; ok {
+			r.Record = rec
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
 }
 
 func (s *Service) defaultK(t vectorstore.MemoryType) int {
