@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -178,27 +179,67 @@ func (e Envelope) CheckSubject(subject string) error {
 // rather than with whatever its new shape would break. Other JSON errors wrap
 // ErrMalformed and contract violations wrap ErrInvalidEvent. Unknown fields are
 // accepted. Numbers inside observation meta are kept as json.Number, exactly as sent.
+//
+// Every worker decodes every message, so a valid envelope is parsed once; only a
+// failed parse reads the input again, to report the error in the order above.
 func Decode(data []byte) (Envelope, error) {
-	var probe struct {
+	// The outer SchemaVersion shadows the envelope's (encoding/json prefers the
+	// shallower field), so any version decodes and is checked before it is trusted.
+	var w struct {
+		Envelope
 		SchemaVersion json.RawMessage `json:"schema_version"`
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return Envelope{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	dec := numberDecoder(data)
+	err := dec.Decode(&w)
+	if err == nil && len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
+		err = errTrailingData
 	}
-	if err := checkSchemaVersion(probe.SchemaVersion); err != nil {
+	if err != nil {
+		return Envelope{}, decodeError(data, err)
+	}
+	if err := checkSchemaVersion(w.SchemaVersion); err != nil {
 		return Envelope{}, err
 	}
-	// json.Unmarshal above already rejected trailing data, so one Decode reads it all.
-	var e Envelope
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&e); err != nil {
-		return Envelope{}, fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
+	e := w.Envelope
+	e.SchemaVersion = SchemaVersion
 	if err := e.Validate(); err != nil {
 		return Envelope{}, err
 	}
 	return e, nil
+}
+
+// errTrailingData marks input with more than one JSON value; decodeError replaces
+// it with json.Unmarshal's own syntax error.
+var errTrailingData = errors.New("data after the top-level value")
+
+// decodeError classifies an input that did not decode, as the contract orders it:
+// invalid JSON anywhere (json.Unmarshal checks the whole input before decoding)
+// is ErrMalformed, then an unknown schema_version wins over the shape's errors.
+// Those are reported by decoding into Envelope itself, so that they name its
+// fields as they always have; decodeErr is the fallback.
+func decodeError(data []byte, decodeErr error) error {
+	var probe struct {
+		SchemaVersion json.RawMessage `json:"schema_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if err := checkSchemaVersion(probe.SchemaVersion); err != nil {
+		return err
+	}
+	var e Envelope
+	if err := numberDecoder(data).Decode(&e); err != nil {
+		decodeErr = err
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, decodeErr)
+}
+
+// numberDecoder decodes data keeping numbers as json.Number (observation meta
+// is passed on exactly as sent).
+func numberDecoder(data []byte) *json.Decoder {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return dec
 }
 
 // checkSchemaVersion accepts exactly the integer SchemaVersion.

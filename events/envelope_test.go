@@ -241,6 +241,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"missing version", strings.Replace(exampleEnded, `"schema_version":1,`, "", 1), ErrUnknownSchemaVersion, nil},
 		// The version is checked first: a future event with a new shape is "unknown version", not "malformed".
 		{"future version, new shape", `{"schema_version":2,"ts":{"epoch":5}}`, ErrUnknownSchemaVersion, []error{ErrMalformed}},
+		// Decode parses once; a shape it cannot decode before the version is read
+		// must still report the version.
+		{"future version after a new shape", `{"ts":{"epoch":5},"observation":[1],"schema_version":2}`, ErrUnknownSchemaVersion, []error{ErrMalformed}},
+		{"future version with trailing data", withVersion("2") + ` {}`, ErrMalformed, []error{ErrUnknownSchemaVersion}},
+		{"wrong field type after the version", strings.Replace(exampleEnded, `"session_id":"s1"`, `"session_id":7`, 1), ErrMalformed, []error{ErrUnknownSchemaVersion}},
 		{"wrong field type", strings.Replace(exampleEnded, `"ts":"2026-11-22T10:30:00Z"`, `"ts":5`, 1), ErrMalformed, nil},
 		{"bad time", strings.Replace(exampleEnded, `2026-11-22T10:30:00Z`, `yesterday`, 1), ErrMalformed, nil},
 		{"invalid event", strings.Replace(exampleEnded, `"session_id":"s1"`, `"session_id":"s.1"`, 1), ErrInvalidEvent, []error{ErrMalformed}},
@@ -257,6 +262,25 @@ func TestDecodeErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Whitespace around the value is not trailing data, and a second Decode of the
+// same bytes gives the same envelope.
+func TestDecodeAcceptsSurroundingWhitespace(t *testing.T) {
+	want, err := Decode([]byte(exampleObservation))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode([]byte(" \n\t" + exampleObservation + " \r\n\t "))
+	if err != nil {
+		t.Fatalf("whitespace around the envelope rejected: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+	if got.SchemaVersion != SchemaVersion {
+		t.Fatalf("schema version %d, want %d", got.SchemaVersion, SchemaVersion)
 	}
 }
 

@@ -3,6 +3,7 @@ package bus
 import (
 	"github.com/ThreeDotsLabs/watermill"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // zapAdapter is a watermill.LoggerAdapter over zap. Watermill 1.5.1 ships only std and
@@ -20,19 +21,31 @@ func NewWatermillLogger(logger *zap.Logger) watermill.LoggerAdapter {
 }
 
 func (a zapAdapter) Error(msg string, err error, fields watermill.LogFields) {
-	a.l.Error(msg, append(zapFields(fields), zap.Error(err))...)
+	a.log(zap.ErrorLevel, msg, fields, zap.Error(err))
 }
 
 func (a zapAdapter) Info(msg string, fields watermill.LogFields) {
-	a.l.Info(msg, zapFields(fields)...)
+	a.log(zap.InfoLevel, msg, fields)
 }
 
 func (a zapAdapter) Debug(msg string, fields watermill.LogFields) {
-	a.l.Debug(msg, zapFields(fields)...)
+	a.log(zap.DebugLevel, msg, fields)
 }
 
 func (a zapAdapter) Trace(msg string, fields watermill.LogFields) {
-	a.l.Debug(msg, zapFields(fields)...)
+	a.log(zap.DebugLevel, msg, fields)
+}
+
+// log converts fields only for an enabled level: the Router traces every message,
+// on a fresh goroutine each, and Core().Enabled is cheaper than Check, whose frame
+// alone grows such a goroutine's stack.
+func (a zapAdapter) log(level zapcore.Level, msg string, fields watermill.LogFields, extra ...zap.Field) {
+	if !a.l.Core().Enabled(level) {
+		return
+	}
+	if ce := a.l.Check(level, msg); ce != nil {
+		ce.Write(append(zapFields(fields), extra...)...)
+	}
 }
 
 func (a zapAdapter) With(fields watermill.LogFields) watermill.LoggerAdapter {
@@ -40,7 +53,7 @@ func (a zapAdapter) With(fields watermill.LogFields) watermill.LoggerAdapter {
 }
 
 func zapFields(fields watermill.LogFields) []zap.Field {
-	out := make([]zap.Field, 0, len(fields)+1)
+	out := make([]zap.Field, 0, len(fields)+1) // +1: room for the error
 	for k, v := range fields {
 		out = append(out, zap.Any(k, v))
 	}

@@ -138,6 +138,16 @@ type ConsumerSpec struct {
 	// MaxAckPending caps unacknowledged deliveries across all replicas; 0 uses the
 	// server default (1000).
 	MaxAckPending int
+	// FilterOnClient has the server deliver the whole stream and the Subscriber
+	// ack each message outside FilterSubjects at once, without handing it out. It
+	// pays for a consumer that reads most of the stream (ingest: nearly every
+	// event is an observation) and often lags behind it: nats-server finds a
+	// wildcard-filtered consumer's next message by matching the filter against
+	// every subject of the message block, once per delivery, which cost more
+	// (13% of the CPU of a pipeline run, BenchmarkBatchWorker) than delivering and
+	// acking the few other events. The durable's pending counts then include
+	// those events until they are skipped.
+	FilterOnClient bool
 }
 
 // Validate reports specs nats-server would reject or silently change.
@@ -190,9 +200,13 @@ func (s ConsumerSpec) minAckDeadline() time.Duration {
 }
 
 func (s ConsumerSpec) jetstreamConfig() jetstream.ConsumerConfig {
+	filters := s.FilterSubjects
+	if s.FilterOnClient {
+		filters = nil
+	}
 	return jetstream.ConsumerConfig{
 		Durable:        s.Durable,
-		FilterSubjects: s.FilterSubjects,
+		FilterSubjects: filters,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckWait:        s.AckWait,
@@ -228,6 +242,11 @@ var workerFilters = map[string][]string{
 	WorkerConsolidator: {events.FilterHits, events.FilterWritten, events.FilterConsolidate},
 }
 
+// filteredOnClient are the workers whose consumer sets FilterOnClient: ingest
+// reads nearly every event. The others read a small share of the stream, and
+// skipping every observation on the client would cost them far more.
+var filteredOnClient = map[string]bool{WorkerIngest: true}
+
 // ConsumerDefaults are the delivery settings shared by the worker consumers. Zero
 // fields take the defaults: AckWait 30s, MaxDeliver 5, BackOff [30s 1m 5m].
 //
@@ -257,8 +276,9 @@ func (d ConsumerDefaults) withDefaults() ConsumerDefaults {
 }
 
 // WorkerConsumer returns the durable consumer of a worker ("ingest", "extractor",
-// "consolidator"): durable "agentmem-<worker>" with the worker's filter subjects,
-// explicit acks, delivering the whole stream. An unknown worker gets a spec without
+// "consolidator"): durable "agentmem-<worker>" with the worker's filter subjects
+// (applied by the Subscriber for ingest, see FilterOnClient), explicit acks,
+// delivering the whole stream. An unknown worker gets a spec without
 // filter subjects, which Validate (and so ProvisionConsumer) rejects.
 func WorkerConsumer(worker string, cfg ConsumerDefaults) ConsumerSpec {
 	cfg = cfg.withDefaults()
@@ -269,6 +289,7 @@ func WorkerConsumer(worker string, cfg ConsumerDefaults) ConsumerSpec {
 		MaxDeliver:     cfg.MaxDeliver,
 		BackOff:        slices.Clone(cfg.BackOff),
 		MaxAckPending:  cfg.MaxAckPending,
+		FilterOnClient: filteredOnClient[worker],
 	}
 }
 

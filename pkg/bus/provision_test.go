@@ -261,6 +261,10 @@ func TestWorkerConsumers(t *testing.T) {
 		if spec.Durable != "agentmem-"+worker || !slices.Equal(spec.FilterSubjects, filters) {
 			t.Errorf("%s: durable %s filters %v", worker, spec.Durable, spec.FilterSubjects)
 		}
+		// Only ingest, which reads nearly every event, filters on the client.
+		if spec.FilterOnClient != (worker == bus.WorkerIngest) {
+			t.Errorf("%s: FilterOnClient %v", worker, spec.FilterOnClient)
+		}
 		c, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, spec)
 		if err != nil {
 			t.Fatalf("%s: %v", worker, err)

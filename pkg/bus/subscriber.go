@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -222,9 +223,25 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 				release()
 				continue
 			}
+			if !s.wants(msg.Subject()) {
+				s.skip(msg)
+				release()
+				continue
+			}
+			// Converted here, on the long-lived pull goroutine: parsing the
+			// metadata on the message's fresh goroutine grew its stack, a stack
+			// copy per message.
+			wm, err := toWatermill(msg)
+			if err != nil {
+				// Not a JetStream delivery (no metadata); nothing to ack.
+				s.logger.Error("dropping message without JetStream metadata", zap.String("subject", msg.Subject()), zap.Error(err))
+				release()
+				continue
+			}
+			wm.SetContext(msgCtx)
 			inflight.Go(func() {
 				defer release()
-				s.process(msgCtx, msg, out, stop)
+				s.process(msg, wm, out, stop)
 			})
 		}
 		err = batch.Error()
@@ -248,16 +265,30 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 	return true
 }
 
-// process hands one message to the Router and settles it with the server.
-func (s *Subscriber) process(ctx context.Context, msg jetstream.Msg, out chan<- *message.Message, stop <-chan struct{}) {
-	wm, err := toWatermill(msg)
-	if err != nil {
-		// Not a JetStream delivery (no metadata); nothing to ack.
-		s.logger.Error("dropping message without JetStream metadata", zap.String("subject", msg.Subject()), zap.Error(err))
-		return
+// wants reports whether a message on subject is for the Router: always, unless
+// the consumer filters on the client and subject matches none of its filters.
+func (s *Subscriber) wants(subject string) bool {
+	if !s.cfg.Consumer.FilterOnClient {
+		return true
 	}
-	wm.SetContext(ctx)
-	log := s.logger.With(zap.String("subject", msg.Subject()), zap.String("message_uuid", wm.UUID), zap.String("stream_seq", wm.Metadata.Get(MetaStreamSeq)))
+	for _, f := range s.cfg.Consumer.FilterSubjects {
+		if server.SubjectMatchesFilter(subject, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// skip acks a message the consumer does not handle. The ack is not confirmed: a
+// lost one only brings the message back, to be skipped again.
+func (s *Subscriber) skip(msg jetstream.Msg) {
+	if err := msg.Ack(); err != nil {
+		s.logger.Debug("acking a skipped message", zap.String("subject", msg.Subject()), zap.Error(err))
+	}
+}
+
+// process hands one message to the Router and settles it with the server.
+func (s *Subscriber) process(msg jetstream.Msg, wm *message.Message, out chan<- *message.Message, stop <-chan struct{}) {
 	select {
 	case out <- wm:
 	case <-stop:
@@ -277,28 +308,34 @@ func (s *Subscriber) process(ctx context.Context, msg jetstream.Msg, out chan<- 
 			// ingest worker (its round trip overlaps other messages' work), not
 			// worth a redelivery after every lost ack or an unsettled Close.
 			if err := msg.DoubleAck(ackCtx); err != nil {
-				log.Warn("ack not confirmed; the message may be redelivered", zap.Error(err))
+				s.messageLogger(msg, wm).Warn("ack not confirmed; the message may be redelivered", zap.Error(err))
 			}
 			return
 		case <-wm.Nacked():
 			if err := s.nak(msg); err != nil {
-				log.Warn("nak failed; the message is redelivered after its ack deadline", zap.Error(err))
+				s.messageLogger(msg, wm).Warn("nak failed; the message is redelivered after its ack deadline", zap.Error(err))
 			}
 			return
 		case <-heartbeat.C:
 			if err := msg.InProgress(); err != nil {
-				log.Warn("extending the ack deadline", zap.Error(err))
+				s.messageLogger(msg, wm).Warn("extending the ack deadline", zap.Error(err))
 			}
 		case <-giveUp:
 			heartbeat.Stop()
 			giveUp = nil
-			log.Warn("handler still running after MaxProcessing; letting the server redeliver the message",
+			s.messageLogger(msg, wm).Warn("handler still running after MaxProcessing; letting the server redeliver the message",
 				zap.Duration("max_processing", s.cfg.MaxProcessing))
 		case <-s.abandon:
-			log.Warn("closed before the message was acked or nacked; it will be redelivered")
+			s.messageLogger(msg, wm).Warn("closed before the message was acked or nacked; it will be redelivered")
 			return
 		}
 	}
+}
+
+// messageLogger is the logger for msg; built only when something is logged, as
+// zap encodes the fields of With at once.
+func (s *Subscriber) messageLogger(msg jetstream.Msg, wm *message.Message) *zap.Logger {
+	return s.logger.With(zap.String("subject", msg.Subject()), zap.String("message_uuid", wm.UUID), zap.String("stream_seq", wm.Metadata.Get(MetaStreamSeq)))
 }
 
 // handBack naks a message that was pulled but not started, so that another replica

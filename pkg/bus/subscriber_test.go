@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -67,4 +68,60 @@ func TestSubscriberPullsOnlyIntoFreeSlots(t *testing.T) {
 		receive(1)[0].Ack()
 	}
 	waitAcked(t, js, "batch", n)
+}
+
+// A consumer that filters on the client is provisioned without a server filter
+// (also when it existed with one),
+// hands out only the messages its FilterSubjects match, in stream order, and acks
+// the others itself, so that nothing stays pending.
+func TestSubscriberFiltersOnClient(t *testing.T) {
+	srv, _, js := bustest.Provisioned(t)
+	subjects := []string{"mem.acme.obs.u1.s1", "mem.acme.hit.u1", "mem.acme.obs.u1.s2", "mem.acme.written.u1", "mem.acme.ended.u1.s1", "mem.acme.obs.u2.s1"}
+	for i, subject := range subjects {
+		publish(t, js, subject, "ev-"+strconv.Itoa(i), "x")
+	}
+	// A durable provisioned by an earlier version with the filter on the server
+	// is updated in place.
+	if _, err := bus.ProvisionConsumer(testCtx(t), js, bus.DefaultStream, testSpec("client-filtered")); err != nil {
+		t.Fatal(err)
+	}
+	spec := testSpec("client-filtered")
+	spec.FilterOnClient = true
+	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: bustest.Connect(t, srv), Consumer: spec, Concurrency: 2}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msgs, err := sub.Subscribe(ctx, spec.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := js.Consumer(ctx, bus.DefaultStream, spec.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CachedInfo().Config.FilterSubjects; len(got) != 0 || c.CachedInfo().Config.FilterSubject != "" {
+		t.Fatalf("server-side filter %v, want none", got)
+	}
+	var got []string
+	for range 3 {
+		select {
+		case m := <-msgs:
+			got = append(got, m.Metadata.Get(bus.MetaSubject))
+			m.Ack()
+		case <-time.After(wait):
+			t.Fatalf("received %v, want the 3 observations", got)
+		}
+	}
+	if want := []string{subjects[0], subjects[2], subjects[5]}; !slices.Equal(got, want) {
+		t.Fatalf("handed out %v, want %v", got, want)
+	}
+	waitAcked(t, js, spec.Durable, uint64(len(subjects)))
+	select {
+	case m := <-msgs:
+		t.Fatalf("handed out %s, which the filter does not match", m.Metadata.Get(bus.MetaSubject))
+	default:
+	}
 }

@@ -58,8 +58,15 @@ func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
 		}
 	}
 	ws := words(text)
+	sentences := splitSentences(text)
+	sentenceWords := make([][]string, len(sentences))
+	chitChat := true
+	for i, s := range sentences {
+		sentenceWords[i] = words(s.text)
+		chitChat = chitChat && allChitChat(sentenceWords[i])
+	}
 	switch {
-	case isChitChat(text):
+	case chitChat:
 		ep.Reason = ReasonChitChat
 		return ep, nil
 	case len(ws) <= 1:
@@ -69,10 +76,10 @@ func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
 
 	var kept []string
 	questions := 0
-	for _, s := range splitSentences(text) {
-		sw := words(s.text)
+	for i, s := range sentences {
+		sw := sentenceWords[i]
 		switch {
-		case s.question || startsQuestion(s.text):
+		case s.question || (len(sw) > 0 && questionWords[sw[0]]):
 			questions++
 		case allChitChat(sw), contentWords(sw) < minContentWords:
 		case machine && statesUserFact(sw), !machine && isPersonalStatement(sw):
@@ -140,7 +147,10 @@ var (
 // word, or at least minContentWords content words. "Remember when we met?" is a
 // question, not a request, unless it is phrased "can you remember ...?".
 func rememberBody(text string) (string, bool) {
-	text = foldQuotes.Replace(text)
+	if !mentionsRemembering(text) {
+		return "", false
+	}
+	text = foldQuotes(text)
 	body := ""
 	if m := rememberPrefix.FindStringSubmatchIndex(text); m != nil {
 		body = text[m[1]:]
@@ -159,6 +169,41 @@ func rememberBody(text string) (string, bool) {
 		return "", false
 	}
 	return body, hasFirstPerson(ws) || contentWords(ws) >= minContentWords
+}
+
+// rememberKeywords: every alternative of rememberPrefix and rememberSuffix
+// contains one of them.
+var rememberKeywords = []string{"remember", "forget", "mind", "note"}
+
+// mentionsRemembering reports whether text holds one of rememberKeywords in any
+// case; text without one cannot match either expression. It spares most messages
+// the two expressions (the suffix one is unanchored and backtracks at every
+// position). An ASCII comparison is exact here: no letter of the keywords has a
+// case fold outside ASCII (only k and s do).
+func mentionsRemembering(text string) bool {
+	for _, k := range rememberKeywords {
+		for i := 0; i+len(k) <= len(text); i++ {
+			if asciiEqualFold(text[i:i+len(k)], k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// asciiEqualFold compares s with the lower-case ASCII word lower, ignoring the
+// case of s's ASCII letters.
+func asciiEqualFold(s, lower string) bool {
+	for i := 0; i < len(lower); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 var firstPerson = setOf("i", "i'm", "i've", "i'd", "i'll", "im", "ive", "me", "my", "mine", "myself",
@@ -249,16 +294,6 @@ var chitChatWords = setOf("hi", "hello", "hey", "heya", "hiya", "yo", "sup", "th
 func allChitChat(ws []string) bool {
 	for _, w := range ws {
 		if !chitChatWords[w] {
-			return false
-		}
-	}
-	return true
-}
-
-// isChitChat: every sentence of text is chit-chat.
-func isChitChat(text string) bool {
-	for _, s := range splitSentences(text) {
-		if !allChitChat(words(s.text)) {
 			return false
 		}
 	}

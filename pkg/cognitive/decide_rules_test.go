@@ -168,3 +168,16 @@ func TestRuleDecisionIsDeterministicAndWritesAreComplete(t *testing.T) {
 		}
 	})
 }
+
+// The keyword filter before the remember expressions never hides a match.
+func TestPropertyRememberFilterKeepsEveryMatch(t *testing.T) {
+	piece := rapid.SampledFrom([]string{"Remember", "REMEMBER", "don't forget", "Do Not Forget", "keep  in\tMIND", "make a Note",
+		"take note", "note down", "NOTE", "please", "can you", "that", "this", ":", ",", " ", "?", "my files", "ſ", "K", "’"})
+	rapid.Check(t, func(t *rapid.T) {
+		parts := rapid.SliceOf(rapid.OneOf(piece, rapid.String())).Draw(t, "parts")
+		text := foldQuotes(strings.Join(parts, " "))
+		if (rememberPrefix.MatchString(text) || rememberSuffix.MatchString(text)) && !mentionsRemembering(text) {
+			t.Fatalf("%q matches a remember expression but the filter rejects it", text)
+		}
+	})
+}

@@ -2,9 +2,11 @@ package cognitive
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -49,8 +51,18 @@ func Speaker(meta map[string]any) string {
 
 // PlainMeta turns decoded observation meta (events.Decode keeps numbers as
 // json.Number) into plain JSON values, so every vector store backend stores and
-// returns it unchanged.
+// returns it unchanged. The result is a fresh copy, equal to a JSON encode and
+// decode of meta; meta itself is returned when that round trip fails.
 func PlainMeta(meta map[string]any) map[string]any {
+	if meta == nil {
+		return nil
+	}
+	// Every record built from an observation converts its meta and its context
+	// messages' meta: walking the values is several times cheaper than the round
+	// trip, which is kept for what the walk does not know how to copy exactly.
+	if out, ok := plainObject(meta); ok {
+		return out
+	}
 	data, err := json.Marshal(meta)
 	if err != nil {
 		return meta
@@ -60,6 +72,55 @@ func PlainMeta(meta map[string]any) map[string]any {
 		return meta
 	}
 	return out
+}
+
+// plainValue copies v as a JSON encode and decode into an any would, for the
+// values decoded JSON holds; ok is false for anything else (another Go type, a
+// number or string JSON would change or reject), which the round trip handles.
+func plainValue(v any) (out any, ok bool) {
+	switch x := v.(type) {
+	case nil, bool:
+		return x, true
+	case string:
+		return x, utf8.ValidString(x)
+	case float64:
+		return x, !math.IsInf(x, 0) && !math.IsNaN(x)
+	case json.Number:
+		// Decoding the literal applies JSON's number syntax, not ParseFloat's
+		// (which takes "0x10", "Inf" or "1_0").
+		var f float64
+		err := json.Unmarshal([]byte(x), &f)
+		return f, err == nil
+	case map[string]any:
+		if x == nil {
+			return nil, true
+		}
+		return plainObject(x)
+	case []any:
+		if x == nil {
+			return nil, true
+		}
+		l := make([]any, len(x))
+		for i, e := range x {
+			if l[i], ok = plainValue(e); !ok {
+				return nil, false
+			}
+		}
+		return l, true
+	}
+	return nil, false
+}
+
+func plainObject(m map[string]any) (map[string]any, bool) {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		pv, ok := plainValue(v)
+		if !ok || !utf8.ValidString(k) {
+			return nil, false
+		}
+		out[k] = pv
+	}
+	return out, true
 }
 
 // Keys of one entry of MetaUpdates.
@@ -136,7 +197,8 @@ func addProvenance(md map[string]any, obs Observation) {
 	if obs.EventID == "" {
 		return
 	}
-	var ids, metas []any
+	ids := make([]any, 0, len(obs.Before)+1)
+	metas := make([]any, 0, len(obs.Before)+1)
 	hasMeta := false
 	for _, u := range obs.Before {
 		if u.EventID != "" && strings.TrimSpace(u.Text) != "" {

@@ -1,10 +1,15 @@
 package cognitive
 
 import (
+	"encoding/json"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // A named speaker's memory keeps who said it and the whole utterance; an agent's
@@ -73,5 +78,59 @@ func TestEpisodeContextMessagesAreBounded(t *testing.T) {
 	}
 	if last != EpisodeStatement(obs, Episode{Thing: "plot the rows"}) {
 		t.Errorf("statement line %q was changed", last)
+	}
+}
+
+// metaValue draws what decoded meta holds (json.Number, strings, nested objects
+// and lists) and what it may hold when built in Go (other number types, invalid
+// UTF-8, numbers JSON rejects or cannot represent).
+func metaValue(depth int) *rapid.Generator[any] {
+	return rapid.Custom(func(t *rapid.T) any {
+		kinds := 9
+		if depth == 0 {
+			kinds = 7
+		}
+		switch rapid.IntRange(0, kinds-1).Draw(t, "kind") {
+		case 0:
+			return nil
+		case 1:
+			return rapid.Bool().Draw(t, "bool")
+		case 2:
+			return rapid.String().Draw(t, "string")
+		case 3:
+			return rapid.SampledFrom([]string{"D1:3", "bad \xff utf8", ""}).Draw(t, "fixed string")
+		case 4:
+			return json.Number(rapid.SampledFrom([]string{"1", "-0", "1.50", "12345678901234567890", "1e400", "0x10", "Inf", "", "1_0"}).Draw(t, "number"))
+		case 5:
+			return rapid.SampledFrom([]any{2.5, math.Inf(1), math.NaN(), 7, []string{"a"}}).Draw(t, "go value")
+		case 6:
+			return rapid.Float64().Draw(t, "float")
+		case 7:
+			return rapid.MapOf(rapid.String(), metaValue(depth-1)).Draw(t, "object")
+		default:
+			return rapid.SliceOf(metaValue(depth-1)).Draw(t, "list")
+		}
+	})
+}
+
+// PlainMeta converts without a JSON round trip where it can; the result must be
+// exactly the round trip's, and meta itself where the round trip fails.
+func TestPropertyPlainMetaIsTheJSONRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		meta := rapid.MapOf(rapid.String(), metaValue(2)).Draw(t, "meta")
+		want := meta
+		if data, err := json.Marshal(meta); err == nil {
+			var out map[string]any
+			if json.Unmarshal(data, &out) == nil {
+				want = out
+			}
+		}
+		got := PlainMeta(meta)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("PlainMeta(%#v) = %#v, want %#v", meta, got, want)
+		}
+	})
+	if PlainMeta(nil) != nil {
+		t.Fatal("PlainMeta(nil) is not nil")
 	}
 }

@@ -136,3 +136,19 @@ func TestRuleReconsolidatorReplacesItsNote(t *testing.T) {
 		t.Fatalf("second recall = %q: want one shortened note", got)
 	}
 }
+
+// firstWord reads only the first word of a text, as words would tokenize it.
+func TestPropertyFirstWordIsWordsFirst(t *testing.T) {
+	special := rapid.SampledFrom([]string{"’", "‘", "ʼ", "'", "İ", "K", "\xff", " ", ",", "é", "e\u0301", "Ⅻ", "٣", "?"})
+	rapid.Check(t, func(t *rapid.T) {
+		parts := rapid.SliceOf(rapid.OneOf(rapid.String(), special)).Draw(t, "parts")
+		s := strings.Join(parts, "")
+		want := ""
+		if ws := words(s); len(ws) > 0 {
+			want = ws[0]
+		}
+		if got := firstWord(s); got != want {
+			t.Fatalf("firstWord(%q) = %q, words gives %q", s, got, want)
+		}
+	})
+}

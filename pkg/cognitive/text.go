@@ -9,14 +9,26 @@ import (
 // The text helpers below serve the rule-based processors: they are lexical on
 // purpose (no model), and their limits are those documented in doc.go.
 
+// typographicQuotes are the apostrophes foldQuotes maps to ASCII ones.
+const typographicQuotes = "\u2019\u2018\u02bc"
+
+var quoteFolder = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u02bc", "'")
+
 // foldQuotes maps typographic apostrophes to ASCII ones so "I’m" and "I'm" match.
-var foldQuotes = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u02bc", "'")
+// Most text has none; it is then returned as is, without the two allocations of a
+// Replace.
+func foldQuotes(s string) string {
+	if !strings.ContainsAny(s, typographicQuotes) {
+		return s
+	}
+	return quoteFolder.Replace(s)
+}
 
 // normalizeText is the comparison form of a statement: lower case, letters and
 // digits only, single spaces. Two statements that differ only in case,
 // punctuation or spacing normalise to the same string.
 func normalizeText(s string) string {
-	s = foldQuotes.Replace(strings.ToLower(s))
+	s = foldQuotes(strings.ToLower(s))
 	var b strings.Builder
 	space := false
 	for _, r := range s {
@@ -40,7 +52,7 @@ func normalizeText(s string) string {
 // words splits s into lower-case word tokens; apostrophes inside a word are kept
 // ("i'm", "sister's") because the rules read contractions and possessives.
 func words(s string) []string {
-	s = foldQuotes.Replace(strings.ToLower(s))
+	s = foldQuotes(strings.ToLower(s))
 	f := strings.FieldsFunc(s, func(r rune) bool {
 		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'')
 	})
@@ -99,8 +111,41 @@ var questionWords = setOf("what", "what's", "how", "why", "when", "where", "who"
 
 // startsQuestion reports whether s opens with a question word.
 func startsQuestion(s string) bool {
-	w := words(s)
-	return len(w) > 0 && questionWords[w[0]]
+	return questionWords[firstWord(s)]
+}
+
+// firstWord is words(s)[0], or "" when s has none. It reads only as far as the
+// first word: splitSentences asks at every comma whether the rest of the text
+// opens a question, and tokenizing that whole rest each time made long messages
+// quadratic. Case and quotes map rune by rune, so a field found in s is the field
+// words finds in the mapped text.
+func firstWord(s string) string {
+	start := -1
+	for i, r := range s {
+		if isWordRune(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			if w := strings.Trim(foldQuotes(strings.ToLower(s[start:i])), "'"); w != "" {
+				return w
+			}
+			start = -1
+		}
+	}
+	if start < 0 {
+		return ""
+	}
+	return strings.Trim(foldQuotes(strings.ToLower(s[start:])), "'")
+}
+
+// isWordRune reports whether r, once lower-cased and quote-folded, belongs to a
+// word of words.
+func isWordRune(r rune) bool {
+	r = unicode.ToLower(r)
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || strings.ContainsRune(typographicQuotes, r)
 }
 
 // cleanStatement is the stored form of a statement: single spaces, first letter

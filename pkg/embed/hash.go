@@ -1,5 +1,7 @@
 package embed
 
+import "unicode/utf8"
+
 // FNV-1a (the same function as hash/fnv) written out so that features can be hashed
 // without allocating a hash.Hash or a joined string per feature. FNV has no seed, so
 // a feature lands on the same index in every process: vectors written by one run of
@@ -31,6 +33,15 @@ func (h fnv64) byte(b byte) fnv64 { return (h ^ fnv64(b)) * fnvPrime64 }
 func (h fnv64) string(s string) fnv64 {
 	for i := 0; i < len(s); i++ {
 		h = h.byte(s[i])
+	}
+	return h
+}
+
+// rune feeds the UTF-8 encoding of r.
+func (h fnv64) rune(r rune) fnv64 {
+	var buf [utf8.UTFMax]byte
+	for _, b := range utf8.AppendRune(buf[:0], r) {
+		h = h.byte(b)
 	}
 	return h
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/agentmem/agentmem/pkg/bm25"
 )
@@ -88,35 +89,67 @@ func (l *Local) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 	return out, nil
 }
 
+// features counts the hashed features of one text. Embed reuses them through
+// featurePool: a map sized for a message's features is most of what embedding
+// one would allocate.
+type features struct {
+	// tf and weight per feature, keyed by its 64-bit hash: collisions at 64 bits
+	// are negligible, and the hash is needed anyway for the bucket and the sign.
+	byHash map[uint64]feature
+	// order is the first-seen order, so the float sums run in the same order on
+	// every call (map order is random and float addition is not associative).
+	order []uint64
+}
+
+type feature struct{ tf, weight float64 }
+
+var featurePool = sync.Pool{New: func() any { return &features{byHash: map[uint64]feature{}} }}
+
+func (fs *features) add(h fnv64, w float64) {
+	f, seen := fs.byHash[uint64(h)]
+	if !seen {
+		fs.order = append(fs.order, uint64(h))
+	}
+	fs.byHash[uint64(h)] = feature{tf: f.tf + 1, weight: w}
+}
+
+// addTrigrams adds the character trigrams of w padded with '#' at both ends.
+// Runes are read as a []rune conversion reads them (an invalid byte is
+// utf8.RuneError), and each trigram is hashed as the UTF-8 of its three runes.
+func (fs *features) addTrigrams(w string) {
+	var window [3]rune
+	n := 0
+	push := func(r rune) {
+		window[0], window[1], window[2] = window[1], window[2], r
+		if n++; n >= 3 {
+			fs.add(newFNV64(kindTrigram).rune(window[0]).rune(window[1]).rune(window[2]), trigramWeight)
+		}
+	}
+	push('#')
+	for _, r := range w {
+		push(r)
+	}
+	push('#')
+}
+
 func (l *Local) embed(text string) []float32 {
 	words := bm25.Tokenize(text)
-	// Term frequency per feature, keyed by its 64-bit hash: collisions at 64 bits
-	// are negligible, and the hash is needed anyway for the bucket and the sign.
-	type feature struct{ tf, weight float64 }
-	features := make(map[uint64]feature, 8*len(words))
-	// First-seen order, so the float sums below run in the same order on every call
-	// (map order is random and float addition is not associative).
-	order := make([]uint64, 0, 8*len(words))
-	add := func(h fnv64, w float64) {
-		f, seen := features[uint64(h)]
-		if !seen {
-			order = append(order, uint64(h))
-		}
-		features[uint64(h)] = feature{tf: f.tf + 1, weight: w}
-	}
+	fs := featurePool.Get().(*features)
+	defer func() {
+		clear(fs.byHash)
+		fs.order = fs.order[:0]
+		featurePool.Put(fs)
+	}()
 	for i, w := range words {
-		add(newFNV64(kindUnigram).string(w), unigramWeight)
+		fs.add(newFNV64(kindUnigram).string(w), unigramWeight)
 		if i > 0 {
-			add(newFNV64(kindBigram).string(words[i-1]).byte(' ').string(w), bigramWeight)
+			fs.add(newFNV64(kindBigram).string(words[i-1]).byte(' ').string(w), bigramWeight)
 		}
-		r := []rune("#" + w + "#")
-		for j := 0; j+3 <= len(r); j++ {
-			add(newFNV64(kindTrigram).string(string(r[j:j+3])), trigramWeight)
-		}
+		fs.addTrigrams(w)
 	}
 	v := make([]float32, l.dims)
-	for _, h := range order {
-		f := features[h]
+	for _, h := range fs.order {
+		f := fs.byHash[h]
 		x := f.weight * (1 + math.Log(f.tf))
 		// The top bit picks the sign so that colliding features cancel on average
 		// instead of piling up (the "signed hashing trick").

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -39,48 +37,12 @@ func benchObservations(b *testing.B, n int) []*nats.Msg {
 	return msgs
 }
 
-// publishAndDrain publishes msgs asynchronously on a connection of its own, as an
-// agent would, and waits until durable of stream has acknowledged them all; it
-// reports messages per second over that span.
-func publishAndDrain(b *testing.B, srv *server.Server, stream, durable string, msgs []*nats.Msg) {
-	b.Helper()
-	ctx := context.Background()
-	js, err := jetstream.New(bustest.Connect(b, srv))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, stream, durable)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	began := time.Now()
-	for _, m := range msgs {
-		if _, err := js.PublishMsgAsync(m); err != nil {
-			b.Fatal(err)
-		}
-	}
-	<-js.PublishAsyncComplete()
-	bustest.Eventually(b, 5*time.Minute, func() error {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if busy := info.NumPending + uint64(info.NumAckPending); busy > 0 {
-			return fmt.Errorf("%d not acked", busy)
-		}
-		return nil
-	})
-	b.StopTimer()
-	b.ReportMetric(float64(len(msgs))/time.Since(began).Seconds(), "msgs/s")
-}
-
 // BenchmarkIngest is the ingest phase of agentmem bench: observations published
 // asynchronously until the ingest durable acked the last, each stored as an
 // episodic memory. Compare its msgs/s with BenchmarkRawJetStream's.
 func BenchmarkIngest(b *testing.B) {
 	r := startIngestWith(b, ingest.Config{})
-	publishAndDrain(b, r.srv, bus.DefaultStream, bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable, benchObservations(b, max(b.N, 2000)))
+	bustest.PublishAndDrain(b, r.srv, bus.DefaultStream, bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable, benchObservations(b, max(b.N, 2000)))
 }
 
 // BenchmarkRawJetStream is the same traffic through a plain durable pull consumer
@@ -105,5 +67,5 @@ func BenchmarkRawJetStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cc.Stop()
-	publishAndDrain(b, srv, bus.DefaultStream, "raw", benchObservations(b, max(b.N, 2000)))
+	bustest.PublishAndDrain(b, srv, bus.DefaultStream, "raw", benchObservations(b, max(b.N, 2000)))
 }

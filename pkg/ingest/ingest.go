@@ -156,9 +156,9 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 		return
 	}
 	var (
-		recs   []vectorstore.Record
-		texts  []string // texts[j] is what recs[j] embeds
-		owners []int    // owners[j] is the index in envs of recs[j]
+		recs   = make([]vectorstore.Record, 0, len(envs))
+		texts  = make([]string, 0, len(envs)) // texts[j] is what recs[j] embeds
+		owners = make([]int, 0, len(envs))    // owners[j] is the index in envs of recs[j]
 	)
 	for i, env := range envs {
 		if errs[i] != nil || env.Observation.EffectiveKind() != events.KindMessage || strings.TrimSpace(env.Observation.Text) == "" {

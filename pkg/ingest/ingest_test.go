@@ -410,3 +410,25 @@ func TestEpisodeKeepsTheMessagesBeforeIt(t *testing.T) {
 		})
 	}
 }
+
+// The ingest durable reads the whole stream and filters on the client: events of
+// other types, its own memory_written among them, are acknowledged without being
+// handled or dead-lettered.
+func TestOtherEventsAreSkipped(t *testing.T) {
+	r := startIngest(t)
+	hit := events.New(events.TypeMemoryHit, "acme", "u1", "bot", "")
+	hit.MemoryHit = &events.MemoryHit{MemoryIDs: []string{"m1"}}
+	r.publish(t, hit)
+	r.publish(t, events.New(events.TypeSessionEnded, "acme", "u1", "bot", "s1"))
+	r.say(t, "u1", "s1", "Remember, I'm a student at Peking University", nil)
+	r.settled(t)
+	if eps := r.episodes(t, "u1"); len(eps) != 1 {
+		t.Fatalf("episodic memories = %d, want 1", len(eps))
+	}
+	if dls, err := bus.ListDeadLetters(context.Background(), r.js, bus.DefaultDLQStream, 10); err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters %+v (%v), want none: other events are skipped, not rejected", dls, err)
+	}
+	if len(writtenEvents(t, r.js)) == 0 {
+		t.Fatal("no memory_written event in the stream")
+	}
+}

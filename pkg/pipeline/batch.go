@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
@@ -71,58 +72,69 @@ func NewBatch(cfg Config, bc BatchConfig, handle BatchHandler, logger *zap.Logge
 		// Every batch would wait out its Linger for events that cannot be in flight.
 		return nil, fmt.Errorf("%w: %s: Concurrency %d is below the batch MaxSize %d", ErrInvalidConfig, cfg.Worker, cfg.Concurrency, bc.MaxSize)
 	}
-	b := &batcher{cfg: bc, handle: handle}
-	return New(cfg, b.submit, logger)
+	w, err := newWorker(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	w.batch = &batcher{cfg: bc, handle: handle, decode: w.decode}
+	return w, nil
 }
 
-// batcher adapts a BatchHandler to a Handler. The first event of a batch makes its
-// caller the batch's leader: it waits until the batch is full or Linger has passed,
-// runs the BatchHandler with its own context and hands every member its result.
-// Leaders need no goroutine of their own, so there is nothing to start or stop, and
-// batches run concurrently when events arrive faster than one batch is handled.
+// batcher collects messages into batches for a BatchHandler. The first message of
+// a batch makes its caller the batch's leader: it waits until the batch is full or
+// Linger has passed, decodes every message, runs the BatchHandler with its own
+// context and hands every member its result. Leaders need no goroutine of their
+// own, so there is nothing to start or stop, and batches run concurrently when
+// events arrive faster than one batch is handled.
+//
+// The leader decodes for all members because the Router runs every message on a
+// fresh goroutine: decoding there grew each one's stack, a stack copy per message
+// that cost more than the decoding; the leader's stack grows once per batch.
 type batcher struct {
 	cfg    BatchConfig
 	handle BatchHandler
+	decode func(*message.Message) (events.Envelope, error)
 
 	mu   sync.Mutex
-	open *batch // the batch accepting events, nil when none is
+	open *batch // the batch accepting messages, nil when none is
 }
 
 type batch struct {
-	envs []events.Envelope
+	msgs []*message.Message
 	full chan struct{} // closed when it reached MaxSize
-	done chan struct{} // closed when errs is set
-	errs []error
+	done chan struct{} // closed when results is set
+	// results[i] is the outcome of msgs[i].
+	results []result
 }
 
-// submit adds env to the open batch and returns its result.
-func (b *batcher) submit(ctx context.Context, env events.Envelope) error {
+// submit adds msg to the open batch and returns its result.
+func (b *batcher) submit(msg *message.Message) *result {
 	b.mu.Lock()
 	bt := b.open
 	leader := bt == nil
 	if leader {
-		bt = &batch{envs: make([]events.Envelope, 0, b.cfg.MaxSize), full: make(chan struct{}), done: make(chan struct{})}
+		bt = &batch{msgs: make([]*message.Message, 0, b.cfg.MaxSize), full: make(chan struct{}), done: make(chan struct{})}
 		b.open = bt
 	}
-	i := len(bt.envs)
-	bt.envs = append(bt.envs, env)
-	if len(bt.envs) == b.cfg.MaxSize {
+	i := len(bt.msgs)
+	bt.msgs = append(bt.msgs, msg)
+	if len(bt.msgs) == b.cfg.MaxSize {
 		b.open = nil
 		close(bt.full)
 	}
 	b.mu.Unlock()
 
 	if leader {
-		b.lead(ctx, bt)
-		return bt.errs[i]
+		b.lead(msg.Context(), bt)
+	} else {
+		select {
+		case <-bt.done:
+		case <-msg.Context().Done():
+			// The batch may still commit the event; redelivery of it is harmless.
+			return &result{err: fmt.Errorf("pipeline: waiting for the batch of message %s: %w", msg.UUID, msg.Context().Err())}
+		}
 	}
-	select {
-	case <-bt.done:
-		return bt.errs[i]
-	case <-ctx.Done():
-		// The batch may still commit the event; redelivery of it is harmless.
-		return fmt.Errorf("pipeline: waiting for the batch of %s: %w", env.ID, ctx.Err())
-	}
+	return &bt.results[i]
 }
 
 // lead closes bt once it is full or has lingered, handles it and publishes the results.
@@ -138,7 +150,26 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 		b.open = nil
 	}
 	b.mu.Unlock()
-	bt.errs = b.run(ctx, bt.envs)
+
+	results := make([]result, len(bt.msgs))
+	envs := make([]events.Envelope, 0, len(bt.msgs))
+	owners := make([]int, 0, len(bt.msgs)) // owners[j]: the index in bt.msgs of envs[j]
+	for i, msg := range bt.msgs {
+		env, err := b.decode(msg)
+		if err != nil {
+			results[i].err = err
+			continue
+		}
+		results[i] = result{env: env, decoded: true}
+		envs = append(envs, env)
+		owners = append(owners, i)
+	}
+	if len(envs) > 0 {
+		for j, err := range b.run(ctx, envs) {
+			results[owners[j]].err = err
+		}
+	}
+	bt.results = results
 	close(bt.done)
 }
 

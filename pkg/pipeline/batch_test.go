@@ -54,7 +54,7 @@ func (r *batchRecorder) wait(t *testing.T, texts []string) {
 	})
 }
 
-func startBatchWorker(t *testing.T, srv *server.Server, worker string, bc pipeline.BatchConfig, h pipeline.BatchHandler) {
+func startBatchWorker(t testing.TB, srv *server.Server, worker string, bc pipeline.BatchConfig, h pipeline.BatchHandler) {
 	t.Helper()
 	w, err := pipeline.NewBatch(testConfig(srv, worker), bc, h, nil)
 	if err != nil {
@@ -116,6 +116,35 @@ func TestBatchPermanentErrorDeadLettersOnlyItsEvent(t *testing.T) {
 	defer rec.mu.Unlock()
 	if rec.largest < 2 {
 		t.Fatalf("largest batch = %d: the events were never handled together", rec.largest)
+	}
+}
+
+// The batch's leader decodes its members: a malformed message among valid ones is
+// dead-lettered alone, never reaches the handler, and the rest are committed once.
+func TestBatchMalformedMessageDeadLettersOnlyItself(t *testing.T) {
+	srv, _, js := bustest.Provisioned(t)
+	rec := newRecorder()
+	startBatchWorker(t, srv, "ingest", pipeline.BatchConfig{MaxSize: 16, Linger: 50 * time.Millisecond},
+		func(_ context.Context, envs []events.Envelope) []error {
+			rec.commit(envs, nil)
+			return nil
+		})
+	good := texts(6, "good")
+	publishTexts(t, js, good[:3])
+	if _, err := js.PublishAsync("mem.acme.obs.u1.s1", []byte(`{"schema_version":1,"type":"observation"`)); err != nil {
+		t.Fatal(err)
+	}
+	publishTexts(t, js, good[3:])
+
+	rec.wait(t, good)
+	dls := deadLetters(t, js, 1)
+	if dls[0].Subject != "mem.acme.obs.u1.s1" || !strings.Contains(dls[0].Reason, "malformed") || dls[0].Deliveries != 1 {
+		t.Fatalf("dead letter = %+v, want the malformed message after one delivery", dls[0])
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.applied) != len(good) {
+		t.Fatalf("handler saw %d distinct events %v, want the %d valid ones", len(rec.applied), rec.applied, len(good))
 	}
 }
 

@@ -81,10 +81,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Worker runs one Handler over one durable consumer.
+// Worker runs one Handler, or one BatchHandler, over one durable consumer.
 type Worker struct {
 	cfg     Config
-	handle  Handler
+	handle  Handler  // nil for a batching worker
+	batch   *batcher // nil unless batching
 	logger  *zap.Logger
 	running chan struct{}
 	once    sync.Once
@@ -92,17 +93,26 @@ type Worker struct {
 
 // New returns a Worker; nothing connects before Run.
 func New(cfg Config, handle Handler, logger *zap.Logger) (*Worker, error) {
+	if handle == nil {
+		return nil, fmt.Errorf("%w: %s: nil handler", ErrInvalidConfig, cfg.Worker)
+	}
+	w, err := newWorker(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	w.handle = handle
+	return w, nil
+}
+
+func newWorker(cfg Config, logger *zap.Logger) (*Worker, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if handle == nil {
-		return nil, fmt.Errorf("%w: %s: nil handler", ErrInvalidConfig, cfg.Worker)
-	}
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Worker{cfg: cfg, handle: handle, logger: logger.With(obs.Worker(cfg.Worker)), running: make(chan struct{})}, nil
+	return &Worker{cfg: cfg, logger: logger.With(obs.Worker(cfg.Worker)), running: make(chan struct{})}, nil
 }
 
 // Running is closed once the worker consumes.
@@ -174,10 +184,64 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// consume decodes and checks one message and hands it to the Handler. Anything
-// malformed is a permanent error: retrying bytes cannot fix them.
+// consume decodes and checks one message and hands it to the Handler, or to the
+// batch it joins. Anything malformed is a permanent error: retrying bytes cannot
+// fix them.
+//
+// The Router runs consume on a fresh goroutine per message, whose stack starts
+// small: consume keeps its own frame small (the envelope stays behind a pointer,
+// log lines are built in functions of their own) so that the common path does
+// not grow it, a stack copy per message.
 func (w *Worker) consume(msg *message.Message) error {
 	start := time.Now()
+	var r *result
+	if w.batch != nil {
+		r = w.batch.submit(msg)
+	} else {
+		r = w.handleOne(msg)
+	}
+	if r.err != nil {
+		if r.decoded {
+			w.logFailure(msg, r)
+		}
+		w.observe(obs.OutcomeRetry, start)
+		return r.err
+	}
+	// Core().Enabled is a cheap test; zap's Check grows the stack of this
+	// goroutine, which is fresh per message.
+	if w.logger.Core().Enabled(zap.DebugLevel) {
+		w.logProcessed(r)
+	}
+	w.observe(obs.OutcomeOK, start)
+	return nil
+}
+
+// result is what became of one message.
+type result struct {
+	env     events.Envelope
+	decoded bool // env is set: the message reached the handler
+	err     error
+}
+
+func (w *Worker) handleOne(msg *message.Message) *result {
+	env, err := w.decode(msg)
+	if err != nil {
+		return &result{err: err}
+	}
+	return &result{env: env, decoded: true, err: w.handle(msg.Context(), env)}
+}
+
+func (w *Worker) logFailure(msg *message.Message, r *result) {
+	w.logger.Warn("handler failed", append(eventFields(r.env), zap.String("delivery", msg.Metadata.Get(bus.MetaDeliveryCount)), zap.Error(r.err))...)
+}
+
+func (w *Worker) logProcessed(r *result) {
+	w.logger.Debug("event processed", append(eventFields(r.env), zap.String("type", string(r.env.Type)))...)
+}
+
+// decode decodes one message and checks that it arrived on its own subject; it
+// logs what it rejects and marks the error permanent.
+func (w *Worker) decode(msg *message.Message) (events.Envelope, error) {
 	subject := msg.Metadata.Get(bus.MetaSubject)
 	env, err := events.Decode(msg.Payload)
 	if err == nil {
@@ -185,18 +249,14 @@ func (w *Worker) consume(msg *message.Message) error {
 	}
 	if err != nil {
 		w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
-		w.observe(obs.OutcomeRetry, start)
-		return bus.Permanent(fmt.Errorf("%s: %w", subject, err))
+		return events.Envelope{}, bus.Permanent(fmt.Errorf("%s: %w", subject, err))
 	}
-	log := w.logger.With(obs.Tenant(env.Tenant), obs.User(env.UserID), obs.Session(env.SessionID), obs.EventID(env.ID))
-	if err := w.handle(msg.Context(), env); err != nil {
-		log.Warn("handler failed", zap.String("delivery", msg.Metadata.Get(bus.MetaDeliveryCount)), zap.Error(err))
-		w.observe(obs.OutcomeRetry, start)
-		return err
-	}
-	log.Debug("event processed", zap.String("type", string(env.Type)))
-	w.observe(obs.OutcomeOK, start)
-	return nil
+	return env, nil
+}
+
+// eventFields name the event in a log line.
+func eventFields(env events.Envelope) []zap.Field {
+	return []zap.Field{obs.Tenant(env.Tenant), obs.User(env.UserID), obs.Session(env.SessionID), obs.EventID(env.ID)}
 }
 
 func (w *Worker) observe(o obs.Outcome, start time.Time) {

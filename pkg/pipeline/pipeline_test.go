@@ -48,7 +48,7 @@ func startWorker(t *testing.T, srv *server.Server, worker string, h pipeline.Han
 }
 
 // run runs w until the test ends, once it consumes.
-func run(t *testing.T, w *pipeline.Worker) {
+func run(t testing.TB, w *pipeline.Worker) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -3,6 +3,9 @@ package bustest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,6 +97,58 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 		}
 		<-tick.C
 	}
+}
+
+// PublishAndDrain publishes msgs asynchronously on a connection of its own, as an
+// agent would, and waits until durable of stream has acknowledged them all. It
+// reports messages per second over that span ("msgs/s") and the CPU time the
+// process spent per message ("cpu-µs/msg": server, publisher and consumer all run
+// in it), which tells a CPU-bound consumer from one that waits.
+func PublishAndDrain(b *testing.B, srv *server.Server, stream, durable string, msgs []*nats.Msg) {
+	b.Helper()
+	ctx := context.Background()
+	js := JetStream(b, srv)
+	cons, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	began, cpuBefore := time.Now(), processCPU(b)
+	for _, m := range msgs {
+		_, err := js.PublishMsgAsync(m)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			// The server fell behind (a busy machine): let it catch up.
+			<-js.PublishAsyncComplete()
+			_, err = js.PublishMsgAsync(m)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-js.PublishAsyncComplete()
+	Eventually(b, 5*time.Minute, func() error {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if busy := info.NumPending + uint64(info.NumAckPending); busy > 0 {
+			return fmt.Errorf("%d not acked", busy)
+		}
+		return nil
+	})
+	b.StopTimer()
+	elapsed, cpu := time.Since(began), processCPU(b)-cpuBefore
+	b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(msgs)), "cpu-µs/msg")
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func jetStreamOn(t testing.TB, nc *nats.Conn) jetstream.JetStream {
