@@ -46,7 +46,8 @@
 // entry {ts, context, previous_text} to "updates"; the new text is embedded, unless
 // it equals the stored one. A burst of uses is one reconsolidation: one per use
 // would store a copy of the whole previous text per context request. Its history
-// entries ("hit" per event, one "reconsolidate") go in one append. Time, chat_id and who are never in the
+// entries ("hit" per event, without the unchanged text; one "reconsolidate" with
+// the new text and the previous one) go in one append. Time, chat_id and who are never in the
 // patch. A record whose "hit_events" already holds the event id is skipped, so a
 // redelivered event changes nothing. Ids that are not stored (deleted, merged,
 // expired) or are not memory ids are skipped and logged. The dedupe window is 32
@@ -101,7 +102,8 @@
 //     (key "<tenant>.<user>", value the time the event was handled; the time of
 //     receipt is after the write, so a run started later has seen it). The value
 //     only grows (compare-and-set), so replicas never move it back;
-//   - consolidate_requested: Runner.Consolidate now;
+//   - consolidate_requested: Runner.Consolidate now (at most WorkerConfig.MaxRuns
+//     at once per replica);
 //   - every Interval: Runner.Consolidate for each namespace whose last write is
 //     newer than its last run's start; failures are logged and retried on the
 //     next pass, since the namespace stays dirty.

@@ -43,7 +43,7 @@ type testEnv struct {
 	mem   *memory.Service
 }
 
-func newEnv(t *testing.T) *testEnv {
+func newEnv(t testing.TB) *testEnv {
 	t.Helper()
 	srv, _, js := bustest.Provisioned(t)
 	emb, err := embed.NewLocal(embed.LocalConfig{})
@@ -62,7 +62,7 @@ func newEnv(t *testing.T) *testEnv {
 	return &testEnv{srv: srv, js: js, store: store, emb: emb, mem: mem}
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -70,7 +70,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // runner returns a Runner on env; edit adjusts its config and deps.
-func (e *testEnv) runner(t *testing.T, owner string, edit func(*consolidate.RunnerConfig, *consolidate.RunnerDeps)) *consolidate.Runner {
+func (e *testEnv) runner(t testing.TB, owner string, edit func(*consolidate.RunnerConfig, *consolidate.RunnerDeps)) *consolidate.Runner {
 	t.Helper()
 	cfg := consolidate.RunnerConfig{}
 	deps := consolidate.RunnerDeps{JS: e.js, Vectors: e.store, Embedder: e.emb, History: e.mem.Log(), Sweeper: e.mem, Owner: owner}
@@ -86,7 +86,7 @@ func (e *testEnv) runner(t *testing.T, owner string, edit func(*consolidate.Runn
 
 // episode stores the episodic memory the rule decider makes of text said by the
 // user in chat at ts, as ingest would.
-func (e *testEnv) episode(t *testing.T, userID, chat string, ts time.Time, text string) vectorstore.Record {
+func (e *testEnv) episode(t testing.TB, userID, chat string, ts time.Time, text string) vectorstore.Record {
 	t.Helper()
 	ctx := testCtx(t)
 	obs := cognitive.Observation{Role: "user", Text: text, TS: ts, ChatID: chat, EventID: fmt.Sprintf("ev-%s-%s-%d", userID, chat, ts.Unix())}
@@ -155,7 +155,7 @@ func (e *testEnv) snapshot(t *testing.T, userID string) string {
 }
 
 // publish sends env on its subject with its id as Nats-Msg-Id, as producers do.
-func publish(t *testing.T, js jetstream.JetStream, env events.Envelope) {
+func publish(t testing.TB, js jetstream.JetStream, env events.Envelope) {
 	t.Helper()
 	subject, err := env.Subject()
 	if err != nil {

@@ -43,7 +43,10 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 	}
 	log := r.logger.With(obs.Tenant(tenant), obs.User(userID))
 	var ids []string
-	for _, hit := range hits {
+	// listed[i] holds hits[i]'s memory ids in canonical form, parsed once here
+	// rather than once per memory the batch touches.
+	listed := make([][]string, len(hits))
+	for i, hit := range hits {
 		if err := validateHit(tenant, userID, hit); err != nil {
 			return err
 		}
@@ -53,8 +56,9 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 				log.Warn("hit names something that is not a memory id; skipped", obs.EventID(hit.ID), zap.String("memory_id", id))
 				continue
 			}
-			ids = append(ids, c)
+			listed[i] = append(listed[i], c)
 		}
+		ids = append(ids, listed[i]...)
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -70,7 +74,7 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 		plans := make([]hitPlan, 0, len(recs))
 		for _, rec := range recs {
 			found[rec.ID] = true
-			p, err := r.planHits(ctx, rec, hits, log)
+			p, err := r.planHits(ctx, rec, hits, listed, log)
 			if err != nil {
 				return err
 			}
@@ -125,15 +129,18 @@ type hitPlan struct {
 // new context (SPEC C5: time, chat and who untouched, one more updates entry).
 // Once per use would append an updates entry, with the whole previous text, for
 // every context request: a memory used a thousand times in a burst would carry a
-// thousand copies of itself, and every update would rewrite them all. The vector
-// is left to embedRewrites.
-func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []events.Envelope, log *zap.Logger) (hitPlan, error) {
+// thousand copies of itself, and every update would rewrite them all. For the
+// same reason a "hit" history entry holds no copy of the text, which a hit does
+// not change: the history value is rewritten whole on every append, so a copy per
+// use made a hot memory's history mostly copies of its text. listed[i] holds
+// hits[i]'s canonical memory ids. The vector is left to embedRewrites.
+func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []events.Envelope, listed [][]string, log *zap.Logger) (hitPlan, error) {
 	p := hitPlan{rec: rec}
 	seen := cognitive.StringList(rec.Metadata[MetaHitEvents])
 	now := r.deps.Now().UTC()
 	var newest *events.MemoryHit
-	for _, hit := range hits {
-		if !listsMemory(hit, rec.ID) {
+	for i, hit := range hits {
+		if !slices.Contains(listed[i], rec.ID) {
 			continue
 		}
 		if slices.Contains(seen, hit.ID) {
@@ -143,7 +150,7 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		seen = append(seen, hit.ID)
 		p.count++
 		newest = hit.MemoryHit
-		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit, Text: rec.Text,
+		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit,
 			Detail: map[string]any{"event_id": hit.ID, "query": hit.MemoryHit.Query, "hit_count": rec.HitCount + p.count}})
 	}
 	if p.count == 0 {
@@ -174,14 +181,6 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	p.patch.Metadata[cognitive.MetaThing] = text
 	p.patch.Metadata[cognitive.MetaUpdates] = updates
 	return p, nil
-}
-
-// listsMemory reports whether hit names the memory id (in any spelling).
-func listsMemory(hit events.Envelope, id string) bool {
-	return slices.ContainsFunc(hit.MemoryHit.MemoryIDs, func(x string) bool {
-		c, err := vectorstore.CanonicalID(x)
-		return err == nil && c == id
-	})
 }
 
 // embedRewrites sets the vector of every plan whose text changed, in one Embed

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +21,7 @@ import (
 )
 
 // startWorker runs a consolidator Worker on env until the test ends.
-func (e *testEnv) startWorker(t *testing.T, r *consolidate.Runner, cfg consolidate.WorkerConfig) {
+func (e *testEnv) startWorker(t testing.TB, r *consolidate.Runner, cfg consolidate.WorkerConfig) {
 	t.Helper()
 	dial := pipeline.Dialer(func(name string) (*nats.Conn, error) {
 		return nats.Connect("", nats.InProcessServer(e.srv), nats.Name(name))
@@ -42,22 +44,25 @@ func (e *testEnv) startWorker(t *testing.T, r *consolidate.Runner, cfg consolida
 }
 
 // waitConsumed waits until the consolidator's durable has acknowledged everything.
-func (e *testEnv) waitConsumed(t *testing.T) {
+func (e *testEnv) waitConsumed(t testing.TB) {
 	t.Helper()
-	bustest.Eventually(t, wait, func() error {
-		info, err := e.js.Consumer(testCtx(t), bus.DefaultStream, "agentmem-consolidator")
-		if err != nil {
-			return err
-		}
-		ci, err := info.Info(testCtx(t))
-		if err != nil {
-			return err
-		}
-		if ci.NumPending != 0 || ci.NumAckPending != 0 {
-			return fmt.Errorf("%d pending, %d unacknowledged", ci.NumPending, ci.NumAckPending)
-		}
-		return nil
-	})
+	bustest.Eventually(t, wait, func() error { return e.consumed(testCtx(t)) })
+}
+
+// consumed says what the consolidator's durable has not acknowledged yet.
+func (e *testEnv) consumed(ctx context.Context) error {
+	info, err := e.js.Consumer(ctx, bus.DefaultStream, "agentmem-consolidator")
+	if err != nil {
+		return err
+	}
+	ci, err := info.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if ci.NumPending != 0 || ci.NumAckPending != 0 {
+		return fmt.Errorf("%d pending, %d unacknowledged", ci.NumPending, ci.NumAckPending)
+	}
+	return nil
 }
 
 // End to end over the stream: consolidate_requested merges, memory_hit counts
@@ -154,6 +159,69 @@ func TestWorkerWaitsForAHeldLease(t *testing.T) {
 	}
 }
 
+// gatedSweeper is the real sweeper, holding every call until open is closed and
+// recording how many calls were in progress at once (one call per run).
+type gatedSweeper struct {
+	consolidate.Sweeper
+	open          chan struct{}
+	mu            sync.Mutex
+	now, max, all int
+}
+
+func (s *gatedSweeper) SweepExpired(ctx context.Context, tenant, userID string) (int, error) {
+	s.mu.Lock()
+	s.now++
+	s.all++
+	s.max = max(s.max, s.now)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.now--
+		s.mu.Unlock()
+	}()
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.Sweeper.SweepExpired(ctx, tenant, userID)
+}
+
+// Requested runs of different namespaces, all delivered at once, run at most
+// MaxRuns at a time; the others wait for a token and still run.
+func TestWorkerBoundsRequestedRuns(t *testing.T) {
+	const requests, maxRuns = 6, 2
+	e := newEnv(t)
+	sweeper := &gatedSweeper{Sweeper: e.mem, open: make(chan struct{})}
+	r := e.runner(t, "worker-1", func(_ *consolidate.RunnerConfig, d *consolidate.RunnerDeps) { d.Sweeper = sweeper })
+	e.startWorker(t, r, consolidate.WorkerConfig{MaxRuns: maxRuns})
+	var release sync.Once
+	openGate := func() { release.Do(func() { close(sweeper.open) }) }
+	t.Cleanup(openGate) // before the worker stops, should the test fail early
+	for i := range requests {
+		publish(t, e.js, events.New(events.TypeConsolidateRequested, tenant, fmt.Sprintf("u%d", i), "", ""))
+	}
+	bustest.Eventually(t, wait, func() error {
+		sweeper.mu.Lock()
+		running := sweeper.now
+		sweeper.mu.Unlock()
+		if err := e.consumed(testCtx(t)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("0 pending, %d unacknowledged", requests)) {
+			return fmt.Errorf("not every request is in a handler yet: %v", err)
+		}
+		if running != maxRuns {
+			return fmt.Errorf("%d runs in progress, want %d", running, maxRuns)
+		}
+		return nil
+	})
+	openGate()
+	e.waitConsumed(t)
+	sweeper.mu.Lock()
+	defer sweeper.mu.Unlock()
+	if sweeper.max != maxRuns || sweeper.all != requests {
+		t.Errorf("%d runs, at most %d at once; want %d, at most %d", sweeper.all, sweeper.max, requests, maxRuns)
+	}
+}
+
 func TestWorkerConfigValidate(t *testing.T) {
 	e := newEnv(t)
 	r := e.runner(t, "", nil)
@@ -164,6 +232,7 @@ func TestWorkerConfigValidate(t *testing.T) {
 	}{
 		"negative interval": {consolidate.WorkerConfig{Interval: -time.Second}, consolidate.WorkerDeps{Dial: dial, JS: e.js, Runner: r}},
 		"bad bucket":        {consolidate.WorkerConfig{NamespacesBucket: "a b"}, consolidate.WorkerDeps{Dial: dial, JS: e.js, Runner: r}},
+		"negative max runs": {consolidate.WorkerConfig{MaxRuns: -1}, consolidate.WorkerDeps{Dial: dial, JS: e.js, Runner: r}},
 		"no runner":         {consolidate.WorkerConfig{}, consolidate.WorkerDeps{Dial: dial, JS: e.js}},
 	} {
 		if _, err := consolidate.NewWorker(tc.cfg, tc.deps, nil); !errors.Is(err, consolidate.ErrInvalidConfig) {
