@@ -120,23 +120,11 @@ func (f *Filesystem) path(ns Namespace, rel string, validate func(string) error)
 	return p, nil
 }
 
-// Read implements Backend.
+// Read implements Backend: ReadIfChanged against the zero Version, which no
+// file matches.
 func (f *Filesystem) Read(ctx context.Context, ns Namespace, name string) ([]byte, error) {
-	p, err := f.path(ns, name, ValidateName)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("docstore: read %s: %w", name, err)
-	}
-	return data, nil
+	data, _, _, err := f.ReadIfChanged(ctx, ns, name, Version{})
+	return data, err
 }
 
 // ReadIfChanged implements Backend with one stat(2) as the check. Every write of

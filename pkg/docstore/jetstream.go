@@ -150,20 +150,11 @@ func (j *JetStream) key(ns Namespace, name string) (string, error) {
 
 func nsPrefix(ns Namespace) string { return ns.Tenant + "." + ns.User + "." }
 
-// Read implements Backend.
+// Read implements Backend: ReadIfChanged against the zero Version, which no
+// file matches.
 func (j *JetStream) Read(ctx context.Context, ns Namespace, name string) ([]byte, error) {
-	key, err := j.key(ns, name)
-	if err != nil {
-		return nil, err
-	}
-	e, err := j.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("docstore: read %s: %w", name, err)
-	}
-	return e.Value(), nil
+	data, _, _, err := j.ReadIfChanged(ctx, ns, name, Version{})
+	return data, err
 }
 
 // ReadIfChanged implements Backend. The KV read is the check: a key's revision is

@@ -64,15 +64,7 @@ func TestApplyBatchAcrossStoresIsApplyOneByOne(t *testing.T) {
 // event applied before the delete is applied again.
 func TestApplyAfterDeleteByAnotherStore(t *testing.T) {
 	ctx := context.Background()
-	_, _, js := bustest.Provisioned(t)
-	a, err := session.New(ctx, session.Config{}, js, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := session.New(ctx, session.Config{}, js, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoStores(t)
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	first := obs("s1", events.Observation{Role: events.RoleUser, Text: "before"}, t0)
 	if _, _, err := a.ApplyBatch(ctx, first, obs("s1", events.Observation{Role: events.RoleUser, Text: "also before"}, t0.Add(time.Minute))); err != nil {
@@ -106,15 +98,7 @@ func TestApplyAfterDeleteByAnotherStore(t *testing.T) {
 // loses nothing.
 func TestGetFollowsWritesOfOtherStores(t *testing.T) {
 	ctx := context.Background()
-	_, _, js := bustest.Provisioned(t)
-	reader, err := session.New(ctx, session.Config{}, js, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writer, err := session.New(ctx, session.Config{}, js, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader, writer := twoStores(t)
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	say := func(s *session.Store, i int) {
 		t.Helper()
@@ -150,4 +134,20 @@ func TestGetFollowsWritesOfOtherStores(t *testing.T) {
 	say(writer, 4)
 	say(reader, 5) // its cached revision is stale now
 	expect("after overtaking writes", "message 1", "message 2", "message 3", "message 4", "message 5")
+}
+
+// twoStores returns two session stores on one provisioned server, as two
+// replicas have.
+func twoStores(t *testing.T) (*session.Store, *session.Store) {
+	t.Helper()
+	_, _, js := bustest.Provisioned(t)
+	stores := make([]*session.Store, 2)
+	for i := range stores {
+		s, err := session.New(context.Background(), session.Config{}, js, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	return stores[0], stores[1]
 }
