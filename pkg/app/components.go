@@ -151,7 +151,11 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 	if rt.mem != nil {
 		return rt.mem, nil
 	}
-	mc := memory.Config{KEpisodic: rt.Config.Vector.KEpisodic, KSemantic: rt.Config.Vector.KSemantic}
+	mc := memory.Config{
+		KEpisodic: rt.Config.Vector.KEpisodic, KSemantic: rt.Config.Vector.KSemantic,
+		// The history stream is replicated like the event stream, sessions and documents.
+		HistoryReplicas: rt.Config.NATS.Stream.Replicas,
+	}
 	if rt.Config.Embed.Provider != config.EmbedProviderOpenAI {
 		// The offline embedder is lexical: BM25 alone ranks better than fusing it in.
 		mc.Rank.Mode = vectorstore.Sparse

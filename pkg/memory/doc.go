@@ -82,6 +82,22 @@
 //   - item: ItemID = ("item", tenant, user, scope, kind, key, session), so saving
 //     a key again replaces the item (created_ts kept, updated_ts now).
 //
-// History keys are "<tenant>.<user>.<memory id>" in the KV bucket
-// (Config.HistoryBucket), the id in canonical UUID form.
+// # History
+//
+// The history log is an append-only JetStream stream (Config.HistoryStream,
+// default "AGENTMEM_HISTORY", file storage) laid out the way NATS KV is: one
+// subject per memory, "memhist.<tenant>.<user>.<memory id>" with the id in
+// canonical UUID form, and one message per Append holding the JSON list of that
+// call's changes. An append is a publish acknowledged by the stream: it reads
+// nothing and rewrites nothing, so its cost does not grow with the history, a
+// call's changes are stored together or not at all, and concurrent writers (this
+// service, consolidator replicas) cannot lose each other's changes. The stream
+// keeps MaxHistory messages per subject, discarding the oldest; List reads them
+// in order and returns the newest MaxHistory changes. Reset purges the subjects
+// "memhist.<tenant>.<user>.>".
+//
+// The history used to be one KV key per memory in the bucket "agentmem_history",
+// whose value was the whole change list, rewritten by every append. Nothing was
+// released with that layout, so it is not migrated; an existing bucket is left
+// as it is and can be deleted by hand (nats kv del agentmem_history).
 package memory

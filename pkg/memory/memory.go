@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -31,14 +30,18 @@ var (
 	ErrInvalidConfig = errors.New("memory: invalid config")
 )
 
+// DefaultHistoryStream is the default Config.HistoryStream.
+const DefaultHistoryStream = "AGENTMEM_HISTORY"
+
 // Config configures a Service. Zero fields take the defaults noted.
 type Config struct {
-	// HistoryBucket is the JetStream KV bucket of the history log; default
-	// "agentmem_history". The consolidator appends to the same bucket.
-	HistoryBucket string
-	// HistoryReplicas is the bucket's replica count; default 1.
+	// HistoryStream is the JetStream stream of the history log (subjects
+	// memhist.>); default "AGENTMEM_HISTORY". The consolidator appends to it too.
+	HistoryStream string
+	// HistoryReplicas is the stream's replica count; default 1.
 	HistoryReplicas int
-	// MaxHistory bounds the changes kept per memory (newest kept); default 200.
+	// MaxHistory bounds the changes kept per memory (newest kept), and the
+	// stream's messages per memory; default 200.
 	MaxHistory int
 	// KEpisodic, KSemantic and KItem are the default per-type result counts of
 	// Search, Recall and SearchItems (SPEC C4: 5 and 5); default 5 each.
@@ -48,8 +51,8 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.HistoryBucket == "" {
-		c.HistoryBucket = "agentmem_history"
+	if c.HistoryStream == "" {
+		c.HistoryStream = DefaultHistoryStream
 	}
 	if c.HistoryReplicas == 0 {
 		c.HistoryReplicas = 1
@@ -72,7 +75,7 @@ func (c *Config) setDefaults() {
 // Validate reports configuration errors, naming the field.
 func (c Config) Validate() error {
 	var errs []error
-	if err := events.ValidateID("HistoryBucket", c.HistoryBucket); err != nil {
+	if err := events.ValidateID("HistoryStream", c.HistoryStream); err != nil {
 		errs = append(errs, err)
 	}
 	if c.HistoryReplicas < 1 {
@@ -100,7 +103,7 @@ func (c Config) Validate() error {
 type Deps struct {
 	Vectors  vectorstore.Store
 	Embedder embed.Embedder
-	// JS holds the history bucket.
+	// JS holds the history stream.
 	JS jetstream.JetStream
 	// Now is the service's clock: timestamps, ages for ranking, and item expiry
 	// (default time.Now).
@@ -119,7 +122,7 @@ type Service struct {
 	logger  *zap.Logger
 }
 
-// New creates the history bucket if needed and returns the service.
+// New creates or updates the history stream and returns the service.
 func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -144,23 +147,16 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	kv, err := bus.EnsureKV(ctx, deps.JS, jetstream.KeyValueConfig{
-		Bucket:      cfg.HistoryBucket,
-		Description: "agentmem memory history",
-		// The value is the whole bounded change list, so older revisions add nothing.
-		History:  1,
-		Storage:  jetstream.FileStorage,
-		Replicas: cfg.HistoryReplicas,
-	})
+	log, err := newHistoryLog(ctx, deps.JS, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("memory: history bucket: %w", err)
+		return nil, err
 	}
 	return &Service{
 		cfg:     cfg,
 		vectors: deps.Vectors,
 		emb:     deps.Embedder,
 		now:     func() time.Time { return deps.Now().UTC().Truncate(timeResolution) },
-		log:     &HistoryLog{js: deps.JS, kv: kv, bucket: cfg.HistoryBucket, max: cfg.MaxHistory},
+		log:     log,
 		logger:  logger,
 	}, nil
 }

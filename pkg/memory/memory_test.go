@@ -553,7 +553,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		cfg  memory.Config
 		word string
 	}{
-		{memory.Config{HistoryBucket: "a.b"}, "HistoryBucket"},
+		{memory.Config{HistoryStream: "a.b"}, "HistoryStream"},
 		{memory.Config{MaxHistory: -1}, "MaxHistory"},
 		{memory.Config{KSemantic: events.MaxLimit + 1}, "KSemantic"},
 		{memory.Config{Rank: memory.RankConfig{RecencyHalfLife: -time.Hour}}, "RecencyHalfLife"},
