@@ -112,7 +112,12 @@ func NewChunkIndex(doc string) *ChunkIndex {
 
 // Search is SearchChunks on the indexed document.
 func (c *ChunkIndex) Search(query string, limit int) []ScoredChunk {
-	q := bm25.Tokenize(query)
+	return c.SearchTerms(bm25.Tokenize(query), limit)
+}
+
+// SearchTerms is Search with the query already tokenized by bm25.Tokenize, for a
+// caller that needs the terms itself too.
+func (c *ChunkIndex) SearchTerms(q []string, limit int) []ScoredChunk {
 	if len(q) == 0 || limit <= 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmem/agentmem/pkg/bm25"
 	"pgregory.net/rapid"
 )
 
@@ -131,7 +132,8 @@ func TestPropertyChunksAreSubstringsOfDoc(t *testing.T) {
 }
 
 // TestPropertyChunkIndexSearchEqualsSearchChunks: one index searched with several
-// queries answers each exactly as SearchChunks on the document does.
+// queries, as text or as terms, answers each exactly as SearchChunks on the
+// document does.
 func TestPropertyChunkIndexSearchEqualsSearchChunks(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		parts := rapid.SliceOf(rapid.OneOf(
@@ -143,8 +145,12 @@ func TestPropertyChunkIndexSearchEqualsSearchChunks(t *testing.T) {
 		ix := NewChunkIndex(doc)
 		for _, query := range rapid.SliceOfN(rapid.SampledFrom([]string{"sales", "columns files", "title", "the", ""}), 1, 4).Draw(t, "queries") {
 			limit := rapid.IntRange(0, 5).Draw(t, "limit")
-			if got, want := ix.Search(query, limit), SearchChunks(doc, query, limit); !reflect.DeepEqual(got, want) {
+			want := SearchChunks(doc, query, limit)
+			if got := ix.Search(query, limit); !reflect.DeepEqual(got, want) {
 				t.Fatalf("query %q limit %d: index gives %+v, SearchChunks %+v", query, limit, got, want)
+			}
+			if got := ix.SearchTerms(bm25.Tokenize(query), limit); !reflect.DeepEqual(got, want) {
+				t.Fatalf("query %q limit %d: SearchTerms gives %+v, SearchChunks %+v", query, limit, got, want)
 			}
 		}
 	})

@@ -178,8 +178,13 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	for _, tr := range perType {
 		n += len(tr.ranked)
 	}
-	out := make([]Ranked, 0, n)
-	for _, tr := range perType {
+	// Each type's list has room for its oversampled candidates, so the first
+	// usually holds the merge without a new array.
+	out := perType[0].ranked
+	if cap(out) < n {
+		out = append(make([]Ranked, 0, n), out...)
+	}
+	for _, tr := range perType[1:] {
 		out = append(out, tr.ranked...)
 	}
 	sortRanked(out)
@@ -306,14 +311,14 @@ func (s *Service) withMetadata(ctx context.Context, f vectorstore.Filter, ranked
 	if err != nil {
 		return nil, storeErr("get", err)
 	}
-	byID := make(map[string]vectorstore.Record, len(recs))
-	for _, r := range recs {
-		byID[r.ID] = r
+	byID := make(map[string]int, len(recs)) // indexes: a Record is too large to copy twice
+	for i, r := range recs {
+		byID[r.ID] = i
 	}
 	kept := ranked[:0]
 	for _, r := range ranked {
-		if rec, ok := byID[r.Record.ID]; ok {
-			r.Record = rec
+		if i, ok := byID[r.Record.ID]; ok {
+			r.Record = recs[i]
 			kept = append(kept, r)
 		}
 	}

@@ -2,24 +2,18 @@ package retrieve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
-	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -106,7 +100,9 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 		}
 		pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: core, Source: events.Provenance{File: docstore.MemoryFile}}
 		if !req.Lightweight && len(terms) > 0 {
-			for _, c := range doc.index().Search(req.Query, pol.RetrieveLimit) {
+			found := doc.index().SearchTerms(terms, pol.RetrieveLimit)
+			pack.Chunks = make([]events.PackItem, 0, len(found))
+			for _, c := range found {
 				pack.Chunks = append(pack.Chunks, events.PackItem{
 					ID: chunkID(docstore.MemoryFile, c.Chunk), Kind: events.PackKindChunk, Text: c.Text, Score: c.Score,
 					Source: events.Provenance{File: docstore.MemoryFile},
@@ -210,7 +206,9 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 		return err
 	}
 	key := tenant + "." + req.UserID + "." + req.SessionID
-	for _, m := range sessionHistory(st.Recent, terms, pol) {
+	history := sessionHistory(st.Recent, terms, pol)
+	pack.RecentEvents = make([]events.EventRecord, 0, len(history))
+	for _, m := range history {
 		pack.RecentEvents = append(pack.RecentEvents, events.EventRecord{
 			EventID: m.EventID, Type: events.TypeObservation, TS: m.TS, SessionKey: key, AgentID: st.AgentID,
 			Obs:           &events.Observation{Role: m.Role, Text: m.Text, Meta: m.Meta},
@@ -261,6 +259,15 @@ func (s *Service) recall(ctx context.Context, tenant string, req events.ContextR
 	if err != nil {
 		return fmt.Errorf("recall: %w", err)
 	}
+	// One backing array for both lists, each at its final length: no growing.
+	nEpisodic := 0
+	for _, r := range ranked {
+		if r.Record.MemoryType == vectorstore.Episodic {
+			nEpisodic++
+		}
+	}
+	items := make([]events.PackItem, 0, len(ranked))
+	pack.EpisodicItems, pack.SemanticItems = items[:0:nEpisodic], items[nEpisodic:nEpisodic:len(ranked)]
 	for _, r := range ranked {
 		item := events.PackItem{ID: r.Record.ID, Text: r.Record.Text, Score: r.Score, Source: provenance(r.Record)}
 		switch r.Record.MemoryType {
@@ -299,50 +306,20 @@ func (s *Service) loadItems(ctx context.Context, tenant string, req events.Conte
 	return nil
 }
 
-// publishHit publishes one memory_hit event listing the pack's vector memories, so
-// the consolidator counts each use once (SPEC C4). The event is built, published
-// and its acknowledgement awaited on a goroutine of its own: the reply must not
-// wait for any of it, and a failure is only logged. Run's drain waits for it.
+// publishHit has one memory_hit event published listing the pack's vector
+// memories, so the consolidator counts each use once (SPEC C4). The reply does not
+// wait for it: the event is built, published and acknowledged by the hit
+// publisher's goroutine, a failure is only logged, and Run's drain waits for it.
 func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *events.ContextPack) {
-	ids := make([]string, 0, len(pack.EpisodicItems)+len(pack.SemanticItems))
-	for _, it := range slices.Concat(pack.EpisodicItems, pack.SemanticItems) {
-		ids = append(ids, it.ID)
-	}
-	if len(ids) == 0 {
+	n := len(pack.EpisodicItems) + len(pack.SemanticItems)
+	if n == 0 {
 		return
 	}
-	now := s.deps.Now().UTC()
-	s.hits.Go(func() {
-		env := events.New(events.TypeMemoryHit, tenant, req.UserID, req.AgentID, req.SessionID)
-		env.TS = now
-		env.MemoryHit = &events.MemoryHit{MemoryIDs: ids, Query: req.Query}
-		log := s.logger.With(obs.Tenant(tenant), obs.User(req.UserID), obs.EventID(env.ID))
-		subject, err := env.Subject()
-		if err == nil {
-			err = env.Validate()
+	ids := make([]string, 0, n)
+	for _, list := range [][]events.PackItem{pack.EpisodicItems, pack.SemanticItems} {
+		for _, it := range list {
+			ids = append(ids, it.ID)
 		}
-		var data []byte
-		if err == nil {
-			data, err = json.Marshal(env)
-		}
-		if err != nil {
-			log.Error("memory_hit event not published", zap.Error(err))
-			return
-		}
-		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{events.HeaderMsgID: []string{env.ID}}}
-		fut, err := s.deps.JS.PublishMsgAsync(msg)
-		if err != nil {
-			log.Error("memory_hit event not published", zap.Error(err))
-			return
-		}
-		timeout := time.NewTimer(s.cfg.DrainTimeout)
-		defer timeout.Stop()
-		select {
-		case <-fut.Ok():
-		case err := <-fut.Err():
-			log.Error("memory_hit event not stored", zap.Error(err))
-		case <-timeout.C:
-			log.Error("memory_hit event not acknowledged", zap.Duration("waited", s.cfg.DrainTimeout))
-		}
-	})
+	}
+	s.hits.enqueue(hitEvent{tenant: tenant, req: req, ids: ids, ts: s.deps.Now().UTC()})
 }

@@ -65,5 +65,6 @@
 // entries are dropped from prompt and pack alike (see render). token_estimate is the
 // prompt's characters / 4. After each pack with vector memories, one memory_hit
 // event listing exactly their ids is published asynchronously (Nats-Msg-Id = event
-// id); a failed publish is logged.
+// id) by one long-lived publisher goroutine, which Run's drain waits for; a failed
+// publish is logged.
 package retrieve

@@ -11,10 +11,22 @@ import (
 // it is cut when the prompt is over budget.
 type part struct {
 	title     string // "" for a part whose entries carry their own headings (topics)
-	entries   []string
+	entries   []entry
 	lo, hi    int  // entries[lo:hi] are kept
 	dropFront bool // drop the oldest first (the list is oldest first)
 	keep      func(lo, hi int)
+}
+
+// entry is one entry of a part, rendered as head then body: the pack's text is
+// written straight into the prompt rather than copied into a string per entry
+// first, and its length in runes is counted once.
+type entry struct {
+	head, body string
+	runes      int
+}
+
+func newEntry(head, body string) entry {
+	return entry{head: head, body: body, runes: utf8.RuneCountInString(head) + utf8.RuneCountInString(body)}
 }
 
 func (p *part) kept() int { return p.hi - p.lo }
@@ -34,35 +46,35 @@ func (p *part) kept() int { return p.hi - p.lo }
 // TokenEstimate is the prompt's length in characters (runes) divided by 4, rounded
 // up: the usual rule of thumb for English text with BPE tokenizers.
 func render(pack *events.ContextPack, maxTokens int) {
-	items := func(list []events.MemoryItem) []string {
-		out := make([]string, len(list))
+	items := func(list []events.MemoryItem) []entry {
+		out := make([]entry, len(list))
 		for i, it := range list {
-			out[i] = "- " + string(it.Kind) + " " + it.Key + ": " + it.Content
+			out[i] = newEntry("- "+string(it.Kind)+" "+it.Key+": ", it.Content)
 		}
 		return out
 	}
-	texts := func(list []events.PackItem, prefix string) []string {
-		out := make([]string, len(list))
+	texts := func(list []events.PackItem, prefix string) []entry {
+		out := make([]entry, len(list))
 		for i, it := range list {
-			out[i] = prefix + strings.TrimRight(it.Text, "\n")
+			out[i] = newEntry(prefix, strings.TrimRight(it.Text, "\n"))
 		}
 		return out
 	}
-	var core []string
+	var core []entry
 	if pack.Core != nil {
-		core = []string{strings.TrimRight(pack.Core.Text, "\n")}
+		core = []entry{newEntry("", strings.TrimRight(pack.Core.Text, "\n"))}
 	}
-	topics := make([]string, len(pack.Topics))
+	topics := make([]entry, len(pack.Topics))
 	for i, t := range pack.Topics {
-		topics[i] = "## Topic: " + t.ID + "\n\n" + strings.TrimRight(t.Text, "\n")
+		topics[i] = newEntry("## Topic: "+t.ID+"\n\n", strings.TrimRight(t.Text, "\n"))
 	}
-	notes := make([]string, len(pack.DailyNotes))
+	notes := make([]entry, len(pack.DailyNotes))
 	for i, n := range pack.DailyNotes {
-		notes[i] = "### " + n.ID + "\n\n" + strings.TrimRight(n.Text, "\n")
+		notes[i] = newEntry("### "+n.ID+"\n\n", strings.TrimRight(n.Text, "\n"))
 	}
-	recent := make([]string, len(pack.RecentEvents))
+	recent := make([]entry, len(pack.RecentEvents))
 	for i, e := range pack.RecentEvents {
-		recent[i] = string(e.Obs.Role) + ": " + e.Obs.Text
+		recent[i] = newEntry(rolePrefix(e.Obs.Role), e.Obs.Text)
 	}
 
 	// Prompt order; drop order is given by dropOrder below.
@@ -110,7 +122,8 @@ func render(pack *events.ContextPack, maxTokens int) {
 			b.WriteString("## " + p.title + "\n\n")
 		}
 		for _, e := range p.entries[p.lo:p.hi] {
-			b.WriteString(e)
+			b.WriteString(e.head)
+			b.WriteString(e.body)
 			b.WriteString("\n\n")
 		}
 	}
@@ -119,7 +132,22 @@ func render(pack *events.ContextPack, maxTokens int) {
 	pack.TokenEstimate = (max(total-1, 0) + 3) / 4
 }
 
-func newPart(title string, entries []string, dropFront bool, keep func(lo, hi int)) *part {
+// rolePrefix is "<role>: ", without a new string for the usual roles.
+func rolePrefix(r events.Role) string {
+	switch r {
+	case events.RoleUser:
+		return "user: "
+	case events.RoleAssistant:
+		return "assistant: "
+	case events.RoleTool:
+		return "tool: "
+	case events.RoleSystem:
+		return "system: "
+	}
+	return string(r) + ": "
+}
+
+func newPart(title string, entries []entry, dropFront bool, keep func(lo, hi int)) *part {
 	return &part{title: title, entries: entries, hi: len(entries), dropFront: dropFront, keep: keep}
 }
 
@@ -134,7 +162,7 @@ func (p *part) cost() int {
 		n += utf8.RuneCountInString(p.title) + 5 // "## " + "\n\n"
 	}
 	for _, e := range p.entries[p.lo:p.hi] {
-		n += utf8.RuneCountInString(e) + 2
+		n += e.runes + 2
 	}
 	return n
 }

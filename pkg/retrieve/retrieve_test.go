@@ -827,3 +827,46 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("missing Memories: %v", err)
 	}
 }
+
+// TestRunDrainWaitsForMemoryHits: when Run returns, the memory_hit event of
+// every pack it answered is already stored (the hit publisher's queue drained
+// and acknowledged), with no polling; an event handed over after Run returned is
+// published and acknowledged on the caller's goroutine.
+func TestRunDrainWaitsForMemoryHits(t *testing.T) {
+	r := newRig(t)
+	r.memory("u1", vectorstore.Episodic, "The user's sales files have columns date, product and qty", nil, nil)
+	svc, err := New(Config{}, r.deps(), nil)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	bustest.Eventually(t, 5*time.Second, func() error { return svc.Ready(ctx) })
+
+	const requests = 30
+	for range requests {
+		pack := ok[events.ContextPack](t, r.call(events.EndpointContext, events.ContextRequest{UserID: "u1", SessionID: "s1", Query: "sales file columns"}))
+		if len(pack.EpisodicItems) != 1 {
+			t.Fatalf("pack without the memory: %+v", pack.Counts)
+		}
+	}
+	cancel()
+	must(t, <-done)
+	subject, _ := events.HitSubject(tenant, "u1")
+	hits := func() uint64 {
+		stream, err := r.js.Stream(context.Background(), "AGENTMEM")
+		must(t, err)
+		si, err := stream.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+		must(t, err)
+		return si.State.Subjects[subject]
+	}
+	if n := hits(); n != requests {
+		t.Fatalf("%d memory_hit events stored when Run returned, want %d", n, requests)
+	}
+
+	svc.publishHit(tenant, events.ContextRequest{UserID: "u1", SessionID: "s1", Query: "late"}, &events.ContextPack{
+		EpisodicItems: []events.PackItem{{ID: vectorstore.DeterministicID(tenant, "u1", "late"), Kind: events.PackKindEpisodic, Text: "late"}},
+	})
+	if n := hits(); n != requests+1 {
+		t.Fatalf("%d memory_hit events stored after a publish past Run, want %d", n, requests+1)
+	}
+}

@@ -45,7 +45,7 @@ type Service struct {
 	base     context.Context // handlers' context: outlives Run's ctx until the drain is over
 	inflight atomic.Int64
 	received atomic.Uint64
-	hits     sync.WaitGroup // memory_hit events still being published or acknowledged
+	hits     *hitPublisher // memory_hit events of context packs; Run starts it, drain stops it
 }
 
 // endpointFunc serves one endpoint: it decodes and validates data itself and
@@ -79,6 +79,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 		policies: policies,
 		docs:     docs,
 	}
+	s.hits = newHitPublisher(deps.JS, s.logger, cfg.DrainTimeout)
 	s.handlers = s.endpoints()
 	for _, ep := range events.Endpoints {
 		if s.handlers[ep] == nil {
@@ -149,6 +150,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// dispatched after Run returns, and it deserves a real answer. Each request is
 	// bounded by its own handling, not by the service's lifetime.
 	s.base = context.WithoutCancel(ctx)
+	s.hits.start()
 	svc, err := micro.AddService(s.deps.Conn, micro.Config{
 		Name:        s.cfg.ServiceName,
 		Version:     s.cfg.Version,
@@ -159,6 +161,7 @@ func (s *Service) Run(ctx context.Context) error {
 		},
 	})
 	if err != nil {
+		s.hits.stop()
 		return fmt.Errorf("retrieve: add micro service: %w", err)
 	}
 	for _, ep := range events.Endpoints {
@@ -169,6 +172,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			_ = svc.Stop()
+			s.hits.stop()
 			return fmt.Errorf("retrieve: add endpoint %s: %w", ep, err)
 		}
 	}
@@ -206,7 +210,7 @@ func (s *Service) drain() {
 	if n := s.inflight.Load(); n > 0 {
 		s.logger.Warn("drain timeout: requests still in flight", zap.Int64("in_flight", n))
 	}
-	s.hits.Wait()
+	s.hits.stop()
 }
 
 // Ready is nil while the service is registered and serving.
