@@ -30,6 +30,11 @@ func (s *countingStore) UpdatePayload(ctx context.Context, tenant, userID, id st
 	return s.Store.UpdatePayload(ctx, tenant, userID, id, patch)
 }
 
+func (s *countingStore) UpdatePayloads(ctx context.Context, tenant, userID string, patches map[string]vectorstore.Patch) ([]string, error) {
+	s.writes.Add(1)
+	return s.Store.UpdatePayloads(ctx, tenant, userID, patches)
+}
+
 // hitRig is a user with memories (half episodic, half semantic) and a Runner
 // whose store counts its writes; pack gives the memory ids of the n-th context
 // pack (10 of them, as the retriever's default 5 + 5).

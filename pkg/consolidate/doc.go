@@ -39,8 +39,9 @@
 //
 // A memory_hit event lists the memories one context pack used. ApplyHits takes
 // one or more events of a namespace. Under the lease, each listed record gets, in
-// one UpdatePayload for all the events (so the record changes atomically or not
-// at all): hit_count + 1 per event, each event id appended to metadata
+// one patch for all the events (so the record changes atomically or not at all;
+// the patches of every record of the call go in one UpdatePayloads, one
+// transaction in the embedded store): hit_count + 1 per event, each event id appended to metadata
 // "hit_events" (the last 32 ids), and for an episodic memory one reconsolidation
 // for the call (the newest new event's query as the new context), appending one
 // entry {ts, context, previous_text} to "updates"; the new text is embedded, unless

@@ -3,7 +3,6 @@ package consolidate
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -29,10 +28,12 @@ const recallContext = "recalled in a context pack"
 // ApplyHits applies memory_hit events of the namespace (SPEC C4, C5), in the order
 // given: under one lease, each listed memory gets hit_count + 1 for every event
 // that has not hit it yet and, when episodic, is reconsolidated once with the
-// newest such event's query as the new context (see planHits), all in one update
-// per memory; then its "hit" and "reconsolidate" history entries are written. Applying several events at
-// once costs one read, one update and one history append per memory instead of
-// one per event, and re-embeds only a text that changed. Ids that are not stored
+// newest such event's query as the new context (see planHits), all in one patch
+// per memory, and the patches of all memories written by one UpdatePayloads;
+// then each memory's "hit" and "reconsolidate" history entries are written.
+// Applying several events at once costs one read and one write for the batch and
+// one history append per memory instead of one per event, and re-embeds only a
+// text that changed. Ids that are not stored
 // (deleted, merged, expired) or are not memory ids are skipped and logged. A hit
 // of another namespace, or an event that is not a memory_hit, fails the whole
 // call with ErrInvalidInput before anything is written. ErrLeaseHeld means: retry
@@ -90,12 +91,7 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 		if err := r.embedRewrites(ctx, plans); err != nil {
 			return err
 		}
-		for _, p := range plans {
-			if err := r.applyHitPlan(ctx, p, log); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.applyHitPlans(ctx, tenant, userID, plans, log)
 	})
 }
 
@@ -212,18 +208,29 @@ func (r *Runner) embedRewrites(ctx context.Context, plans []hitPlan) error {
 	return nil
 }
 
-// applyHitPlan writes one memory's patch, then its history.
-func (r *Runner) applyHitPlan(ctx context.Context, p hitPlan, log *zap.Logger) error {
-	rec := p.rec
-	err := r.deps.Vectors.UpdatePayload(ctx, rec.Tenant, rec.UserID, rec.ID, p.patch)
-	if errors.Is(err, vectorstore.ErrNotFound) {
-		// Deleted or expired since the read (deletes do not take the lease).
-		log.Info("hit memory vanished before the update; skipped", zap.String("memory_id", rec.ID))
+// applyHitPlans writes every plan's patch in one UpdatePayloads (one transaction
+// where the store has them, instead of one per memory), then each updated
+// memory's history. A memory the update no longer finds was deleted or expired
+// since the read (deletes do not take the lease) and is skipped.
+func (r *Runner) applyHitPlans(ctx context.Context, tenant, userID string, plans []hitPlan, log *zap.Logger) error {
+	if len(plans) == 0 {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("consolidate: count hit on %s: %w", rec.ID, err)
+	patches := make(map[string]vectorstore.Patch, len(plans))
+	for _, p := range plans {
+		patches[p.rec.ID] = p.patch
 	}
-	r.appendHistory(ctx, rec.Tenant, rec.UserID, rec.ID, p.changes...)
+	missing, err := r.deps.Vectors.UpdatePayloads(ctx, tenant, userID, patches)
+	if err != nil {
+		return fmt.Errorf("consolidate: count hits on %d memories of %s/%s: %w", len(plans), tenant, userID, err)
+	}
+	for _, id := range missing {
+		log.Info("hit memory vanished before the update; skipped", zap.String("memory_id", id))
+	}
+	for _, p := range plans {
+		if _, vanished := slices.BinarySearch(missing, p.rec.ID); !vanished {
+			r.appendHistory(ctx, tenant, userID, p.rec.ID, p.changes...)
+		}
+	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package consolidate_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -84,6 +85,51 @@ func TestApplyHitsCountsEachEventOnce(t *testing.T) {
 	updates, _ = got.Metadata[cognitive.MetaUpdates].([]any)
 	if got.HitCount != 2 || len(updates) != 2 {
 		t.Errorf("after a second event: hit_count %d, %d updates; want 2 and 2", got.HitCount, len(updates))
+	}
+}
+
+// deletingStore is the real store that deletes the listed records of a Get
+// right after reading them: a delete racing the hit application (deletes do not
+// take the lease).
+type deletingStore struct {
+	vectorstore.Store
+	victims []string
+}
+
+func (s *deletingStore) Get(ctx context.Context, tenant, userID string, ids ...string) ([]vectorstore.Record, error) {
+	recs, err := s.Store.Get(ctx, tenant, userID, ids...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Store.Delete(ctx, tenant, userID, s.victims...); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// A memory deleted between the read and the batched update is skipped without
+// a history entry; the batch's other memories are counted and recorded.
+func TestApplyHitsSkipsMemoryDeletedMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	kept := e.episode(t, user, "c1", base, student)
+	doomed := e.episode(t, user, "c2", base.Add(time.Minute), "I had lunch with Bob at the noodle place")
+	store := &deletingStore{Store: e.store, victims: []string{doomed.ID}}
+	r := e.runner(t, "", func(_ *consolidate.RunnerConfig, d *consolidate.RunnerDeps) { d.Vectors = store })
+	if err := r.ApplyHits(ctx, tenant, user, hitEvent(user, "where do I study?", kept.ID, doomed.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, user, kept.ID); got.HitCount != 1 {
+		t.Errorf("kept memory's hit_count %d, want 1", got.HitCount)
+	}
+	if ops := e.ops(t, user, kept.ID); !slices.Equal(ops, []string{consolidate.OpHit, consolidate.OpReconsolidate}) {
+		t.Errorf("kept memory's history %v", ops)
+	}
+	if got, err := e.store.Get(ctx, tenant, user, doomed.ID); err != nil || len(got) != 0 {
+		t.Fatalf("the deleted memory came back: %v, %v", got, err)
+	}
+	if ops := e.ops(t, user, doomed.ID); len(ops) != 0 {
+		t.Errorf("deleted memory's history %v, want none", ops)
 	}
 }
 

@@ -576,67 +576,172 @@ func (s *Embedded) Scroll(ctx context.Context, f Filter, offset string, limit in
 }
 
 // updateSQL rewrites a record's columns but id, tenant and user_id, which never
-// change.
+// change; a NULL vector keeps the stored one.
 const updateSQL = `UPDATE records SET memory_type = ?, scope = ?, kind = ?, key = ?, text = ?,
-		vector = ?, ts = ?, chat_id = ?, who = ?, hit_count = ?, confidence = ?, expires_at = ?, metadata = ?
+		vector = coalesce(?, vector), ts = ?, chat_id = ?, who = ?, hit_count = ?, confidence = ?, expires_at = ?, metadata = ?
 	WHERE rid = ?`
 
-// UpdatePayload implements Store.
+// vectorArg is the index of the vector among recordArgs.
+const vectorArg = 8
+
+// UpdatePayload implements Store: UpdatePayloads of one patch.
 func (s *Embedded) UpdatePayload(ctx context.Context, tenant, userID, id string, patch Patch) error {
-	f, err := Filter{Tenant: tenant, UserID: userID, IDs: []string{id}}.Normalize()
+	missing, err := s.UpdatePayloads(ctx, tenant, userID, map[string]Patch{id: patch})
+	if err == nil && len(missing) > 0 {
+		err = s.wrap("update", fmt.Errorf("%w: record %s", ErrNotFound, missing[0]))
+	}
+	return err
+}
+
+// patched is a record as an update writes it: its rid, its stored form and its
+// encoded metadata. normalized marks a record read from its loaded partition
+// whose vector the patch leaves alone: its Vector is the cache's normalised copy,
+// neither written back nor normalised again.
+type patched struct {
+	rid        int64
+	rec        Record
+	meta       string
+	normalized bool
+}
+
+// UpdatePayloads implements Store in one transaction: every patched record is
+// read (from its partition when that is loaded, else by one select), every patch
+// is applied and validated, then each row is rewritten and the transaction
+// commits once. A patch that fails validation rolls the whole transaction back.
+// Per record, a batch costs one row write; the transaction and its commit (most
+// of a single update's cost) are shared. Under writeMu a loaded partition holds
+// exactly the committed rows, so reading it instead of SQLite is exact, and it
+// saves the select, which was most of a batch's cost when the records' pages had
+// left SQLite's cache.
+func (s *Embedded) UpdatePayloads(ctx context.Context, tenant, userID string, patches map[string]Patch) ([]string, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ids, byID, err := NormalizePatches(tenant, userID, patches, s.cfg.Dimensions)
 	if err != nil {
-		return s.wrap("update", err)
+		return nil, s.wrap("update", err)
 	}
-	if patch.Vector != nil && len(patch.Vector) != s.cfg.Dimensions {
-		return s.wrap("update", fmt.Errorf("%w: patch vector has %d dimensions, the store %d", ErrDimension, len(patch.Vector), s.cfg.Dimensions))
+	if len(ids) == 0 {
+		return nil, nil
 	}
-	// Both statements are prepared once: parsing them again per call cost as much
-	// as running them, and hit-count updates come by the thousand.
-	where, args := whereFilter(f, time.Now())
+	// Both statements are prepared once, and the select's shape does not depend
+	// on the number of ids (one JSON list parameter): parsing them again per call
+	// cost as much as running them, and hit-count updates come by the thousand.
+	now := time.Now()
+	where, args := whereFilter(Filter{Tenant: tenant, UserID: userID, IDs: ids}, now)
 	selectSQL := `SELECT ` + recordCols + ` FROM records r WHERE ` + where
 	cachedSelect, err := s.cachedStmt(ctx, selectSQL)
 	if err != nil {
-		return s.wrap("update", err)
+		return nil, s.wrap("update", err)
 	}
 	cachedUpdate, err := s.cachedStmt(ctx, updateSQL)
 	if err != nil {
-		return s.wrap("update", err)
+		return nil, s.wrap("update", err)
 	}
-	var (
-		rid  int64
-		rec  Record
-		meta string
-	)
+	var out []patched
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		sel, err := txStmt(ctx, tx, cachedSelect, selectSQL)
-		if err != nil {
-			return err
-		}
-		defer sel.Close()
 		upd, err := txStmt(ctx, tx, cachedUpdate, updateSQL)
 		if err != nil {
 			return err
 		}
 		defer upd.Close()
-		rec, rid, meta, err = scanRecord(sel.QueryRowContext(ctx, args...))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: record %s", ErrNotFound, f.IDs[0])
+		var loaded bool
+		out, loaded, err = s.patchLoaded(partKey{tenant, userID}, ids, byID, now)
+		if err == nil && !loaded {
+			out, err = readPatched(ctx, tx, cachedSelect, selectSQL, args, byID, s.cfg.Dimensions)
 		}
 		if err != nil {
 			return err
 		}
-		if rec, meta, err = applyPatch(rec, meta, patch, s.cfg.Dimensions); err != nil {
-			return err
+		for i, p := range out {
+			vals := recordArgs(p.rec, p.meta)
+			if byID[p.rec.ID].Vector == nil {
+				vals[vectorArg] = nil
+			}
+			// vals[3:] skips id, tenant and user_id, which never change.
+			if _, err := upd.ExecContext(ctx, append(vals[3:], p.rid)...); err != nil {
+				return err
+			}
+			out[i].rec = storedForm(p.rec)
 		}
-		vals := recordArgs(rec, meta)
-		rec = storedForm(rec)
-		// vals[3:] skips id, tenant and user_id, which never change.
-		_, err = upd.ExecContext(ctx, append(vals[3:], rid)...)
-		return err
+		return nil
 	}, func() {
-		s.cachePut(rid, rec, meta)
+		for _, p := range out {
+			if !p.normalized {
+				s.cachePut(p.rid, p.rec, p.meta)
+			} else if part := s.cachedPartition(partKey{tenant, userID}); part != nil {
+				part.put(newEntryNormalized(p.rid, p.rec, p.meta))
+			}
+		}
 	})
-	return s.wrap("update", err)
+	if err != nil {
+		return nil, s.wrap("update", err)
+	}
+	found := make(map[string]bool, len(out))
+	for _, p := range out {
+		found[p.rec.ID] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !found[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+// patchLoaded returns the unexpired records of ids in k's partition with their
+// patches from byID applied, read from the partition; loaded is false (and out
+// nil) when the partition is not in memory. The caller holds writeMu.
+func (s *Embedded) patchLoaded(k partKey, ids []string, byID map[string]Patch, now time.Time) (out []patched, loaded bool, err error) {
+	s.cacheMu.RLock()
+	defer s.cacheMu.RUnlock()
+	p := s.cachedPartition(k)
+	if p == nil {
+		return nil, false, nil
+	}
+	m := newMatcher(Filter{Tenant: k.tenant, UserID: k.userID, IDs: ids}, now)
+	for _, id := range ids {
+		i, ok := p.byID[id]
+		if !ok || !m.match(p.entries[i]) {
+			continue
+		}
+		e, patch := p.entries[i], byID[id]
+		rec, meta, err := applyPatch(e.rec, e.meta, patch, s.cfg.Dimensions)
+		if err != nil {
+			return nil, true, err
+		}
+		out = append(out, patched{rid: e.rid, rec: rec, meta: meta, normalized: patch.Vector == nil})
+	}
+	return out, true, nil
+}
+
+// readPatched reads the rows query (cached, or prepared on tx) selects with args
+// and returns each with its patch from byID applied. Every row is read before any
+// is written, so no write runs beside an open cursor.
+func readPatched(ctx context.Context, tx *sql.Tx, cached *sql.Stmt, query string, args []any, byID map[string]Patch, dims int) ([]patched, error) {
+	sel, err := txStmt(ctx, tx, cached, query)
+	if err != nil {
+		return nil, err
+	}
+	defer sel.Close()
+	rows, err := sel.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []patched
+	for rows.Next() {
+		rec, rid, meta, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		if rec, meta, err = applyPatch(rec, meta, byID[rec.ID], dims); err != nil {
+			return nil, err
+		}
+		out = append(out, patched{rid: rid, rec: rec, meta: meta})
+	}
+	return out, rows.Err()
 }
 
 // applyPatch returns rec, whose metadata is meta (encodeMetadata), and its

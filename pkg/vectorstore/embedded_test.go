@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -184,5 +185,74 @@ func TestDeterministicID(t *testing.T) {
 	}
 	if a[14] != '5' {
 		t.Errorf("%s is not a version 5 UUID", a)
+	}
+}
+
+// A batched payload update reads its records from the loaded partition when it
+// can and from SQLite when it cannot; both must give the same records, and a
+// patch without a vector must leave the vector bit for bit as it was, in memory
+// and on disk (the cache holds it normalised, so it is neither written back nor
+// normalised again).
+func TestEmbeddedUpdatePayloadsKeepsVectorsExactly(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vectors.db")
+	s := openEmbedded(t, path, 3)
+	f := vectorstore.Filter{Tenant: "acme", UserID: "u1"}
+	// Not unit length; normalising the first one twice moves a bit.
+	recs := []vectorstore.Record{
+		{ID: vectorstore.DeterministicID("exact", "1"), Tenant: "acme", UserID: "u1", MemoryType: vectorstore.Episodic, Text: "first", Vector: []float32{1.3, 1.6, 1.3}},
+		{ID: vectorstore.DeterministicID("exact", "2"), Tenant: "acme", UserID: "u1", MemoryType: vectorstore.Semantic, Text: "second", Vector: []float32{2.1, -0.4, 0.05}},
+	}
+	if err := s.Upsert(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	read := func(s *vectorstore.Embedded) map[string]vectorstore.Record {
+		t.Helper()
+		got, _, err := s.Scroll(ctx, f, "", 10)
+		if err != nil || len(got) != len(recs) {
+			t.Fatalf("Scroll: %d records, %v", len(got), err)
+		}
+		out := make(map[string]vectorstore.Record, len(got))
+		for _, r := range got {
+			out[r.ID] = r
+		}
+		return out
+	}
+	hit := func(n int) map[string]vectorstore.Patch {
+		return map[string]vectorstore.Patch{
+			recs[0].ID: {HitCountDelta: 1, Metadata: map[string]any{"n": n}},
+			recs[1].ID: {HitCountDelta: 2},
+		}
+	}
+	// The first batch finds the partition unloaded (SQLite); Scroll loads it, so
+	// the second batch reads it from memory.
+	if _, err := s.UpdatePayloads(ctx, "acme", "u1", hit(1)); err != nil {
+		t.Fatal(err)
+	}
+	before := read(s)
+	if _, err := s.UpdatePayloads(ctx, "acme", "u1", hit(2)); err != nil {
+		t.Fatal(err)
+	}
+	after := read(s)
+	for _, r := range recs {
+		b, a := before[r.ID], after[r.ID]
+		if !slices.Equal(a.Vector, b.Vector) {
+			t.Errorf("%s: vector %v after an update from memory, was %v", r.ID, a.Vector, b.Vector)
+		}
+		if a.HitCount != 2*b.HitCount {
+			t.Errorf("%s: hit count %d after two batches, want %d", r.ID, a.HitCount, 2*b.HitCount)
+		}
+	}
+	if got := after[recs[0].ID].Metadata["n"]; got != 2.0 {
+		t.Errorf("metadata n = %v, want 2", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopened := read(openEmbedded(t, path, 3))
+	for _, r := range recs {
+		if got, want := reopened[r.ID], after[r.ID]; !slices.Equal(got.Vector, want.Vector) || got.HitCount != want.HitCount {
+			t.Errorf("%s after reopening: vector %v hits %d, want %v and %d", r.ID, got.Vector, got.HitCount, want.Vector, want.HitCount)
+		}
 	}
 }

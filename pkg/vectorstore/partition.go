@@ -42,6 +42,15 @@ type entry struct {
 // metadata is meta (encodeMetadata). The vector is normalised into a fresh slice,
 // so the caller's is never kept.
 func newEntry(rid int64, rec Record, meta string) *entry {
+	rec.Vector = slices.Clone(rec.Vector)
+	embed.Normalize(rec.Vector)
+	return newEntryNormalized(rid, rec, meta)
+}
+
+// newEntryNormalized is newEntry of a record whose Vector is normalised already
+// (another entry's, which it may share: entries never change their vectors).
+// Normalising a unit vector again could move its last bits.
+func newEntryNormalized(rid int64, rec Record, meta string) *entry {
 	e := &entry{rid: rid, rec: rec, meta: meta, ts: rec.TS.UnixMicro(), hasExpiry: !rec.ExpiresAt.IsZero()}
 	if e.hasExpiry {
 		e.expires = rec.ExpiresAt.UnixMicro()
@@ -51,8 +60,6 @@ func newEntry(rid int64, rec Record, meta string) *entry {
 	if i := slices.Index(memoryTypes, rec.MemoryType); i >= 0 {
 		e.rec.MemoryType = memoryTypes[i]
 	}
-	e.rec.Vector = slices.Clone(rec.Vector)
-	embed.Normalize(e.rec.Vector)
 	return e
 }
 

@@ -15,8 +15,9 @@ import (
 // schema is the embedded store's layout. rid is the SQLite rowid (declared so VACUUM
 // keeps it); id is the public UUID, whose unique index the upsert's ON CONFLICT
 // needs. Reads are served from the in-memory partitions, so SQLite is only asked
-// for a whole partition (its load), for ids (UpdatePayload) and for a partition's
-// rows to delete: records_partition_type serves all of them. Every index costs
+// for a whole partition (its load), for ids (UpdatePayloads of a partition not
+// loaded) and for a partition's rows to delete: records_partition_type serves
+// all of them. Every index costs
 // each insert a b-tree descent and dirty pages in the WAL, so files made before
 // this layout lose the ones nothing uses any more (the DROPs below): with them,
 // writing a record cost about twice as much.

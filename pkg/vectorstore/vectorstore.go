@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -213,6 +214,13 @@ type Store interface {
 	// UpdatePayload applies patch to one record; ErrNotFound if the partition has no
 	// such (unexpired) record.
 	UpdatePayload(ctx context.Context, tenant, userID, id string, patch Patch) error
+	// UpdatePayloads applies each patch to the partition's record of its id (the
+	// map key), atomically where the backend can: every id, vector and resulting
+	// record is validated before anything is written, so an invalid patch fails
+	// the whole call and writes nothing. Ids the partition holds no unexpired
+	// record of (missing, expired, another partition's) are skipped and returned
+	// in missing, canonical and sorted; they are not an error.
+	UpdatePayloads(ctx context.Context, tenant, userID string, patches map[string]Patch) (missing []string, err error)
 	// Delete removes the partition's records with these ids, expired or not, and
 	// returns how many it removed.
 	Delete(ctx context.Context, tenant, userID string, ids ...string) (int, error)
@@ -294,6 +302,34 @@ func (f Filter) Normalize() (Filter, error) {
 		}
 	}
 	return f, nil
+}
+
+// NormalizePatches validates the scope and the patches of an UpdatePayloads call
+// for a store of dims dimensions, and returns the patches keyed by canonical id
+// with those ids sorted. Two keys naming the same record (different spellings of
+// one UUID) are refused rather than applied in an arbitrary order.
+func NormalizePatches(tenant, userID string, patches map[string]Patch, dims int) (ids []string, byID map[string]Patch, err error) {
+	if err := ValidatePartition(tenant, userID); err != nil {
+		return nil, nil, err
+	}
+	ids = make([]string, 0, len(patches))
+	byID = make(map[string]Patch, len(patches))
+	for id, p := range patches {
+		c, err := CanonicalID(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, dup := byID[c]; dup {
+			return nil, nil, fmt.Errorf("%w: record %s is patched twice", ErrInvalidFilter, c)
+		}
+		if p.Vector != nil && len(p.Vector) != dims {
+			return nil, nil, fmt.Errorf("%w: patch of %s has a %d-dimensional vector, the store %d", ErrDimension, c, len(p.Vector), dims)
+		}
+		byID[c] = p
+		ids = append(ids, c)
+	}
+	slices.Sort(ids)
+	return ids, byID, nil
 }
 
 // PayloadValue returns v as a string, bool or int64, the value kinds a payload

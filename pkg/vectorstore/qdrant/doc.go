@@ -49,7 +49,7 @@
 //     Limit×4 deep) fused by RRF with k = 61, which is Qdrant's 1/(k + 0-based
 //     position) made equal to the package's 1/(60 + rank). A query text without index
 //     terms sends no sparse side.
-//   - Get and the read of UpdatePayload are filtered scrolls, so the partition and
+//   - Get and the read of UpdatePayloads are filtered scrolls, so the partition and
 //     expiry are enforced by the server; Scroll pages in point id order, which for
 //     UUIDs is the canonical string order.
 //   - Upsert first reads the ids' owners and fails with ErrConflict, writing
@@ -57,9 +57,12 @@
 //     UpdateBatch with an upsert per partition conditioned on that partition
 //     (update_filter), so a concurrent creator of the same id in another partition
 //     is never overwritten.
-//   - UpdatePayload reads, merges and writes only the changed payload fields
-//     (SetPayload selected by partition + id) and vectors (UpdateVectors with the
-//     partition as update_filter). It is not atomic across concurrent writers:
+//   - UpdatePayloads (and UpdatePayload, a batch of one) reads every patched
+//     record in one scroll, validates every patch, then writes only the changed
+//     payload fields (a SetPayload per record, selected by partition + id) and
+//     vectors (one UpdateVectors with the partition as update_filter) in one
+//     UpdateBatch. It is not atomic: Qdrant applies the operations in order, so a
+//     failure part way leaves the earlier ones applied. Nor across concurrent writers:
 //     racing HitCountDelta updates can lose an increment, as Qdrant has no
 //     server-side increment; agentmem serialises hit updates per namespace in the
 //     consolidator.

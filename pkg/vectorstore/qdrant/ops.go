@@ -264,62 +264,90 @@ func (s *Store) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.
 	return hits, nil
 }
 
-// UpdatePayload implements vectorstore.Store as read, merge, write: the record is
-// read (ErrNotFound if the partition has no such unexpired record), the patch
-// applied to it, and only the changed payload fields and vectors written, each
-// write conditioned on the partition.
-//
-// Not atomic across concurrent writers: two HitCountDelta updates of one record
-// racing here can lose one increment, as Qdrant has no server-side increment.
-// agentmem serialises hit updates per namespace in the consolidator, which is the
-// only writer of hit counts.
+// UpdatePayload implements vectorstore.Store: UpdatePayloads of one patch.
 func (s *Store) UpdatePayload(ctx context.Context, tenant, userID, id string, patch vectorstore.Patch) error {
+	missing, err := s.UpdatePayloads(ctx, tenant, userID, map[string]vectorstore.Patch{id: patch})
+	if err == nil && len(missing) > 0 {
+		err = s.wrap("update", fmt.Errorf("%w: record %s", vectorstore.ErrNotFound, missing[0]))
+	}
+	return err
+}
+
+// UpdatePayloads implements vectorstore.Store as read, merge, write: one scroll
+// reads every patched record of the partition (unexpired), every patch is
+// applied and validated, then one batch request writes only the changed payload
+// fields (a set-payload operation per record) and vectors (one update-vectors
+// operation for all), each write conditioned on the partition.
+//
+// Not atomic: Qdrant applies a batch's operations in order, so a failure part way
+// leaves the earlier ones applied (each is idempotent but a hit-count delta, which
+// is written as the resulting value). Nor atomic across concurrent writers: two
+// HitCountDelta updates of one record racing here can lose one increment, as
+// Qdrant has no server-side increment. agentmem serialises hit updates per
+// namespace in the consolidator, which is the only writer of hit counts.
+func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patches map[string]vectorstore.Patch) ([]string, error) {
 	if err := s.checkOpen(); err != nil {
-		return err
+		return nil, err
 	}
-	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: []string{id}}.Normalize()
+	ids, byID, err := vectorstore.NormalizePatches(tenant, userID, patches, s.cfg.Dimensions)
 	if err != nil {
-		return s.wrap("update", err)
+		return nil, s.wrap("update", err)
 	}
-	if patch.Vector != nil && len(patch.Vector) != s.cfg.Dimensions {
-		return s.wrap("update", fmt.Errorf("%w: patch vector has %d dimensions, the store %d",
-			vectorstore.ErrDimension, len(patch.Vector), s.cfg.Dimensions))
+	if len(ids) == 0 {
+		return nil, nil
 	}
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	found, _, err := s.scroll(ctx, toFilter(f, time.Now()), nil, 1)
+	found, _, err := s.scroll(ctx, toFilter(vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids}, time.Now()), nil, len(ids))
 	if err != nil {
-		return s.wrap("update", err)
+		return nil, s.wrap("update", err)
 	}
-	if len(found) == 0 {
-		return s.wrap("update", fmt.Errorf("%w: record %s", vectorstore.ErrNotFound, f.IDs[0]))
+	var (
+		ops     []*qc.PointsUpdateOperation
+		vectors []*qc.PointVectors
+		stored  = make(map[string]bool, len(found))
+	)
+	for _, rec := range found {
+		stored[rec.ID] = true
+		patch := byID[rec.ID]
+		set, err := s.patchPayload(rec, patch)
+		if err != nil {
+			return nil, s.wrap("update", err)
+		}
+		if len(set) > 0 {
+			ops = append(ops, qc.NewPointsUpdateSetPayload(&qc.PointsUpdateOperation_SetPayload{
+				Payload:        set,
+				PointsSelector: qc.NewPointsSelectorFilter(partitionFilter(tenant, userID, rec.ID)),
+			}))
+		}
+		if vecs := pointVectors(patch.Vector, patch.Text); len(vecs) > 0 {
+			vectors = append(vectors, &qc.PointVectors{Id: qc.NewIDUUID(rec.ID), Vectors: qc.NewVectorsMap(vecs)})
+		}
 	}
-	set, err := s.patchPayload(found[0], patch)
-	if err != nil {
-		return s.wrap("update", err)
-	}
-	var ops []*qc.PointsUpdateOperation
-	if len(set) > 0 {
-		ops = append(ops, qc.NewPointsUpdateSetPayload(&qc.PointsUpdateOperation_SetPayload{
-			Payload:        set,
-			PointsSelector: qc.NewPointsSelectorFilter(partitionFilter(tenant, userID, f.IDs[0])),
-		}))
-	}
-	if vecs := pointVectors(patch.Vector, patch.Text); len(vecs) > 0 {
+	if len(vectors) > 0 {
 		ops = append(ops, qc.NewPointsUpdateUpdateVectors(&qc.PointsUpdateOperation_UpdateVectors{
-			Points:       []*qc.PointVectors{{Id: qc.NewIDUUID(f.IDs[0]), Vectors: qc.NewVectorsMap(vecs)}},
+			Points:       vectors,
 			UpdateFilter: partitionFilter(tenant, userID),
 		}))
 	}
+	var missing []string
+	for _, id := range ids {
+		if !stored[id] {
+			missing = append(missing, id)
+		}
+	}
 	if len(ops) == 0 {
-		return nil
+		return missing, nil
 	}
 	err = s.update(ctx, ops...)
 	if isNotFound(err) {
-		// Deleted between the read and the write.
-		err = fmt.Errorf("%w: record %s: %w", vectorstore.ErrNotFound, f.IDs[0], err)
+		// A record was deleted between the read and the write.
+		err = fmt.Errorf("%w: a patched record was deleted during the update: %w", vectorstore.ErrNotFound, err)
 	}
-	return s.wrap("update", err)
+	if err != nil {
+		return nil, s.wrap("update", err)
+	}
+	return missing, nil
 }
 
 // patchPayload applies p to rec, validates the result, and returns the payload

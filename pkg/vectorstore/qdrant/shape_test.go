@@ -7,6 +7,7 @@ package qdrant
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -598,6 +599,92 @@ func TestUpdatePayloadWritesChangedFields(t *testing.T) {
 	}
 	if n := len(requests[*qc.UpdateBatchPoints](r, qc.Points_UpdateBatch_FullMethodName)); n != 1 {
 		t.Errorf("%d writes, want no new one", n)
+	}
+}
+
+func TestUpdatePayloadsBatchShape(t *testing.T) {
+	s, r := openStore(t, Config{})
+	first := mustNormalize(t, fullRecord())
+	second := first
+	second.ID, second.HitCount = vectorstore.DeterministicID("second"), 0
+	var stored []*qc.RetrievedPoint
+	for _, rec := range []vectorstore.Record{first, second} {
+		point, err := toPoint(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, &qc.RetrievedPoint{Id: point.GetId(), Payload: point.GetPayload(), Vectors: denseOutput(rec.Vector)})
+	}
+	r.mu.Lock()
+	r.scrolled = stored
+	r.mu.Unlock()
+	absent := vectorstore.DeterministicID("absent")
+	text := "weekly report on Friday"
+	missing, err := s.UpdatePayloads(ctx, "acme", "u1", map[string]vectorstore.Patch{
+		first.ID:                   {HitCountDelta: 1},
+		strings.ToUpper(second.ID): {Text: &text, Vector: []float32{1, 0, 0, 0}},
+		absent:                     {HitCountDelta: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(missing, []string{absent}) {
+		t.Errorf("missing %v, want [%s]", missing, absent)
+	}
+	scrolls := requests[*qc.ScrollPoints](r, qc.Points_Scroll_FullMethodName)
+	if len(scrolls) != 1 || scrolls[0].GetLimit() != 3 {
+		t.Fatalf("reads %v, want one scroll of the 3 ids", scrolls)
+	}
+	checkPartition(t, "read", scrolls[0].GetFilter(), "acme", "u1")
+	wantIDs := []string{first.ID, second.ID, absent}
+	slices.Sort(wantIDs)
+	if got := hasIDs(scrolls[0].GetFilter()); !slices.Equal(got, wantIDs) {
+		t.Errorf("read selects %v, want every patched id, canonical and sorted: %v", got, wantIDs)
+	}
+	batches := requests[*qc.UpdateBatchPoints](r, qc.Points_UpdateBatch_FullMethodName)
+	if len(batches) != 1 || !batches[0].GetWait() || len(batches[0].GetOperations()) != 3 {
+		t.Fatalf("writes %v, want one waited batch: a set payload per record, one update vectors", batches)
+	}
+	ops := batches[0].GetOperations()
+	for i, want := range []struct {
+		id       string
+		hitCount int64
+	}{{first.ID, 4}, {second.ID, 0}} {
+		set := ops[i].GetSetPayload()
+		checkPartition(t, "set payload", set.GetPointsSelector().GetFilter(), "acme", "u1")
+		if got := hasIDs(set.GetPointsSelector().GetFilter()); !slices.Equal(got, []string{want.id}) {
+			t.Errorf("set payload %d selects %v, want %s", i, got, want.id)
+		}
+		if hc, ok := set.GetPayload()[fieldHitCount]; ok != (want.hitCount > 0) || hc.GetIntegerValue() != want.hitCount {
+			t.Errorf("set payload %d hit count %v, want %d (set only when it changes)", i, hc, want.hitCount)
+		}
+	}
+	uv := ops[2].GetUpdateVectors()
+	checkPartition(t, "update vectors", uv.GetUpdateFilter(), "acme", "u1")
+	if len(uv.GetPoints()) != 1 || uv.GetPoints()[0].GetId().GetUuid() != second.ID {
+		t.Errorf("vectors updated for %v, want only %s", uv.GetPoints(), second.ID)
+	}
+
+	// Validation fails the whole batch before anything is written: a wrong-length
+	// vector before the read, an invalid result after it.
+	nan := math.NaN()
+	for name, c := range map[string]struct {
+		patch vectorstore.Patch
+		want  error
+	}{
+		"wrong-length vector": {vectorstore.Patch{Vector: []float32{1}}, vectorstore.ErrDimension},
+		"NaN confidence":      {vectorstore.Patch{Confidence: &nan}, vectorstore.ErrInvalidRecord},
+	} {
+		_, err := s.UpdatePayloads(ctx, "acme", "u1", map[string]vectorstore.Patch{first.ID: {HitCountDelta: 1}, second.ID: c.patch})
+		if !errors.Is(err, c.want) {
+			t.Errorf("batch with a %s: %v, want %v", name, err, c.want)
+		}
+	}
+	if n := len(requests[*qc.UpdateBatchPoints](r, qc.Points_UpdateBatch_FullMethodName)); n != 1 {
+		t.Errorf("%d writes after invalid batches, want no new one", n)
+	}
+	if n := len(requests[*qc.ScrollPoints](r, qc.Points_Scroll_FullMethodName)); n != 2 {
+		t.Errorf("%d reads, want one more (for the NaN batch only)", n)
 	}
 }
 

@@ -346,6 +346,47 @@ func propertyTenantIsolation(t *testing.T, newStore func(t *testing.T) vectorsto
 				r.Metadata = meta
 				model[id] = r
 			},
+			"update batch": func(t *rapid.T) {
+				tenant, user := part(t)
+				asked := rapid.SliceOfNDistinct(rapid.SampledFrom(idPool), 1, 4, rapid.ID[string]).Draw(t, "ids")
+				patches := make(map[string]vectorstore.Patch, len(asked))
+				for _, id := range asked {
+					patches[id] = vectorstore.Patch{HitCountDelta: rapid.IntRange(-2, 3).Draw(t, "delta"), Metadata: map[string]any{"batch": len(asked)}}
+				}
+				if rapid.IntRange(0, 4).Draw(t, "bad vector") == 0 {
+					// One invalid patch fails the whole batch: nothing may change.
+					p := patches[asked[0]]
+					p.Vector = make([]float32, Dimensions-1)
+					patches[asked[0]] = p
+					if _, err := s.UpdatePayloads(ctx, tenant, user, patches); !errors.Is(err, vectorstore.ErrDimension) {
+						t.Fatalf("batch with a short vector: %v, want ErrDimension", err)
+					}
+					return
+				}
+				missing, err := s.UpdatePayloads(ctx, tenant, user, patches)
+				if err != nil {
+					t.Fatalf("UpdatePayloads: %v", err)
+				}
+				var wantMissing []string
+				for _, id := range asked {
+					r, ok := model.owned(id, tenant, user)
+					if !ok || !visibleNow(r) {
+						wantMissing = append(wantMissing, id)
+						continue
+					}
+					r.HitCount = max(0, r.HitCount+patches[id].HitCountDelta)
+					meta, _ := jsonNormal(r.Metadata).(map[string]any)
+					if meta == nil {
+						meta = map[string]any{}
+					}
+					meta["batch"] = float64(len(asked))
+					r.Metadata = meta
+					model[id] = r
+				}
+				if !slices.Equal(missing, sorted(wantMissing)) {
+					t.Fatalf("UpdatePayloads(%s/%s, %v): missing %v, want %v", tenant, user, asked, missing, sorted(wantMissing))
+				}
+			},
 			"delete": func(t *rapid.T) {
 				tenant, user := part(t)
 				asked := rapid.SliceOfN(rapid.SampledFrom(idPool), 1, 4).Draw(t, "ids")

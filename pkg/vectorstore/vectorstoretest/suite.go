@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -32,6 +33,7 @@ func RunSuite(t *testing.T, newStore func(t *testing.T) vectorstore.Store) {
 		{"Limit", testLimit},
 		{"ScrollPagination", testScrollPagination},
 		{"UpdatePayload", testUpdatePayload},
+		{"UpdatePayloads", testUpdatePayloads},
 		{"Delete", testDelete},
 		{"Expiry", testExpiry},
 		{"InvalidInput", testInvalidInput},
@@ -520,6 +522,88 @@ func testUpdatePayload(t *testing.T, s vectorstore.Store) {
 	}
 }
 
+func testUpdatePayloads(t *testing.T, s vectorstore.Store) {
+	hit, rewritten, untouched := rec("acme", "u1", "hit twice"), rec("acme", "u1", "rewritten text"), rec("acme", "u1", "left alone")
+	expired := rec("acme", "u1", "expired before the batch")
+	expired.ExpiresAt = time.Now().Add(-time.Hour)
+	theirs := rec("acme", "u2", "another user's record")
+	upsert(t, s, hit, rewritten, untouched, expired, theirs)
+	get := func(tenant, user, id string) vectorstore.Record {
+		t.Helper()
+		got, err := s.Get(ctx, tenant, user, id)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Get %s: %v, %d records", id, err, len(got))
+		}
+		return got[0]
+	}
+	if missing, err := s.UpdatePayloads(ctx, "acme", "u1", nil); err != nil || missing != nil {
+		t.Fatalf("empty batch: missing %v, %v", missing, err)
+	}
+
+	absent := vectorstore.DeterministicID("never stored")
+	text, conf := "a new text for the batch", 0.25
+	missing, err := s.UpdatePayloads(ctx, "acme", "u1", map[string]vectorstore.Patch{
+		strings.ToUpper(hit.ID): {HitCountDelta: 2, Metadata: map[string]any{"hit_events": []any{"e1", "e2"}}},
+		rewritten.ID:            {Text: &text, Vector: vectorOf(text), Confidence: &conf},
+		expired.ID:              {HitCountDelta: 1},
+		theirs.ID:               {HitCountDelta: 1},
+		absent:                  {HitCountDelta: 1},
+	})
+	if err != nil {
+		t.Fatalf("UpdatePayloads: %v", err)
+	}
+	if want := sorted([]string{expired.ID, theirs.ID, absent}); !slices.Equal(missing, want) {
+		t.Errorf("missing %v, want the expired, the other user's and the absent id, sorted: %v", missing, want)
+	}
+	wantHit := hit
+	wantHit.HitCount, wantHit.Metadata = 2, map[string]any{"hit_events": []any{"e1", "e2"}}
+	wantRewritten := rewritten
+	wantRewritten.Text, wantRewritten.Vector, wantRewritten.Confidence = text, vectorOf(text), conf
+	for _, c := range []struct {
+		name string
+		got  vectorstore.Record
+		want vectorstore.Record
+	}{
+		{"hit", get("acme", "u1", hit.ID), wantHit},
+		{"rewritten", get("acme", "u1", rewritten.ID), wantRewritten},
+		{"untouched", get("acme", "u1", untouched.ID), untouched},
+		{"other user's", get("acme", "u2", theirs.ID), theirs},
+	} {
+		if d := sameRecord(c.got, c.want); d != "" {
+			t.Errorf("%s record: %s", c.name, d)
+		}
+	}
+	f := partition("acme", "u1")
+	f.ExpiredOnly = true
+	if got := scrollAll(t, s, f, 10); len(got) != 1 || sameRecord(got[0], expired) != "" {
+		t.Errorf("the expired record changed or vanished: %v", got)
+	}
+	hits := search(t, s, vectorstore.Query{Filter: partition("acme", "u1"), Text: "batch", Mode: vectorstore.Sparse, Limit: 5})
+	if !slices.Equal(hitIDs(hits), []string{rewritten.ID}) {
+		t.Errorf("a sparse search for the new text found %v, want %s", hitIDs(hits), rewritten.ID)
+	}
+
+	// One bad patch fails the whole batch before anything is written.
+	for name, bad := range map[string]struct {
+		patch vectorstore.Patch
+		want  error
+	}{
+		"a wrong-length vector":        {vectorstore.Patch{Vector: make([]float32, Dimensions+1)}, vectorstore.ErrDimension},
+		"a confidence of NaN":          {vectorstore.Patch{Confidence: new(math.NaN())}, vectorstore.ErrInvalidRecord},
+		"an infinite vector component": {vectorstore.Patch{Vector: append(make([]float32, Dimensions-1), float32(math.Inf(1)))}, vectorstore.ErrInvalidRecord},
+	} {
+		_, err := s.UpdatePayloads(ctx, "acme", "u1", map[string]vectorstore.Patch{hit.ID: {HitCountDelta: 5}, untouched.ID: bad.patch})
+		if !errors.Is(err, bad.want) {
+			t.Errorf("batch with %s: %v, want %v", name, err, bad.want)
+		}
+		for _, w := range []vectorstore.Record{wantHit, untouched} {
+			if d := sameRecord(get("acme", "u1", w.ID), w); d != "" {
+				t.Errorf("batch with %s changed %s: %s", name, w.ID, d)
+			}
+		}
+	}
+}
+
 // expireAndUpdate expires id, then updates it: the update must not find it.
 func expireAndUpdate(s vectorstore.Store, id string) error {
 	past := time.Now().Add(-time.Hour)
@@ -632,6 +716,7 @@ func testInvalidInput(t *testing.T, s vectorstore.Store) {
 			"Search":         second(s.Search(ctx, q)),
 			"Scroll":         scrollErr,
 			"UpdatePayload":  s.UpdatePayload(ctx, tenant, user, good.ID, vectorstore.Patch{HitCountDelta: 1}),
+			"UpdatePayloads": second(s.UpdatePayloads(ctx, tenant, user, map[string]vectorstore.Patch{good.ID: {HitCountDelta: 1}})),
 			"Delete":         second(s.Delete(ctx, tenant, user, good.ID)),
 			"DeleteByFilter": second(s.DeleteByFilter(ctx, f)),
 			"Count":          second(s.Count(ctx, f)),
@@ -654,6 +739,9 @@ func testInvalidInput(t *testing.T, s vectorstore.Store) {
 	bad("upsert of a malformed id", s.Upsert(ctx, badID), vectorstore.ErrInvalidFilter)
 	bad("get of a malformed id", second(s.Get(ctx, "acme", "u1", "x")), vectorstore.ErrInvalidFilter)
 	bad("delete of a malformed id", second(s.Delete(ctx, "acme", "u1", "x")), vectorstore.ErrInvalidFilter)
+	bad("batch update of a malformed id", second(s.UpdatePayloads(ctx, "acme", "u1", map[string]vectorstore.Patch{good.ID: {HitCountDelta: 1}, "x": {}})), vectorstore.ErrInvalidFilter)
+	bad("batch update naming one record twice", second(s.UpdatePayloads(ctx, "acme", "u1",
+		map[string]vectorstore.Patch{good.ID: {HitCountDelta: 1}, strings.ToUpper(good.ID): {HitCountDelta: 1}})), vectorstore.ErrInvalidFilter)
 	shortVec := good
 	shortVec.Vector = good.Vector[:Dimensions-1]
 	bad("upsert of a short vector", s.Upsert(ctx, shortVec), vectorstore.ErrDimension)
@@ -698,8 +786,24 @@ func testConflict(t *testing.T, s vectorstore.Store) {
 			t.Errorf("%s/%s holds %d records after the refused upsert", scope[0], scope[1], n)
 		}
 	}
-	// A batch with a conflicting record stores none of it where the backend is atomic,
-	// and never touches the owner's record.
+	// A batch with a conflicting record, stored or given twice in the batch, fails
+	// before its other records are written, and never touches the owner's record.
+	fresh := rec("acme", "u1", "a new record batched with a conflict")
+	theirs := rec("acme", "u2", "overwrite attempt in a batch")
+	theirs.ID = mine.ID
+	twice, twiceTheirs := rec("acme", "u1", "one id for two partitions"), rec("acme", "u2", "one id for two partitions")
+	twiceTheirs.ID = twice.ID
+	for name, batch := range map[string][]vectorstore.Record{
+		"a stored id":                   {fresh, theirs},
+		"one new id for two partitions": {fresh, twice, twiceTheirs},
+	} {
+		if err := s.Upsert(ctx, batch...); !errors.Is(err, vectorstore.ErrConflict) {
+			t.Errorf("batch with %s: %v, want ErrConflict", name, err)
+		}
+		if got, err := s.Get(ctx, "acme", "u1", fresh.ID, twice.ID); err != nil || len(got) != 0 {
+			t.Errorf("batch with %s stored %d of its records (%v), want none", name, len(got), err)
+		}
+	}
 	got, err := s.Get(ctx, "acme", "u1", mine.ID)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("Get: %v, %d", err, len(got))
