@@ -193,7 +193,7 @@ func deadLetterBySeq(ctx context.Context, js jetstream.JetStream, str jetstream.
 	}
 	dl := nats.NewMsg(dlqSubject)
 	dl.Data = raw.Data
-	for k, v := range appHeaders(raw.Header) {
+	for k, v := range appHeaders(raw.Header, 0) {
 		dl.Header.Set(k, v)
 	}
 	dl.Header.Set(jetstream.MsgIDHeader, "maxdeliver-"+adv.Stream+"-"+adv.Consumer+"-"+strconv.FormatUint(adv.StreamSeq, 10))

@@ -41,8 +41,9 @@ type SubscriberConfig struct {
 	// unacknowledged until its Watermill message is acked or nacked.
 	Concurrency int
 	// MaxProcessing bounds how long the Subscriber keeps extending the ack deadline
-	// (with "in progress" acks) of a message whose handler is still running; after
-	// that the server redelivers it. Default 5m: enough for the Router's retries at
+	// (with "in progress" acks, sent every half of the consumer's shortest ack
+	// deadline) of a message whose handler is still running; after that the
+	// server redelivers it. Default 5m: enough for the Router's retries at
 	// their default handler timeout, short enough that a hung handler does not hold
 	// a message forever.
 	MaxProcessing time.Duration
@@ -172,14 +173,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 // delays no message by a whole ack deadline.
 func (s *Subscriber) run(msgCtx context.Context, cons jetstream.Consumer, out chan<- *message.Message, stop <-chan struct{}) {
 	slots := make(chan struct{}, s.cfg.Concurrency)
-	var inflight sync.WaitGroup
+	fl := newFlight(s)
 	for {
 		n := acquireSlots(slots, stop)
-		if n == 0 || !s.pull(msgCtx, cons, n, slots, &inflight, out, stop) {
+		if n == 0 || !s.pull(msgCtx, cons, n, slots, fl, out, stop) {
 			break
 		}
 	}
-	inflight.Wait()
+	fl.stop()
 	close(out)
 }
 
@@ -211,7 +212,7 @@ const pullWait = time.Second
 // each as it arrives; the slots of messages that did not come are released. It
 // returns false when the connection is closed for good, which ends the subscription
 // (and so the Router's handler) instead of retrying forever.
-func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int, slots <-chan struct{}, inflight *sync.WaitGroup, out chan<- *message.Message, stop <-chan struct{}) bool {
+func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int, slots <-chan struct{}, fl *flight, out chan<- *message.Message, stop <-chan struct{}) bool {
 	release := func() { <-slots }
 	used := 0
 	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(pullWait))
@@ -239,9 +240,9 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 				continue
 			}
 			wm.SetContext(msgCtx)
-			inflight.Go(func() {
+			fl.running.Go(func() {
 				defer release()
-				s.process(msg, wm, out, stop)
+				s.process(fl, msg, wm, out, stop)
 			})
 		}
 		err = batch.Error()
@@ -287,27 +288,23 @@ func (s *Subscriber) skip(msg jetstream.Msg) {
 	}
 }
 
-// process hands one message to the Router and settles it with the server.
-func (s *Subscriber) process(msg jetstream.Msg, wm *message.Message, out chan<- *message.Message, stop <-chan struct{}) {
+// process hands one message to the Router and settles it with the server,
+// extending its ack deadline at fl's heartbeats until MaxProcessing has passed.
+func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message, out chan<- *message.Message, stop <-chan struct{}) {
 	select {
 	case out <- wm:
 	case <-stop:
 		s.handBack(msg)
 		return
 	}
-	heartbeat := time.NewTicker(s.cfg.Consumer.minAckDeadline() / 2)
-	defer heartbeat.Stop()
-	giveUp := time.After(s.cfg.MaxProcessing)
+	started, beat := time.Now(), fl.nextBeat()
 	for {
 		select {
 		case <-wm.Acked():
-			ackCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
 			// A confirmed ack: an ack lost on the way would redeliver a processed
-			// message. Plain acks measured only ~5% faster through the batching
-			// ingest worker (its round trip overlaps other messages' work), not
-			// worth a redelivery after every lost ack or an unsettled Close.
-			if err := msg.DoubleAck(ackCtx); err != nil {
+			// message, and an unconfirmed one may still sit in the connection's
+			// buffer when Close returns.
+			if err := fl.ack(msg); err != nil {
 				s.messageLogger(msg, wm).Warn("ack not confirmed; the message may be redelivered", zap.Error(err))
 			}
 			return
@@ -316,15 +313,17 @@ func (s *Subscriber) process(msg jetstream.Msg, wm *message.Message, out chan<- 
 				s.messageLogger(msg, wm).Warn("nak failed; the message is redelivered after its ack deadline", zap.Error(err))
 			}
 			return
-		case <-heartbeat.C:
+		case <-beat:
+			if time.Since(started) >= s.cfg.MaxProcessing {
+				beat = nil
+				s.messageLogger(msg, wm).Warn("handler still running after MaxProcessing; letting the server redeliver the message",
+					zap.Duration("max_processing", s.cfg.MaxProcessing))
+				continue
+			}
+			beat = fl.nextBeat()
 			if err := msg.InProgress(); err != nil {
 				s.messageLogger(msg, wm).Warn("extending the ack deadline", zap.Error(err))
 			}
-		case <-giveUp:
-			heartbeat.Stop()
-			giveUp = nil
-			s.messageLogger(msg, wm).Warn("handler still running after MaxProcessing; letting the server redeliver the message",
-				zap.Duration("max_processing", s.cfg.MaxProcessing))
 		case <-s.abandon:
 			s.messageLogger(msg, wm).Warn("closed before the message was acked or nacked; it will be redelivered")
 			return
@@ -401,7 +400,7 @@ func toWatermill(msg jetstream.Msg) (*message.Message, error) {
 		uuid = md.Stream + "-" + strconv.FormatUint(md.Sequence.Stream, 10)
 	}
 	wm := message.NewMessage(uuid, msg.Data())
-	wm.Metadata = appHeaders(msg.Headers())
+	wm.Metadata = appHeaders(msg.Headers(), 3)
 	wm.Metadata.Set(MetaSubject, msg.Subject())
 	wm.Metadata.Set(MetaStreamSeq, strconv.FormatUint(md.Sequence.Stream, 10))
 	wm.Metadata.Set(MetaDeliveryCount, strconv.FormatUint(md.NumDelivered, 10))
@@ -411,8 +410,9 @@ func toWatermill(msg jetstream.Msg) (*message.Message, error) {
 // appHeaders keeps the application headers and Nats-Msg-Id. Other "Nats-" headers are
 // directives to the server (expected sequence, TTL, rollup, ...) or set by it;
 // carried over into a dead letter or a replay they would make that publish fail.
-func appHeaders(h nats.Header) message.Metadata {
-	md := make(message.Metadata, len(h))
+// It has room for extra keys more, so that adding them does not grow it.
+func appHeaders(h nats.Header, extra int) message.Metadata {
+	md := make(message.Metadata, len(h)+extra)
 	for k, v := range h {
 		if len(v) == 0 || (strings.HasPrefix(k, "Nats-") && k != jetstream.MsgIDHeader) {
 			continue

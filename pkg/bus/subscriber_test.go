@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -123,5 +124,95 @@ func TestSubscriberFiltersOnClient(t *testing.T) {
 	case m := <-msgs:
 		t.Fatalf("handed out %s, which the filter does not match", m.Metadata.Get(bus.MetaSubject))
 	default:
+	}
+}
+
+// subscribeHeld subscribes to a fresh durable with ackWait, Concurrency 2 (so
+// that a pull is always outstanding for a redelivery to come through) and
+// maxProcessing, after publishing one message.
+func subscribeHeld(t *testing.T, durable string, ackWait, maxProcessing time.Duration) (<-chan *message.Message, func() consumerState) {
+	t.Helper()
+	srv, _, js := bustest.Provisioned(t)
+	publish(t, js, "mem.acme.obs.u1.s1", "ev-held", "x")
+	spec := bus.ConsumerSpec{Durable: durable, FilterSubjects: []string{"mem.*.obs.*.*"}, AckWait: ackWait, MaxDeliver: 5}
+	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: bustest.Connect(t, srv), Consumer: spec, Concurrency: 2, MaxProcessing: maxProcessing}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	msgs, err := sub.Subscribe(ctx, durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := func() consumerState {
+		t.Helper()
+		c, err := js.Consumer(testCtx(t), bus.DefaultStream, durable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, err := c.Info(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return consumerState{redelivered: i.NumRedelivered, ackPending: i.NumAckPending, ackFloor: i.AckFloor.Stream}
+	}
+	return msgs, info
+}
+
+type consumerState struct {
+	redelivered, ackPending int
+	ackFloor                uint64
+}
+
+// A message whose handler runs for several ack deadlines is kept by "in
+// progress" acks: it is not redelivered while it is held, and its ack settles it.
+func TestSubscriberExtendsTheAckDeadlineOfAHeldMessage(t *testing.T) {
+	const ackWait = 300 * time.Millisecond
+	msgs, info := subscribeHeld(t, "held", ackWait, time.Minute)
+	var held *message.Message
+	select {
+	case held = <-msgs:
+	case <-time.After(wait):
+		t.Fatal("no message delivered")
+	}
+	// The handler's work: four ack deadlines long.
+	select {
+	case m := <-msgs:
+		t.Fatalf("message %s (delivery %s) delivered again while held", m.UUID, m.Metadata.Get(bus.MetaDeliveryCount))
+	case <-time.After(4 * ackWait):
+	}
+	if i := info(); i.redelivered != 0 || i.ackPending != 1 {
+		t.Fatalf("while held: %d redelivered, %d ack pending; want 0 and 1", i.redelivered, i.ackPending)
+	}
+	held.Ack()
+	bustest.Eventually(t, wait, func() error {
+		if i := info(); i.ackFloor != 1 || i.ackPending != 0 || i.redelivered != 0 {
+			return fmt.Errorf("after the ack: ack floor %d, %d ack pending, %d redelivered; want 1, 0, 0", i.ackFloor, i.ackPending, i.redelivered)
+		}
+		return nil
+	})
+}
+
+// Past MaxProcessing the Subscriber stops extending a message's deadline, so the
+// server redelivers it while the hung handler still holds the first delivery.
+func TestSubscriberGivesUpAfterMaxProcessing(t *testing.T) {
+	msgs, _ := subscribeHeld(t, "hung", 200*time.Millisecond, 300*time.Millisecond)
+	var deliveries []string
+	for len(deliveries) < 2 {
+		select {
+		case m := <-msgs:
+			if m.UUID != "ev-held" {
+				t.Fatalf("delivered %s, want ev-held", m.UUID)
+			}
+			deliveries = append(deliveries, m.Metadata.Get(bus.MetaDeliveryCount))
+			defer m.Ack()
+		case <-time.After(wait):
+			t.Fatalf("deliveries %v; want the message redelivered once MaxProcessing passed", deliveries)
+		}
+	}
+	if !slices.Equal(deliveries, []string{"1", "2"}) {
+		t.Fatalf("delivery counts %v, want [1 2]", deliveries)
 	}
 }
