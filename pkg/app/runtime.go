@@ -63,6 +63,7 @@ func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logg
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	applyGCPolicy(cfg.Runtime, logger)
 	connCfg, err := connConfig(cfg.NATS, srv)
 	if err != nil {
 		return nil, err

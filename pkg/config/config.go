@@ -16,15 +16,16 @@ import (
 type Config struct {
 	// DataDir is the base of local state whose own path is left empty: memory.dir,
 	// vector.path and nats.embedded.store_dir default to directories under it.
-	DataDir string `koanf:"data_dir"`
-	Memory  Memory `koanf:"memory"`
-	NATS    NATS   `koanf:"nats"`
-	LLM     LLM    `koanf:"llm"`
-	Embed   Embed  `koanf:"embed"`
-	Vector  Vector `koanf:"vector"`
-	Ingest  Ingest `koanf:"ingest"`
-	HTTP    HTTP   `koanf:"http"`
-	Log     Log    `koanf:"log"`
+	DataDir string  `koanf:"data_dir"`
+	Memory  Memory  `koanf:"memory"`
+	NATS    NATS    `koanf:"nats"`
+	LLM     LLM     `koanf:"llm"`
+	Embed   Embed   `koanf:"embed"`
+	Vector  Vector  `koanf:"vector"`
+	Ingest  Ingest  `koanf:"ingest"`
+	HTTP    HTTP    `koanf:"http"`
+	Log     Log     `koanf:"log"`
+	Runtime Runtime `koanf:"runtime"`
 }
 
 // Memory is the Markdown memory (SPEC A) and, inline in the same block, the policy
@@ -182,6 +183,15 @@ type Log struct {
 	Format string `koanf:"format"` // json | console
 }
 
+// Runtime is the Go runtime of the process.
+type Runtime struct {
+	// GCMinHeapMB is the heap size (MiB) below which the garbage collector does
+	// not start a cycle: GOGC is raised while the live heap is small so that the
+	// next cycle starts near this size, and is 100 again once the live heap is
+	// over half of it. 0 leaves GOGC alone, as does a GOGC environment variable.
+	GCMinHeapMB int `koanf:"gc_min_heap_mb"`
+}
+
 // Default returns the built-in configuration, with "~" expanded and the paths derived
 // from data_dir filled in.
 func Default() Config {
@@ -233,5 +243,9 @@ func defaults() Config {
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},
 		HTTP:   HTTP{Listen: ":9090"},
 		Log:    Log{Level: "info", Format: "json"},
+		// A worker's live heap is small (tens of MiB) and its garbage plentiful: at
+		// GOGC=100 alone the collector ran every ~40 ms under load, and its mark
+		// phases set the context requests' p99 (BENCHMARKS.md).
+		Runtime: Runtime{GCMinHeapMB: 128},
 	}
 }

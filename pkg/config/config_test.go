@@ -84,6 +84,7 @@ func TestDefaults(t *testing.T) {
 		"http.listen":                       ":9090",
 		"log.level":                         "info",
 		"log.format":                        "json",
+		"runtime.gc_min_heap_mb":            128,
 		"memory.retrieve_limit":             10,
 		"memory.evolution_enabled":          false,
 		"memory.session_summary_keep_count": 4,
@@ -305,12 +306,13 @@ func TestBadValuesNameTheirKey(t *testing.T) {
 			"AGENTMEM_HTTP_LISTEN=9090",
 			"AGENTMEM_LOG_LEVEL=loud",
 			"AGENTMEM_LOG_FORMAT=xml",
+			"AGENTMEM_RUNTIME_GC_MIN_HEAP_MB=-1",
 		}, keys: []string{
 			"memory.auto_load_lines: must be >= 1", "memory.backend: ", "memory.target_lines: ", "memory.retrieve_limit: ",
 			"nats.url: ", "nats.user: ", "nats.stream.replicas: ", "nats.consumer.backoff: ", "nats.tls.cert_file: ",
 			"llm.model: ", "embed.provider: ", "vector.qdrant.addr: ", "vector.separate_threshold: ",
 			"ingest.concurrency: must be >= 64", "ingest.batch_linger: ", "ingest.context_messages: must be >= -1",
-			"http.listen: ", "log.level: ", "log.format: ",
+			"http.listen: ", "log.level: ", "log.format: ", "runtime.gc_min_heap_mb: must be >= 0",
 		}},
 	}
 	for _, tc := range cases {

@@ -202,6 +202,7 @@ func (c Config) Validate() error {
 		p.add("log.level", "must be one of debug, info, warn, error, got %q", c.Log.Level)
 	}
 	p.oneOf("log.format", c.Log.Format, "json", "console")
+	p.atLeast("runtime.gc_min_heap_mb", c.Runtime.GCMinHeapMB, 0)
 
 	slices.SortFunc(p, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(p...)
