@@ -125,12 +125,7 @@ func BenchmarkEmbeddedSearch(b *testing.B) {
 // BenchmarkEmbeddedUpsert upserts one record per operation (its own transaction),
 // spread over 1,000 users.
 func BenchmarkEmbeddedUpsert(b *testing.B) {
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+	s, emb := openBenchStore(b)
 	gen := newBenchText(3)
 	ctx := context.Background()
 	texts := make([]string, 512)
@@ -215,12 +210,7 @@ func loadEveryPartition(b *testing.B, s vectorstore.Store) (before, after runtim
 // of 10,000 records (100 users); see reportPerRecord.
 func BenchmarkEmbeddedUpdatePayloads(b *testing.B) {
 	const users, perUser = 100, 100
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+	s, emb := openBenchStore(b)
 	gen := newBenchText(5)
 	ctx := context.Background()
 	ids := make([][]string, users)
@@ -293,4 +283,20 @@ func processCPU(b *testing.B) time.Duration {
 func reportPerRecord(b *testing.B, cpuBefore time.Duration, records int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
 	b.ReportMetric(float64((processCPU(b)-cpuBefore).Nanoseconds())/float64(records), "cpu-ns/record")
+}
+
+// openBenchStore opens an embedded store in b's temporary directory, closed when
+// b ends, and the offline embedder of its dimensions.
+func openBenchStore(b *testing.B) (*vectorstore.Embedded, *embed.Local) {
+	b.Helper()
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	emb, err := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, emb
 }

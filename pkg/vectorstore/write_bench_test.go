@@ -3,11 +3,9 @@ package vectorstore_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -15,12 +13,7 @@ import (
 // the ingest worker stores a batch of episodes; ns/op is per record, and so is
 // cpu-ns/record (reportPerRecord), background checkpoints included.
 func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+	s, emb := openBenchStore(b)
 	gen := newBenchText(4)
 	ctx := context.Background()
 	texts := make([]string, 512)
