@@ -45,15 +45,7 @@ func (b benchText) sentence(words int) string {
 // user, embedded with the local embedder.
 func benchStore(b *testing.B) *vectorstore.Embedded {
 	b.Helper()
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	emb, err := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, emb := openBenchStore(b)
 	gen := newBenchText(1)
 	ctx := context.Background()
 	const batch = 1000
