@@ -53,7 +53,7 @@ ingest_vs_raw >= 0.3.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Memories, "memories", bench.DefaultMemories, "memories stored before the latency phase")
-	f.IntVar(&cfg.Users, "users", 0, fmt.Sprintf("users the memories are spread over, the asked user holding memories/users (default %d, at most --memories)", bench.DefaultUsers))
+	f.IntVar(&cfg.Users, "users", 0, fmt.Sprintf("users the memories are spread over, the asked user holding memories/users (default %d, or --memories/%d when fewer)", bench.DefaultUsers, bench.DefaultMemories/bench.DefaultUsers))
 	f.IntVar(&cfg.Requests, "requests", bench.DefaultRequests, "timed context requests (and as many bare round trips), after a warm-up of a tenth")
 	f.IntVar(&cfg.IngestMessages, "ingest-messages", bench.DefaultIngestMessages, "messages of the raw JetStream and of the ingest phase each")
 	f.IntVar(&cfg.Sessions, "sessions", bench.DefaultSessions, "sessions of the extraction phase")

@@ -62,7 +62,10 @@ var (
 type Config struct {
 	// Memories stored before the latency phase; default DefaultMemories.
 	Memories int
-	// Users the memories are spread over; default DefaultUsers, at most Memories.
+	// Users the memories are spread over; default DefaultUsers, fewer when
+	// Memories is small, so that the asked user holds DefaultMemories/DefaultUsers
+	// memories (a pack recalls only memories related to its query, and a user
+	// with two memories often has none).
 	Users int
 	// Requests is how many context requests (and as many echo requests) are
 	// timed, after a warm-up of a tenth of them; default DefaultRequests.
@@ -89,7 +92,7 @@ func (c *Config) setDefaults() {
 		c.Memories = DefaultMemories
 	}
 	if c.Users == 0 {
-		c.Users = min(DefaultUsers, c.Memories)
+		c.Users = max(1, min(DefaultUsers, c.Memories*DefaultUsers/DefaultMemories))
 	}
 	if c.Requests == 0 {
 		c.Requests = DefaultRequests

@@ -101,6 +101,18 @@ func TestRunSmall(t *testing.T) {
 	}
 }
 
+func TestConfigDefaultUsers(t *testing.T) {
+	for _, tc := range []struct{ memories, want int }{
+		{0, DefaultUsers}, {DefaultMemories, DefaultUsers}, {1_000_000, DefaultUsers}, {2_000, 20}, {50, 1},
+	} {
+		c := Config{Memories: tc.memories}
+		c.setDefaults()
+		if c.Users != tc.want {
+			t.Errorf("%d memories: %d users by default, want %d", tc.memories, c.Users, tc.want)
+		}
+	}
+}
+
 func TestConfigValidateNamesTheField(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
