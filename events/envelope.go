@@ -160,6 +160,20 @@ func (e Envelope) Subject() (string, error) {
 	}
 }
 
+// Encode is what goes on the wire for e: e validated, its subject and its JSON.
+func (e Envelope) Encode() (subject string, data []byte, err error) {
+	if err := e.Validate(); err != nil {
+		return "", nil, err
+	}
+	if subject, err = e.Subject(); err != nil {
+		return "", nil, err
+	}
+	if data, err = json.Marshal(e); err != nil {
+		return "", nil, fmt.Errorf("event %s: encode: %w", e.ID, err)
+	}
+	return subject, data, nil
+}
+
 // CheckSubject verifies that an envelope received on subject belongs there, so a
 // producer cannot file an event under another tenant, user or session by lying in
 // either the subject or the body.

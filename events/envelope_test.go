@@ -69,6 +69,29 @@ func TestEnvelopeJSONRoundTrip(t *testing.T) {
 	})
 }
 
+// Encode gives what a consumer accepts: Decode returns the envelope, and the
+// subject is the one CheckSubject expects; an invalid envelope is refused.
+func TestEnvelopeEncode(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		e := genEnvelope().Draw(t, "envelope")
+		subject, data, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(data)
+		if err != nil || !reflect.DeepEqual(got, e) {
+			t.Fatalf("Decode(Encode) = %#v, %v; want %#v", got, err, e)
+		}
+		if err := got.CheckSubject(subject); err != nil {
+			t.Fatalf("encoded on %s: %v", subject, err)
+		}
+		e.Tenant = ""
+		if _, _, err := e.Encode(); !errors.Is(err, ErrInvalidEvent) {
+			t.Fatalf("Encode without a tenant = %v, want ErrInvalidEvent", err)
+		}
+	})
+}
+
 func TestEnvelopeSubjectParsesBackToItsIDs(t *testing.T) {
 	kinds := map[Type]SubjectKind{
 		TypeObservation: SubjectObservation, TypeSessionEnded: SubjectEnded, TypeMemoryHit: SubjectHit,

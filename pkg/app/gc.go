@@ -32,8 +32,7 @@ const maxGCPercent = 10_000
 var heapFloor struct {
 	bytes atomic.Uint64 // 0: off
 	armed atomic.Bool   // a cleanup waits for the next cycle
-	mu    sync.Mutex    // serialises retune
-	scan  []metrics.Sample
+	mu    sync.Mutex    // serialises retuneGC, whose last SetGCPercent wins
 }
 
 // gcSentinel's only job is to become garbage: its cleanup runs after the cycle
@@ -72,10 +71,7 @@ func afterNextGC() {
 func retuneGC() {
 	heapFloor.mu.Lock()
 	defer heapFloor.mu.Unlock()
-	if heapFloor.scan == nil {
-		heapFloor.scan = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
-	}
-	s := heapFloor.scan
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 	metrics.Read(s)
 	debug.SetGCPercent(gcPercent(heapFloor.bytes.Load(), s[0].Value.Uint64(), s[1].Value.Uint64()+s[2].Value.Uint64()))
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -57,21 +56,12 @@ func observations(tenant string, n, users int, seed uint64) ([]*nats.Msg, error)
 	return msgs, nil
 }
 
+// envelopeMsg is env as producers publish it (bus.EventMsg).
 func envelopeMsg(env events.Envelope) (*nats.Msg, error) {
-	if err := env.Validate(); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	subject, err := env.Subject()
+	msg, err := bus.EventMsg(env)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	msg.Header.Set(events.HeaderMsgID, env.ID)
 	return msg, nil
 }
 

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -23,16 +22,9 @@ func (c *Client) Publish(ctx context.Context, env events.Envelope) error {
 	if env.Tenant != c.cfg.Tenant {
 		return fmt.Errorf("%w: tenant is %q but this client speaks for %q", ErrInvalidEvent, env.Tenant, c.cfg.Tenant)
 	}
-	if err := env.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
-	}
-	subject, err := env.Subject()
+	subject, data, err := env.Encode()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
-	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		return fmt.Errorf("%w: event %s: encode: %w", ErrInvalidEvent, env.ID, err)
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderMsgID, env.ID)

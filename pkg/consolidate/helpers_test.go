@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
@@ -157,17 +157,10 @@ func (e *testEnv) snapshot(t *testing.T, userID string) string {
 // publish sends env on its subject with its id as Nats-Msg-Id, as producers do.
 func publish(t testing.TB, js jetstream.JetStream, env events.Envelope) {
 	t.Helper()
-	subject, err := env.Subject()
+	msg, err := bus.EventMsg(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	msg.Header.Set(events.HeaderMsgID, env.ID)
 	if _, err := js.PublishMsg(testCtx(t), msg); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ package eventstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -62,14 +61,7 @@ func New(cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error)
 // Save validates env and publishes it on its subject with Nats-Msg-Id = env.ID, so a
 // repeated Save within the stream's duplicate window is stored once.
 func (s *Store) Save(ctx context.Context, env events.Envelope) (uint64, error) {
-	if err := env.Validate(); err != nil {
-		return 0, fmt.Errorf("eventstore: save: %w", err)
-	}
-	subject, err := env.Subject()
-	if err != nil {
-		return 0, fmt.Errorf("eventstore: save: %w", err)
-	}
-	data, err := json.Marshal(env)
+	subject, data, err := env.Encode()
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: save: %w", err)
 	}

@@ -545,16 +545,9 @@ func (w *Worker) publishWritten(ctx context.Context, ended events.Envelope, extr
 	env := events.New(events.TypeMemoryWritten, ended.Tenant, ended.UserID, ended.AgentID, ended.SessionID)
 	env.ID = writtenID(extractedBy)
 	env.MemoryWritten = body
-	if err := env.Validate(); err != nil {
-		return bus.Permanent(fmt.Errorf("extract: memory_written for %s: %w", ended.ID, err))
-	}
-	subject, err := env.Subject()
+	subject, data, err := env.Encode()
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("extract: memory_written for %s: %w", ended.ID, err))
-	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		return fmt.Errorf("extract: encode memory_written for %s: %w", ended.ID, err)
 	}
 	if _, err := w.deps.JS.Publish(ctx, subject, data, jetstream.WithMsgID(env.ID)); err != nil {
 		return fmt.Errorf("extract: publish memory_written for %s: %w", ended.ID, err)

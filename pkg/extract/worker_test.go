@@ -260,20 +260,7 @@ func waitStatus(t *testing.T, js jetstream.JetStream, user, session, want string
 func waitIdle(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	durable := bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{}).Durable
-	bustest.Eventually(t, waitLong, func() error {
-		c, err := js.Consumer(context.Background(), bus.DefaultStream, durable)
-		if err != nil {
-			return err
-		}
-		info, err := c.Info(context.Background())
-		if err != nil {
-			return err
-		}
-		if info.NumPending != 0 || info.NumAckPending != 0 {
-			return fmt.Errorf("consumer has %d pending, %d unacked", info.NumPending, info.NumAckPending)
-		}
-		return nil
-	})
+	bustest.WaitSettled(t, js, bus.DefaultStream, durable, waitLong)
 }
 
 // written returns the memory_written events of user, oldest first.

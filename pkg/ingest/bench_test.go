@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -24,15 +23,11 @@ func benchObservations(b *testing.B, n int) []*nats.Msg {
 		s := i / 20
 		env := events.New(events.TypeObservation, "acme", fmt.Sprintf("u%03d", s%100), "bot", fmt.Sprintf("s-%05d", s))
 		env.Observation = &events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("Remember: my project number %d uses the %d-column layout", i, i%7+2)}
-		data, err := json.Marshal(env)
+		msg, err := bus.EventMsg(env)
 		if err != nil {
 			b.Fatal(err)
 		}
-		subject, err := env.Subject()
-		if err != nil {
-			b.Fatal(err)
-		}
-		msgs[i] = &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{env.ID}}}
+		msgs[i] = msg
 	}
 	return msgs
 }

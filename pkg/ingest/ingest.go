@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -353,12 +352,12 @@ func (w *Worker) publishWritten(ctx context.Context, envs []events.Envelope, rec
 	}
 	for n, k := range order {
 		a := byKey[k]
-		subject, data, id, err := writtenMessage(a.src, a.ids)
+		msg, err := bus.EventMsg(writtenEvent(a.src, a.ids))
 		if err != nil {
 			fail(a, bus.Permanent(err))
 			continue
 		}
-		if futures[n], err = w.deps.JS.PublishAsync(subject, data, jetstream.WithMsgID(id)); err != nil {
+		if futures[n], err = w.deps.JS.PublishMsgAsync(msg); err != nil {
 			fail(a, err)
 		}
 	}
@@ -376,18 +375,12 @@ func (w *Worker) publishWritten(ctx context.Context, envs []events.Envelope, rec
 	}
 }
 
-// writtenMessage is the memory_written event announcing memoryIDs of src's session.
-func writtenMessage(src events.Envelope, memoryIDs []string) (subject string, data []byte, id string, err error) {
+// writtenEvent is the memory_written event announcing memoryIDs of src's session.
+func writtenEvent(src events.Envelope, memoryIDs []string) events.Envelope {
 	env := events.New(events.TypeMemoryWritten, src.Tenant, src.UserID, src.AgentID, src.SessionID)
 	sorted := slices.Sorted(slices.Values(memoryIDs))
 	sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
 	env.ID = "written-" + hex.EncodeToString(sum[:16])
 	env.MemoryWritten = &events.MemoryWritten{MemoryIDs: memoryIDs, SourceSessionID: src.SessionID}
-	if subject, err = env.Subject(); err != nil {
-		return "", nil, "", err
-	}
-	if data, err = json.Marshal(env); err != nil {
-		return "", nil, "", err
-	}
-	return subject, data, env.ID, nil
+	return env
 }

@@ -114,21 +114,7 @@ func encode(t *testing.T, env events.Envelope) (string, []byte) {
 // state first, so a state showing an event does not mean its episode is stored yet.
 func (r rig) settled(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	bustest.Eventually(t, 10*time.Second, func() error {
-		cons, err := r.js.Consumer(ctx, bus.DefaultStream, bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable)
-		if err != nil {
-			return err
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if busy := info.NumPending + uint64(info.NumAckPending); busy > 0 {
-			return fmt.Errorf("%d observations not acknowledged", busy)
-		}
-		return nil
-	})
+	bustest.WaitSettled(t, r.js, bus.DefaultStream, bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable, 10*time.Second)
 }
 
 func (r rig) episodes(t *testing.T, user string) []vectorstore.Record {

@@ -2,12 +2,10 @@ package pipeline_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
@@ -35,15 +33,11 @@ func BenchmarkBatchWorker(b *testing.B) {
 		env := events.New(events.TypeObservation, "acme", fmt.Sprintf("u%03d", i/20%100), "bot", fmt.Sprintf("s-%05d", i/20))
 		env.Observation = &events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("I have been leading project %d for %d months.", i, i%30+2),
 			Meta: map[string]any{"dia_id": fmt.Sprintf("D%d:%d", i/20+1, i%20+1)}}
-		data, err := json.Marshal(env)
+		msg, err := bus.EventMsg(env)
 		if err != nil {
 			b.Fatal(err)
 		}
-		subject, err := env.Subject()
-		if err != nil {
-			b.Fatal(err)
-		}
-		msgs[i] = &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{env.ID}}}
+		msgs[i] = msg
 	}
 	bustest.PublishAndDrain(b, srv, bus.DefaultStream, cfg.Consumer.Durable, msgs)
 }

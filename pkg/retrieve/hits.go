@@ -1,15 +1,14 @@
 package retrieve
 
 import (
-	"encoding/json"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/obs"
 )
 
@@ -152,16 +151,9 @@ func (p *hitPublisher) send(ev hitEvent) (sentHit, bool) {
 	env.TS = ev.ts
 	env.MemoryHit = &events.MemoryHit{MemoryIDs: ev.ids, Query: ev.req.Query}
 	h := sentHit{ev: ev, id: env.ID, deadline: time.Now().Add(p.timeout)}
-	subject, err := env.Subject()
+	msg, err := bus.EventMsg(env)
 	if err == nil {
-		err = env.Validate()
-	}
-	var data []byte
-	if err == nil {
-		data, err = json.Marshal(env)
-	}
-	if err == nil {
-		h.fut, err = p.js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{events.HeaderMsgID: []string{env.ID}}})
+		h.fut, err = p.js.PublishMsgAsync(msg)
 	}
 	if err != nil {
 		p.logFailure(h, "memory_hit event not published", zap.Error(err))

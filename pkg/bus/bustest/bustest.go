@@ -108,8 +108,8 @@ func PublishAndDrain(b *testing.B, srv *server.Server, stream, durable string, m
 	b.Helper()
 	ctx := context.Background()
 	js := JetStream(b, srv)
-	cons, err := js.Consumer(ctx, stream, durable)
-	if err != nil {
+	// A missing durable fails now rather than after WaitSettled's timeout.
+	if _, err := js.Consumer(ctx, stream, durable); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -126,20 +126,32 @@ func PublishAndDrain(b *testing.B, srv *server.Server, stream, durable string, m
 		}
 	}
 	<-js.PublishAsyncComplete()
-	Eventually(b, 5*time.Minute, func() error {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if busy := info.NumPending + uint64(info.NumAckPending); busy > 0 {
-			return fmt.Errorf("%d not acked", busy)
-		}
-		return nil
-	})
+	WaitSettled(b, js, stream, durable, 5*time.Minute)
 	b.StopTimer()
 	elapsed, cpu := time.Since(began), processCPU(b)-cpuBefore
 	b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(len(msgs)), "cpu-µs/msg")
+}
+
+// WaitSettled waits until the durable has delivered every message of its stream
+// and seen each acknowledged, failing t after timeout.
+func WaitSettled(t testing.TB, js jetstream.JetStream, stream, durable string, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	Eventually(t, timeout, func() error {
+		cons, err := js.Consumer(ctx, stream, durable)
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 {
+			return fmt.Errorf("durable %s: %d pending, %d unacknowledged", durable, info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
 }
 
 // processCPU is the user and system CPU time the process has used.
