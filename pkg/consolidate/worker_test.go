@@ -51,18 +51,7 @@ func (e *testEnv) waitConsumed(t testing.TB) {
 
 // consumed says what the consolidator's durable has not acknowledged yet.
 func (e *testEnv) consumed(ctx context.Context) error {
-	info, err := e.js.Consumer(ctx, bus.DefaultStream, "agentmem-consolidator")
-	if err != nil {
-		return err
-	}
-	ci, err := info.Info(ctx)
-	if err != nil {
-		return err
-	}
-	if ci.NumPending != 0 || ci.NumAckPending != 0 {
-		return fmt.Errorf("%d pending, %d unacknowledged", ci.NumPending, ci.NumAckPending)
-	}
-	return nil
+	return bustest.Settled(ctx, e.js, bus.DefaultStream, "agentmem-consolidator")
 }
 
 // End to end over the stream: consolidate_requested merges, memory_hit counts

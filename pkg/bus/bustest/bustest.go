@@ -133,25 +133,28 @@ func PublishAndDrain(b *testing.B, srv *server.Server, stream, durable string, m
 	b.ReportMetric(float64(cpu.Microseconds())/float64(len(msgs)), "cpu-µs/msg")
 }
 
-// WaitSettled waits until the durable has delivered every message of its stream
-// and seen each acknowledged, failing t after timeout.
+// WaitSettled waits until Settled, failing t after timeout.
 func WaitSettled(t testing.TB, js jetstream.JetStream, stream, durable string, timeout time.Duration) {
 	t.Helper()
-	ctx := context.Background()
-	Eventually(t, timeout, func() error {
-		cons, err := js.Consumer(ctx, stream, durable)
-		if err != nil {
-			return err
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.NumPending != 0 || info.NumAckPending != 0 {
-			return fmt.Errorf("durable %s: %d pending, %d unacknowledged", durable, info.NumPending, info.NumAckPending)
-		}
-		return nil
-	})
+	Eventually(t, timeout, func() error { return Settled(context.Background(), js, stream, durable) })
+}
+
+// Settled is nil once the durable has delivered every message of its stream and
+// seen each acknowledged, else an error saying how many are pending and
+// unacknowledged.
+func Settled(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
+	cons, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		return err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.NumPending != 0 || info.NumAckPending != 0 {
+		return fmt.Errorf("durable %s: %d pending, %d unacknowledged", durable, info.NumPending, info.NumAckPending)
+	}
+	return nil
 }
 
 // processCPU is the user and system CPU time the process has used.
