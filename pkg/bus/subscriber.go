@@ -288,6 +288,9 @@ func (s *Subscriber) skip(msg jetstream.Msg) {
 	}
 }
 
+// ackTimeout bounds the wait for the consumer's confirmation of an ack.
+const ackTimeout = 5 * time.Second
+
 // process hands one message to the Router and settles it with the server,
 // extending its ack deadline at fl's heartbeats until MaxProcessing has passed.
 func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message, out chan<- *message.Message, stop <-chan struct{}) {
@@ -303,8 +306,13 @@ func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message,
 		case <-wm.Acked():
 			// A confirmed ack: an ack lost on the way would redeliver a processed
 			// message, and an unconfirmed one may still sit in the connection's
-			// buffer when Close returns.
-			if err := fl.ack(msg); err != nil {
+			// buffer when Close returns. The consumer's reply is the confirmation;
+			// a flush only tells that the server read the ack, which its consumer
+			// may not have applied when the server stops (measured: the durable
+			// lost its position over a restart).
+			ackCtx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+			defer cancel()
+			if err := msg.DoubleAck(ackCtx); err != nil {
 				s.messageLogger(msg, wm).Warn("ack not confirmed; the message may be redelivered", zap.Error(err))
 			}
 			return
