@@ -293,6 +293,18 @@ func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing
 	if again := EpisodeRecord(tenant, user, obs, ep); again.ID != rec.ID {
 		t.Fatalf("redelivery gives id %s, first delivery %s", again.ID, rec.ID)
 	}
+	// Ids follow the observations' time, so that the store's id index grows at its end.
+	later, earlier := obs, obs
+	later.TS, later.EventID = obs.TS.Add(time.Millisecond), "01JD3R"
+	earlier.TS, earlier.EventID = obs.TS.Add(-time.Hour), "01JD3S"
+	for _, o := range []Observation{later, earlier} {
+		e := ep
+		e.Time = o.TS
+		id := EpisodeRecord(tenant, user, o, e).ID
+		if (id > rec.ID) != o.TS.After(obs.TS) {
+			t.Errorf("episode of %s has id %s; of %s, %s: not in time order", o.TS, id, obs.TS, rec.ID)
+		}
+	}
 	for range 2 {
 		if err := store.Upsert(context.Background(), rec); err != nil {
 			t.Fatal(err)

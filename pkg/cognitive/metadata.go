@@ -151,7 +151,9 @@ func EpisodeMetadata(ep Episode, chatID string) map[string]any {
 // EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
 // vector (embed EpisodeStatement(obs, ep)). The id is deterministic from the source
 // observation (its event id when set, else chat, time and text), so a redelivered
-// observation upserts the same record instead of adding a duplicate.
+// observation upserts the same record instead of adding a duplicate; it is
+// time-ordered by ep.Time (vectorstore.TimeOrderedID), so the embedded store's id
+// index grows at its end as observations arrive.
 //
 // The record's text is the exchange: the messages of obs.Before, a line each, then
 // the statement. An answer is rarely understood, or found, without the question it
@@ -171,7 +173,7 @@ func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorsto
 		}
 	}
 	rec := vectorstore.Record{
-		ID:         vectorstore.DeterministicID("episodic", tenant, userID, source),
+		ID:         vectorstore.TimeOrderedID(ep.Time, "episodic", tenant, userID, source),
 		Tenant:     tenant,
 		UserID:     userID,
 		MemoryType: vectorstore.Episodic,

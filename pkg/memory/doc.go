@@ -72,7 +72,8 @@
 // # Identifiers
 //
 // Record ids are UUIDv5 (vectorstore.DeterministicID), derived from the input so
-// that a retry upserts instead of duplicating:
+// that a retry upserts instead of duplicating (episodes from observations carry
+// time-ordered ids, vectorstore.TimeOrderedID, of their event):
 //
 //   - episodic add: ("add", tenant, user, "episodic", chat, text); adding the same
 //     text in the same chat again finds the memory and changes nothing;

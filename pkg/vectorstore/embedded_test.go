@@ -170,24 +170,6 @@ func TestEmbeddedConcurrentWritesKeepVectorsInSync(t *testing.T) {
 	}
 }
 
-func TestDeterministicID(t *testing.T) {
-	a := vectorstore.DeterministicID("acme", "u1", "event-1")
-	if a != vectorstore.DeterministicID("acme", "u1", "event-1") {
-		t.Fatal("not deterministic")
-	}
-	for _, other := range [][]string{{"acme", "u1", "event-2"}, {"acme", "u1event-1"}, {"acm", "eu1", "event-1"}, {"acme", "u1", "event-1", ""}} {
-		if vectorstore.DeterministicID(other...) == a {
-			t.Errorf("%q collides with (acme, u1, event-1)", other)
-		}
-	}
-	if _, err := vectorstore.CanonicalID(a); err != nil {
-		t.Fatalf("not a UUID: %v", err)
-	}
-	if a[14] != '5' {
-		t.Errorf("%s is not a version 5 UUID", a)
-	}
-}
-
 // A batched payload update reads its records from the loaded partition when it
 // can and from SQLite when it cannot; both must give the same records, and a
 // patch without a vector must leave the vector bit for bit as it was, in memory
