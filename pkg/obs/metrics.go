@@ -25,6 +25,15 @@ type Metrics struct {
 	messages    *prometheus.CounterVec
 	duration    prometheus.ObserverVec
 	deadLetters *prometheus.CounterVec
+	// outcomes holds the children of the known outcomes, looked up once: every
+	// message is observed, and a label lookup hashes the label values each time.
+	outcomes map[Outcome]outcomeMetrics
+}
+
+// outcomeMetrics are the series of one outcome.
+type outcomeMetrics struct {
+	messages prometheus.Counter
+	duration prometheus.Observer
 }
 
 // NewMetrics registers (or reuses, when another worker already registered them) the
@@ -71,9 +80,10 @@ func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
 		duration:    duration.MustCurryWith(labels),
 		deadLetters: deadLetters.MustCurryWith(labels),
 	}
-	// Export every outcome from the start, so rate() and alerts see zeros, not gaps.
+	// Every outcome is exported from the start, so rate() and alerts see zeros, not gaps.
+	m.outcomes = make(map[Outcome]outcomeMetrics, 3)
 	for _, o := range []Outcome{OutcomeOK, OutcomeRetry, OutcomeDeadLetter} {
-		m.messages.WithLabelValues(string(o))
+		m.outcomes[o] = outcomeMetrics{m.messages.WithLabelValues(string(o)), m.duration.WithLabelValues(string(o))}
 	}
 	return m, nil
 }
@@ -96,8 +106,12 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 
 // ObserveMessage records one handled message and how long its handler took.
 func (m *Metrics) ObserveMessage(outcome Outcome, took time.Duration) {
-	m.messages.WithLabelValues(string(outcome)).Inc()
-	m.duration.WithLabelValues(string(outcome)).Observe(took.Seconds())
+	om, ok := m.outcomes[outcome]
+	if !ok {
+		om = outcomeMetrics{m.messages.WithLabelValues(string(outcome)), m.duration.WithLabelValues(string(outcome))}
+	}
+	om.messages.Inc()
+	om.duration.Observe(took.Seconds())
 }
 
 // DeadLetter records one message sent to the dead-letter stream. reason must come from
