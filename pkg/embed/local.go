@@ -93,24 +93,31 @@ func (l *Local) Embed(ctx context.Context, texts []string) ([][]float32, error) 
 // featurePool: a map sized for a message's features is most of what embedding
 // one would allocate.
 type features struct {
-	// tf and weight per feature, keyed by its 64-bit hash: collisions at 64 bits
+	// slot of each feature in list, keyed by its 64-bit hash: collisions at 64 bits
 	// are negligible, and the hash is needed anyway for the bucket and the sign.
-	byHash map[uint64]feature
-	// order is the first-seen order, so the float sums run in the same order on
-	// every call (map order is random and float addition is not associative).
-	order []uint64
+	slot map[uint64]int
+	// list holds the features in first-seen order, so the float sums run in the
+	// same order on every call (map order is random and float addition is not
+	// associative), and summing them needs no map lookups.
+	list []feature
 }
 
-type feature struct{ tf, weight float64 }
+type feature struct {
+	hash       uint64
+	tf, weight float64
+}
 
-var featurePool = sync.Pool{New: func() any { return &features{byHash: map[uint64]feature{}} }}
+var featurePool = sync.Pool{New: func() any { return &features{slot: map[uint64]int{}} }}
 
 func (fs *features) add(h fnv64, w float64) {
-	f, seen := fs.byHash[uint64(h)]
+	i, seen := fs.slot[uint64(h)]
 	if !seen {
-		fs.order = append(fs.order, uint64(h))
+		i = len(fs.list)
+		fs.slot[uint64(h)] = i
+		fs.list = append(fs.list, feature{hash: uint64(h)})
 	}
-	fs.byHash[uint64(h)] = feature{tf: f.tf + 1, weight: w}
+	fs.list[i].tf++
+	fs.list[i].weight = w
 }
 
 // addTrigrams adds the character trigrams of w padded with '#' at both ends.
@@ -136,8 +143,8 @@ func (l *Local) embed(text string) []float32 {
 	words := bm25.Tokenize(text)
 	fs := featurePool.Get().(*features)
 	defer func() {
-		clear(fs.byHash)
-		fs.order = fs.order[:0]
+		clear(fs.slot)
+		fs.list = fs.list[:0]
 		featurePool.Put(fs)
 	}()
 	for i, w := range words {
@@ -148,15 +155,18 @@ func (l *Local) embed(text string) []float32 {
 		fs.addTrigrams(w)
 	}
 	v := make([]float32, l.dims)
-	for _, h := range fs.order {
-		f := fs.byHash[h]
-		x := f.weight * (1 + math.Log(f.tf))
+	for _, f := range fs.list {
+		x := f.weight
+		// Most features occur once, and 1+ln 1 is exactly 1.
+		if f.tf > 1 {
+			x *= 1 + math.Log(f.tf)
+		}
 		// The top bit picks the sign so that colliding features cancel on average
 		// instead of piling up (the "signed hashing trick").
-		if h>>63 == 1 {
+		if f.hash>>63 == 1 {
 			x = -x
 		}
-		v[h%uint64(l.dims)] += float32(x)
+		v[f.hash%uint64(l.dims)] += float32(x)
 	}
 	Normalize(v)
 	return v

@@ -457,7 +457,6 @@ const upsertSQL = `INSERT INTO records (id, tenant, user_id, memory_type, scope,
 func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 	norm := make([]Record, len(recs))
 	metas := make([]string, len(recs))
-	args := make([][]any, len(recs))
 	for i, r := range recs {
 		n, err := r.Normalize(s.cfg.Dimensions)
 		if err != nil {
@@ -466,7 +465,6 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 		if metas[i], err = encodeMetadata(n.ID, n.Metadata); err != nil {
 			return s.wrap("upsert", err)
 		}
-		args[i] = recordArgs(n, metas[i])
 		norm[i] = storedForm(n)
 	}
 	// One statement, prepared once per connection, serves every row: parsing the
@@ -483,8 +481,9 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 			return err
 		}
 		defer st.Close()
+		var args rowArgs
 		for i, r := range norm {
-			err := st.QueryRowContext(ctx, args[i]...).Scan(&rids[i])
+			err := st.QueryRowContext(ctx, args.set(r, metas[i])...).Scan(&rids[i])
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("%w: record %s", ErrConflict, r.ID)
 			}
@@ -581,7 +580,7 @@ const updateSQL = `UPDATE records SET memory_type = ?, scope = ?, kind = ?, key 
 		vector = coalesce(?, vector), ts = ?, chat_id = ?, who = ?, hit_count = ?, confidence = ?, expires_at = ?, metadata = ?
 	WHERE rid = ?`
 
-// vectorArg is the index of the vector among recordArgs.
+// vectorArg is the index of the vector among rowArgs.set's values.
 const vectorArg = 8
 
 // UpdatePayload implements Store: UpdatePayloads of one patch.
@@ -653,8 +652,9 @@ func (s *Embedded) UpdatePayloads(ctx context.Context, tenant, userID string, pa
 		if err != nil {
 			return err
 		}
+		var args rowArgs
 		for i, p := range out {
-			vals := recordArgs(p.rec, p.meta)
+			vals := args.set(p.rec, p.meta)
 			if byID[p.rec.ID].Vector == nil {
 				vals[vectorArg] = nil
 			}

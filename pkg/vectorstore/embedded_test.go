@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore/vectorstoretest"
 	"go.uber.org/zap/zaptest"
@@ -235,6 +238,128 @@ func TestEmbeddedUpdatePayloadsKeepsVectorsExactly(t *testing.T) {
 	for _, r := range recs {
 		if got, want := reopened[r.ID], after[r.ID]; !slices.Equal(got.Vector, want.Vector) || got.HitCount != want.HitCount {
 			t.Errorf("%s after reopening: vector %v hits %d, want %v and %d", r.ID, got.Vector, got.HitCount, want.Vector, want.HitCount)
+		}
+	}
+}
+
+// One Upsert encodes its rows one after another in the same argument slices:
+// every row of a batch must still reach the file with its own vector and
+// metadata, read back after reopening (so from SQLite, not the partition cache).
+func TestEmbeddedUpsertBatchStoresEachRow(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vectors.db")
+	const dims = 8
+	recs := make([]vectorstore.Record, 20)
+	for i := range recs {
+		vec := make([]float32, dims)
+		for j := range vec {
+			vec[j] = float32((i+1)*(j+3)%17) - 8.5
+		}
+		recs[i] = vectorstore.Record{
+			ID: vectorstore.DeterministicID("batch-rows", fmt.Sprint(i)), Tenant: "acme", UserID: "u1",
+			MemoryType: vectorstore.Episodic, Text: fmt.Sprintf("row %d", i), Vector: vec,
+			Metadata: map[string]any{"i": float64(i), "tag": strings.Repeat("x", i)},
+		}
+	}
+	s := openEmbedded(t, path, dims)
+	if err := s.Upsert(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openEmbedded(t, path, dims)
+	for _, r := range recs {
+		got, err := s.Get(ctx, "acme", "u1", r.ID)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Get %s: %v, %v", r.ID, got, err)
+		}
+		want := slices.Clone(r.Vector)
+		embed.Normalize(want)
+		if !slices.Equal(got[0].Vector, want) || !reflect.DeepEqual(got[0].Metadata, r.Metadata) || got[0].Text != r.Text {
+			t.Errorf("%s: vector %v metadata %v text %q; want %v, %v, %q", r.ID, got[0].Vector, got[0].Metadata, got[0].Text, want, r.Metadata, r.Text)
+		}
+	}
+}
+
+// Batches of many rows through the reused argument slices: every record lands,
+// an id twice in a batch keeps its last record (in SQLite and in the loaded
+// partition alike), and a conflict anywhere in the batch names its record and
+// writes none.
+func TestEmbeddedUpsertLargeBatches(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vectors.db")
+	s := openEmbedded(t, path, 4)
+	mk := func(user string, i int) vectorstore.Record {
+		return vectorstore.Record{
+			ID: vectorstore.DeterministicID("large", fmt.Sprint(i)), Tenant: "acme", UserID: user,
+			MemoryType: vectorstore.Episodic, Text: fmt.Sprintf("record %d", i), Vector: unit(4, i),
+		}
+	}
+	// Load u1's partition first, so that the batch also goes through the cache.
+	if err := s.Upsert(ctx, mk("u1", 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "acme", "u1", mk("u1", 1000).ID); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]vectorstore.Record, 87)
+	for i := range batch {
+		batch[i] = mk("u1", i)
+	}
+	batch[40].ID = batch[3].ID
+	if err := s.Upsert(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *vectorstore.Embedded, when string) {
+		t.Helper()
+		if n, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil || n != 87 {
+			t.Fatalf("%s: Count = %d, %v; want 87", when, n, err)
+		}
+		for i, r := range batch {
+			got, err := s.Get(ctx, "acme", "u1", r.ID)
+			want := r.Text
+			if i == 3 {
+				want = batch[40].Text
+			}
+			if err != nil || len(got) != 1 || got[0].Text != want {
+				t.Fatalf("%s: record %d: %+v, %v; want text %q", when, i, got, err, want)
+			}
+		}
+	}
+	check(s, "from the loaded partition")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openEmbedded(t, path, 4)
+	check(s, "after reopening")
+
+	theirs := mk("u2", 2000)
+	if err := s.Upsert(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	for name, conflict := range map[string]func(b []vectorstore.Record) (id string){
+		"a stored id": func(b []vectorstore.Record) string {
+			b[30].ID = theirs.ID
+			return theirs.ID
+		},
+		"one new id for two partitions": func(b []vectorstore.Record) string {
+			b[20].ID, b[20].UserID = b[10].ID, "u3"
+			return b[10].ID
+		},
+	} {
+		b := make([]vectorstore.Record, 70)
+		for i := range b {
+			b[i] = mk("u1", 3000+i)
+		}
+		id := conflict(b)
+		if err := s.Upsert(ctx, b...); !errors.Is(err, vectorstore.ErrConflict) || !strings.Contains(err.Error(), id) {
+			t.Errorf("batch with %s: %v, want ErrConflict naming %s", name, err, id)
+		}
+		for user, want := range map[string]int{"u1": 87, "u3": 0} {
+			if n, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: user}); err != nil || n != want {
+				t.Errorf("batch with %s: %s holds %d records (%v), want %d", name, user, n, err, want)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package vectorstore_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,42 @@ func TestTimeOrderedID(t *testing.T) {
 			if (vectorstore.DeterministicID(p1...) == vectorstore.DeterministicID(p2...)) != (id1 == id2) {
 				rt.Fatalf("parts %q and %q in the same millisecond: ids %s and %s", p1, p2, id1, id2)
 			}
+		}
+	})
+}
+
+// TestCanonicalIDMatchesUUID pins CanonicalID to uuid.Parse then String, its
+// fast path for ids already canonical included: every form uuid.Parse accepts
+// (upper case, braces, urn:uuid:, no dashes) and near-misses of the canonical one.
+func TestCanonicalIDMatchesUUID(t *testing.T) {
+	genID := rapid.Custom(func(t *rapid.T) string {
+		b := []byte(uuid.UUID(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "uuid")).String())
+		// Change up to three bytes to characters around the canonical alphabet.
+		for range rapid.IntRange(0, 3).Draw(t, "changes") {
+			b[rapid.IntRange(0, len(b)-1).Draw(t, "at")] = rapid.SampledFrom([]byte("09afgAFG-{}:/ ")).Draw(t, "c")
+		}
+		s := string(b)
+		switch rapid.IntRange(0, 4).Draw(t, "form") {
+		case 1:
+			s = strings.ToUpper(s)
+		case 2:
+			s = "{" + s + "}"
+		case 3:
+			s = "urn:uuid:" + s
+		case 4:
+			s = strings.ReplaceAll(s, "-", "")
+		}
+		return s
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		id := genID.Draw(rt, "id")
+		got, err := vectorstore.CanonicalID(id)
+		u, uerr := uuid.Parse(id)
+		switch {
+		case (err != nil) != (uerr != nil):
+			rt.Fatalf("CanonicalID(%q) error %v, uuid.Parse error %v", id, err, uerr)
+		case err == nil && got != u.String():
+			rt.Fatalf("CanonicalID(%q) = %q, want %q", id, got, u.String())
 		}
 	})
 }

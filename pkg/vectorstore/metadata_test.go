@@ -2,6 +2,7 @@ package vectorstore
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -62,6 +63,22 @@ func TestPropertyDecodeMetadataMatchesEncodingJSON(t *testing.T) {
 	})
 }
 
+// encodeMetadata writes exactly what json.Marshal writes, and fails where it
+// fails (NaN, ±Inf), one document after another through its pooled encoder.
+func TestPropertyEncodeMetadataMatchesMarshal(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		md := rapid.MapOfN(rapid.String(), jsonValue(3), 0, 6).Draw(t, "metadata")
+		got, err := encodeMetadata("id", md)
+		want, wantErr := json.Marshal(md)
+		if (err != nil) != (wantErr != nil) || wantErr == nil && got != string(want) {
+			t.Fatalf("encodeMetadata = %q, %v; json.Marshal: %q, %v", got, err, want, wantErr)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("error %v is not ErrInvalidRecord", err)
+		}
+	})
+}
+
 // Documents json.Marshal never writes (space, escapes of surrogates, malformed or
 // truncated input, other top-level values) decode as encoding/json decodes them,
 // or fail as it does.
@@ -104,16 +121,45 @@ func TestDecodeMetadataReturnsFreshMaps(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeMetadata decodes an episode's metadata as the pipeline writes it,
-// with decodeMetadata and with encoding/json, which it replaces on the read path.
-func BenchmarkDecodeMetadata(b *testing.B) {
-	doc, err := encodeMetadata("id", map[string]any{
+// episodeMetadata is an episode's metadata as the pipeline writes it.
+func episodeMetadata() map[string]any {
+	return map[string]any{
 		"context": "user said in chat-12", "thing": "I adopted a puppy last \"Tuesday\", his name is Max.\nHe is 3 months old.",
 		"time": "2026-11-22T10:00:00.123456Z", "chat_id": "chat-12", "who": "user", "updates": []any{},
 		"source_chat_ids": []any{"chat-12"}, "merged_from_ids": []any{}, "hit_count": 3.0,
 		"source_event_ids": []any{"01JD3Q8Z5K6M7N8P9Q0R1S2T3U", "01JD3Q8Z5K6M7N8P9Q0R1S2T3V"},
 		"source_meta":      []any{map[string]any{"dia_id": "D1:3"}, map[string]any{"dia_id": "D1:4"}},
+	}
+}
+
+// BenchmarkEncodeMetadata encodes an episode's metadata, with encodeMetadata and
+// with json.Marshal, which it replaces on the write path.
+func BenchmarkEncodeMetadata(b *testing.B) {
+	md := episodeMetadata()
+	b.Run("pooled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := encodeMetadata("id", md); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			doc, err := json.Marshal(md)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = string(doc)
+		}
+	})
+}
+
+// BenchmarkDecodeMetadata decodes an episode's metadata as the pipeline writes it,
+// with decodeMetadata and with encoding/json, which it replaces on the read path.
+func BenchmarkDecodeMetadata(b *testing.B) {
+	doc, err := encodeMetadata("id", episodeMetadata())
 	if err != nil {
 		b.Fatal(err)
 	}

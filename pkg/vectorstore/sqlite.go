@@ -51,9 +51,19 @@ var schema = []string{
 const recordCols = `r.rid, r.id, r.tenant, r.user_id, r.memory_type, r.scope, r.kind, r.key, r.text,
 	r.vector, r.ts, r.chat_id, r.who, r.hit_count, r.confidence, r.expires_at, r.metadata`
 
-// recordArgs are the column values of rec in schema order, from id to metadata
-// (last: meta, rec's metadata as encodeMetadata gives it).
-func recordArgs(rec Record, meta string) []any {
+// rowArgs builds the column values of one record after another in the same
+// slices. Reusing them is safe because the driver copies every argument
+// (modernc.org/sqlite binds texts and blobs into its own memory) before the
+// statement returns; a fresh 4·Dimensions-byte vector per row was most of a
+// write's garbage.
+type rowArgs struct {
+	vals []any
+	vec  []byte
+}
+
+// set returns the column values of rec in schema order, from id to metadata (last:
+// meta, rec's metadata as encodeMetadata gives it), valid until the next set.
+func (a *rowArgs) set(rec Record, meta string) []any {
 	var expires any
 	if !rec.ExpiresAt.IsZero() {
 		expires = rec.ExpiresAt.UnixMicro()
@@ -61,9 +71,11 @@ func recordArgs(rec Record, meta string) []any {
 	if meta == "" {
 		meta = "null"
 	}
-	return []any{rec.ID, rec.Tenant, rec.UserID, string(rec.MemoryType), rec.Scope, rec.Kind, rec.Key, rec.Text,
-		encodeVector(rec.Vector), rec.TS.UnixMicro(), rec.ChatID, rec.Who, rec.HitCount, rec.Confidence,
-		expires, meta}
+	a.vec = appendVector(a.vec[:0], rec.Vector)
+	a.vals = append(a.vals[:0], rec.ID, rec.Tenant, rec.UserID, string(rec.MemoryType), rec.Scope, rec.Kind, rec.Key, rec.Text,
+		a.vec, rec.TS.UnixMicro(), rec.ChatID, rec.Who, rec.HitCount, rec.Confidence,
+		expires, meta)
+	return a.vals
 }
 
 // storedForm is rec as reading its row back gives it (scanRecord), but for the
@@ -105,10 +117,10 @@ func scanRecord(sc interface{ Scan(...any) error }) (rec Record, rid int64, meta
 	return rec, rid, meta, nil
 }
 
-// encodeVector stores v as little-endian float32s, the layout every platform reads
-// back the same.
-func encodeVector(v []float32) []byte {
-	b := make([]byte, 0, 4*len(v))
+// appendVector appends v to b as little-endian float32s, the layout every
+// platform reads back the same.
+func appendVector(b []byte, v []float32) []byte {
+	b = slices.Grow(b, 4*len(v))
 	for _, x := range v {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
 	}

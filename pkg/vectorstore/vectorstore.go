@@ -277,11 +277,37 @@ func nameUUID(parts []string) uuid.UUID {
 
 // CanonicalID parses id as a UUID and returns its canonical lowercase form.
 func CanonicalID(id string) (string, error) {
+	// Ids come canonical nearly always (every id this package makes is); returning
+	// them as they are saves a parse and a new string per record written.
+	if isCanonicalID(id) {
+		return id, nil
+	}
 	u, err := uuid.Parse(id)
 	if err != nil {
 		return "", fmt.Errorf("%w: id %q is not a UUID", ErrInvalidFilter, id)
 	}
 	return u.String(), nil
+}
+
+// isCanonicalID reports whether id is in the form uuid.UUID.String writes:
+// 8-4-4-4-12 lowercase hex digits.
+func isCanonicalID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ValidatePartition checks the (tenant, user) scope of a call.
