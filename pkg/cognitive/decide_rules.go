@@ -2,7 +2,7 @@ package cognitive
 
 import (
 	"context"
-	"fmt"
+	"iter"
 	"regexp"
 	"strings"
 )
@@ -57,16 +57,18 @@ func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
 			return ep, nil
 		}
 	}
-	ws := words(text)
+	// Sentences are cut, and trimmed, only at runes that are not word runes, so
+	// the words of the sentences, in order, are the words of the text: the text is
+	// tokenized once, and sentence i's words are ws[bounds[i]:bounds[i+1]].
 	sentences := splitSentences(text)
-	sentenceWords := make([][]string, len(sentences))
-	chitChat := true
+	ws := make([]string, 0, strings.Count(text, " ")+1) // about one word per space
+	bounds := make([]int, len(sentences)+1)
 	for i, s := range sentences {
-		sentenceWords[i] = words(s.text)
-		chitChat = chitChat && allChitChat(sentenceWords[i])
+		ws = appendWords(ws, s.text)
+		bounds[i+1] = len(ws)
 	}
 	switch {
-	case chitChat:
+	case allChitChat(ws): // every sentence is chit-chat
 		ep.Reason = ReasonChitChat
 		return ep, nil
 	case len(ws) <= 1:
@@ -77,7 +79,7 @@ func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
 	var kept []string
 	questions := 0
 	for i, s := range sentences {
-		sw := sentenceWords[i]
+		sw := ws[bounds[i]:bounds[i+1]]
 		switch {
 		case s.question || (len(sw) > 0 && questionWords[sw[0]]):
 			questions++
@@ -105,7 +107,7 @@ func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
 	if machine {
 		ep.Reason = ReasonAssistantFact
 	}
-	ep.Context = describe(statementKind(words(ep.Thing)), ep.Who, obs.ChatID)
+	ep.Context = describe(statementKind(eachWord(ep.Thing)), ep.Who, obs.ChatID)
 	return ep, nil
 }
 
@@ -126,9 +128,9 @@ func speaker(obs Observation) string {
 // describe is the short context of an episode: its purpose, speaker and chat.
 func describe(kind, who, chatID string) string {
 	if chatID == "" {
-		return fmt.Sprintf("%s by %s", kind, who)
+		return kind + " by " + who
 	}
-	return fmt.Sprintf("%s by %s in chat %s", kind, who, chatID)
+	return kind + " by " + who + " in chat " + chatID
 }
 
 var (
@@ -181,9 +183,15 @@ var rememberKeywords = []string{"remember", "forget", "mind", "note"}
 // position). An ASCII comparison is exact here: no letter of the keywords has a
 // case fold outside ASCII (only k and s do).
 func mentionsRemembering(text string) bool {
-	for _, k := range rememberKeywords {
-		for i := 0; i+len(k) <= len(text); i++ {
-			if asciiEqualFold(text[i:i+len(k)], k) {
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		for _, k := range rememberKeywords {
+			// The first byte is compared here so that most positions cost one
+			// comparison per keyword.
+			if c == k[0] && i+len(k) <= len(text) && asciiEqualFold(text[i:i+len(k)], k) {
 				return true
 			}
 		}
@@ -325,28 +333,46 @@ func contentWords(ws []string) int {
 // statementKinds classify a written statement for its context, first match wins.
 var statementKinds = []struct {
 	kind  string
-	words map[string]bool
+	words []string
 }{
-	{"preference", setOf("like", "likes", "love", "loves", "prefer", "prefers", "enjoy", "enjoys", "hate",
-		"dislike", "favorite", "favourite", "fan")},
-	{"plan", setOf("will", "i'll", "we'll", "going", "plan", "plans", "planning", "intend", "hope",
-		"tomorrow", "next", "soon")},
-	{"relationship", setOf("sister", "brother", "mother", "mom", "mum", "father", "dad", "wife", "husband",
+	{"preference", []string{"like", "likes", "love", "loves", "prefer", "prefers", "enjoy", "enjoys", "hate",
+		"dislike", "favorite", "favourite", "fan"}},
+	{"plan", []string{"will", "i'll", "we'll", "going", "plan", "plans", "planning", "intend", "hope",
+		"tomorrow", "next", "soon"}},
+	{"relationship", []string{"sister", "brother", "mother", "mom", "mum", "father", "dad", "wife", "husband",
 		"son", "daughter", "friend", "partner", "boyfriend", "girlfriend", "family", "kids", "children",
-		"parents", "cousin", "aunt", "uncle", "grandma", "grandpa", "grandmother", "grandfather", "married")},
-	{"location", setOf("live", "lives", "lived", "moved", "move", "moving", "born", "city", "country",
-		"home", "from")},
-	{"identity or affiliation", setOf("name", "student", "work", "works", "job", "study", "studying",
-		"university", "school", "company", "employer", "engineer", "teacher", "doctor", "years")},
+		"parents", "cousin", "aunt", "uncle", "grandma", "grandpa", "grandmother", "grandfather", "married"}},
+	{"location", []string{"live", "lives", "lived", "moved", "move", "moving", "born", "city", "country",
+		"home", "from"}},
+	{"identity or affiliation", []string{"name", "student", "work", "works", "job", "study", "studying",
+		"university", "school", "company", "employer", "engineer", "teacher", "doctor", "years"}},
 }
 
-func statementKind(ws []string) string {
-	for _, k := range statementKinds {
-		for _, w := range ws {
-			if k.words[strings.TrimSuffix(w, "'s")] {
-				return k.kind
+// statementKindOf maps each word of statementKinds to the index of the first
+// kind that lists it, so a statement's words are looked up once, not once per kind.
+var statementKindOf = func() map[string]int {
+	m := make(map[string]int)
+	for i, k := range statementKinds {
+		for _, w := range k.words {
+			if _, ok := m[w]; !ok {
+				m[w] = i
 			}
 		}
 	}
-	return "personal fact or event"
+	return m
+}()
+
+// statementKind is the first of statementKinds that lists one of ws (a
+// possessive counts as its noun).
+func statementKind(ws iter.Seq[string]) string {
+	first := len(statementKinds)
+	for w := range ws {
+		if i, ok := statementKindOf[strings.TrimSuffix(w, "'s")]; ok && i < first {
+			first = i
+		}
+	}
+	if first == len(statementKinds) {
+		return "personal fact or event"
+	}
+	return statementKinds[first].kind
 }

@@ -78,13 +78,15 @@ func PlainMeta(meta map[string]any) map[string]any {
 // values decoded JSON holds; ok is false for anything else (another Go type, a
 // number or string JSON would change or reject), which the round trip handles.
 func plainValue(v any) (out any, ok bool) {
+	// v itself is returned for the values that stay as they are: boxing x again
+	// would allocate.
 	switch x := v.(type) {
 	case nil, bool:
-		return x, true
+		return v, true
 	case string:
-		return x, utf8.ValidString(x)
+		return v, utf8.ValidString(x)
 	case float64:
-		return x, !math.IsInf(x, 0) && !math.IsNaN(x)
+		return v, !math.IsInf(x, 0) && !math.IsNaN(x)
 	case json.Number:
 		// Decoding the literal applies JSON's number syntax, not ParseFloat's
 		// (which takes "0x10", "Inf" or "1_0").
@@ -136,17 +138,23 @@ func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // EpisodeMetadata is the episodic metadata (SPEC C1) of a new memory from ep said
 // in chat chatID.
 func EpisodeMetadata(ep Episode, chatID string) map[string]any {
-	return map[string]any{
-		MetaContext:       ep.Context,
-		MetaThing:         ep.Thing,
-		MetaTime:          isoTime(ep.Time),
-		MetaChatID:        chatID,
-		MetaWho:           ep.Who,
-		MetaUpdates:       []any{},
-		MetaSourceChatIDs: []any{chatID},
-		MetaMergedFromIDs: []any{},
-	}
+	// Sized for the provenance keys EpisodeRecord adds too: growing the map past
+	// its first eight entries would copy it.
+	md := make(map[string]any, episodeMetadataKeys)
+	md[MetaContext] = ep.Context
+	md[MetaThing] = ep.Thing
+	md[MetaTime] = isoTime(ep.Time)
+	md[MetaChatID] = chatID
+	md[MetaWho] = ep.Who
+	md[MetaUpdates] = []any{}
+	md[MetaSourceChatIDs] = []any{chatID}
+	md[MetaMergedFromIDs] = []any{}
+	return md
 }
+
+// episodeMetadataKeys is the most keys an episodic record's metadata starts with:
+// those of EpisodeMetadata and of addProvenance.
+const episodeMetadataKeys = 10
 
 // EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
 // vector (embed EpisodeStatement(obs, ep)). The id is deterministic from the source
@@ -166,18 +174,12 @@ func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorsto
 	if source == "" {
 		source = obs.ChatID + "\x00" + isoTime(obs.TS) + "\x00" + obs.Text
 	}
-	lines := make([]string, 0, len(obs.Before)+1)
-	for _, u := range obs.Before {
-		if text := strings.TrimSpace(u.Text); text != "" {
-			lines = append(lines, speakerLine(u.Who, u.Role, shorten(text, maxContextBytes)))
-		}
-	}
 	rec := vectorstore.Record{
 		ID:         vectorstore.TimeOrderedID(ep.Time, "episodic", tenant, userID, source),
 		Tenant:     tenant,
 		UserID:     userID,
 		MemoryType: vectorstore.Episodic,
-		Text:       strings.Join(append(lines, EpisodeStatement(obs, ep)), "\n"),
+		Text:       episodeText(obs, ep),
 		TS:         ep.Time,
 		ChatID:     obs.ChatID,
 		Who:        ep.Who,
@@ -185,6 +187,36 @@ func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorsto
 	}
 	addProvenance(rec.Metadata, obs)
 	return rec
+}
+
+// episodeText is the text of an episode: the messages of obs.Before, a line each,
+// then the statement. It is built in one buffer, sized for the longest text the
+// lines can make.
+func episodeText(obs Observation, ep Episode) string {
+	statement := EpisodeStatement(obs, ep)
+	if len(obs.Before) == 0 {
+		return statement
+	}
+	size := len(statement)
+	for _, u := range obs.Before {
+		size += len(u.Who) + len(u.Role) + len(": ") + min(len(u.Text), maxContextBytes+len("…")) + len("\n")
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, u := range obs.Before {
+		text := strings.TrimSpace(u.Text)
+		if text == "" {
+			continue
+		}
+		if who := speakerName(u.Who, u.Role); who != "" {
+			b.WriteString(who)
+			b.WriteString(": ")
+		}
+		b.WriteString(shorten(text, maxContextBytes))
+		b.WriteByte('\n')
+	}
+	b.WriteString(statement)
+	return b.String()
 }
 
 // maxContextBytes bounds each context message in an episode's text: a tool's
@@ -238,16 +270,12 @@ func EpisodeStatement(obs Observation, ep Episode) string {
 	return ep.Thing
 }
 
-// speakerLine is one context message: "who: text", with the role when no speaker
-// is named.
-func speakerLine(who, role, text string) string {
-	if who = strings.TrimSpace(who); who == "" {
-		who = strings.TrimSpace(role)
+// speakerName names who said a context message: its speaker, else its role.
+func speakerName(who, role string) string {
+	if who = strings.TrimSpace(who); who != "" {
+		return who
 	}
-	if who == "" {
-		return text
-	}
-	return who + ": " + text
+	return strings.TrimSpace(role)
 }
 
 // FactRecord builds the semantic record of f for (tenant, userID), without its

@@ -112,7 +112,7 @@ var possessives = []replacement{
 // stableFact rewrites sentence, said by who, as a third-person fact when it
 // states a stable attribute.
 func stableFact(sentence, who string) (string, bool) {
-	s := strings.Join(strings.Fields(foldQuotes(sentence)), " ")
+	s := singleSpaced(foldQuotes(sentence))
 	subject := who
 	switch strings.ToLower(who) {
 	case "", "user":

@@ -1,6 +1,7 @@
 package cognitive
 
 import (
+	"iter"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -18,10 +19,17 @@ var quoteFolder = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u02bc", "'
 // Most text has none; it is then returned as is, without the two allocations of a
 // Replace.
 func foldQuotes(s string) string {
-	if !strings.ContainsAny(s, typographicQuotes) {
+	if !hasTypographicQuote(s) {
 		return s
 	}
 	return quoteFolder.Replace(s)
+}
+
+// hasTypographicQuote is strings.ContainsAny(s, typographicQuotes), several times
+// faster: ContainsAny decodes every rune of s against a non-ASCII set, Contains
+// searches for each quote's first byte.
+func hasTypographicQuote(s string) bool {
+	return strings.Contains(s, "\u2019") || strings.Contains(s, "\u2018") || strings.Contains(s, "\u02bc")
 }
 
 // normalizeText is the comparison form of a statement: lower case, letters and
@@ -51,18 +59,57 @@ func normalizeText(s string) string {
 
 // words splits s into lower-case word tokens; apostrophes inside a word are kept
 // ("i'm", "sister's") because the rules read contractions and possessives.
-func words(s string) []string {
-	s = foldQuotes(strings.ToLower(s))
-	f := strings.FieldsFunc(s, func(r rune) bool {
-		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'')
-	})
-	out := f[:0]
-	for _, w := range f {
-		if w = strings.Trim(w, "'"); w != "" {
-			out = append(out, w)
+func words(s string) []string { return appendWords(nil, s) }
+
+// appendWords appends the words of s to ws.
+func appendWords(ws []string, s string) []string {
+	for w := range eachWord(s) {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// apostrophes are the runes a word is trimmed of: the ASCII one and those
+// foldQuotes maps to it.
+const apostrophes = "'" + typographicQuotes
+
+// eachWord yields the words of s, in order. It scans s once and lower-cases each
+// word on its own, so a word already in lower case is a substring of s, not a
+// copy. Case and quotes map rune by rune, so a field found in s is the field a
+// split of the mapped text finds.
+func eachWord(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start, ascii := -1, true
+		for i, r := range s {
+			switch {
+			case isWordRune(r):
+				if start < 0 {
+					start, ascii = i, true
+				}
+				ascii = ascii && r < utf8.RuneSelf
+			case start >= 0:
+				if w := word(s[start:i], ascii); w != "" && !yield(w) {
+					return
+				}
+				start = -1
+			}
+		}
+		if start >= 0 {
+			if w := word(s[start:], ascii); w != "" {
+				yield(w)
+			}
 		}
 	}
-	return out
+}
+
+// word is the word of a field of s: trimmed of apostrophes, lower case, its
+// quotes folded. An ASCII field (most are) holds no typographic quote, which
+// spares it the slower non-ASCII trim and the search for them.
+func word(field string, ascii bool) string {
+	if ascii {
+		return strings.ToLower(strings.Trim(field, "'"))
+	}
+	return foldQuotes(strings.ToLower(strings.Trim(field, apostrophes)))
 }
 
 // sentence is one sentence of a message and whether it asks something.
@@ -117,41 +164,28 @@ func startsQuestion(s string) bool {
 // firstWord is words(s)[0], or "" when s has none. It reads only as far as the
 // first word: splitSentences asks at every comma whether the rest of the text
 // opens a question, and tokenizing that whole rest each time made long messages
-// quadratic. Case and quotes map rune by rune, so a field found in s is the field
-// words finds in the mapped text.
+// quadratic.
 func firstWord(s string) string {
-	start := -1
-	for i, r := range s {
-		if isWordRune(r) {
-			if start < 0 {
-				start = i
-			}
-			continue
-		}
-		if start >= 0 {
-			if w := strings.Trim(foldQuotes(strings.ToLower(s[start:i])), "'"); w != "" {
-				return w
-			}
-			start = -1
-		}
+	for w := range eachWord(s) {
+		return w
 	}
-	if start < 0 {
-		return ""
-	}
-	return strings.Trim(foldQuotes(strings.ToLower(s[start:])), "'")
+	return ""
 }
 
 // isWordRune reports whether r, once lower-cased and quote-folded, belongs to a
 // word of words.
 func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '\''
+	}
 	r = unicode.ToLower(r)
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || strings.ContainsRune(typographicQuotes, r)
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(typographicQuotes, r)
 }
 
 // cleanStatement is the stored form of a statement: single spaces, first letter
 // upper case, one final period (or the question mark it had).
 func cleanStatement(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = singleSpaced(s)
 	s = strings.TrimLeft(s, " ,:;-")
 	end := "."
 	if strings.HasSuffix(s, "?") {
@@ -167,7 +201,7 @@ func cleanStatement(s string) string {
 
 // shorten cuts s to at most n bytes at a word boundary, marking the cut with "…".
 func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = singleSpaced(s)
 	if len(s) <= n {
 		return s
 	}
@@ -179,6 +213,33 @@ func shorten(s string, n int) string {
 		}
 	}
 	return strings.TrimRight(s[:cut], " ,;:") + "…"
+}
+
+// singleSpaced is strings.Join(strings.Fields(s), " "), and s itself when it is
+// already single-spaced, as most statements are: that spares the split and the
+// join their allocations.
+func singleSpaced(s string) string {
+	if isSingleSpaced(s) {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// isSingleSpaced reports whether the only white space of s is single ASCII
+// spaces between words.
+func isSingleSpaced(s string) bool {
+	afterSpace := true // a leading space counts as a double one
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			if afterSpace || r != ' ' {
+				return false
+			}
+			afterSpace = true
+		} else {
+			afterSpace = false
+		}
+	}
+	return !afterSpace || s == ""
 }
 
 func setOf(ws ...string) map[string]bool {
