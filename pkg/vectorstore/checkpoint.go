@@ -63,23 +63,44 @@ func (s *Embedded) startCheckpoints() {
 // checkpoint copies the committed WAL frames into the database file beside the
 // writers and, once the WAL is longer than WALRestartPages, copies the rest with
 // writes held, so that the next write starts the WAL over.
+//
+// Before it holds the writes, it catches up beside them: each PASSIVE pass copies
+// the frames appended during the one before, so the pass that holds the writes
+// back copies only the last few. Holding them for the whole remainder of a busy
+// second (thousands of frames) idled the ingest pipeline's cores: over 40,000
+// observations its throughput was ~25% lower than over 10,000.
 func (s *Embedded) checkpoint(ctx context.Context) error {
-	frames, err := s.checkpointPassive(ctx)
+	frames, copied, err := s.checkpointPassive(ctx)
 	if err != nil || frames < s.cfg.WALRestartPages {
 		return err
 	}
+	// Writers faster than the copying would never let it catch up: after
+	// maxCatchUpPasses the writes are held anyway, which bounds the WAL.
+	for pass := 0; frames-copied > catchUpFrames && pass < maxCatchUpPasses; pass++ {
+		if frames, copied, err = s.checkpointPassive(ctx); err != nil {
+			return err
+		}
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	_, err = s.checkpointPassive(ctx)
+	_, _, err = s.checkpointPassive(ctx)
 	return err
 }
 
-// checkpointPassive runs one PASSIVE checkpoint and returns the WAL's length in
-// frames.
-func (s *Embedded) checkpointPassive(ctx context.Context) (walFrames int, err error) {
-	var busy, copied int
+// catchUpFrames is how many uncopied frames checkpoint leaves for the pass that
+// holds the writes (1 MiB of pages: a few milliseconds), and maxCatchUpPasses
+// how many passes beside the writers it makes at most to get there.
+const (
+	catchUpFrames    = 256
+	maxCatchUpPasses = 8
+)
+
+// checkpointPassive runs one PASSIVE checkpoint and returns the WAL's length and
+// how many of its frames are in the database file, both in frames.
+func (s *Embedded) checkpointPassive(ctx context.Context) (walFrames, copied int, err error) {
+	var busy int
 	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &walFrames, &copied); err != nil {
-		return 0, s.wrap("checkpoint", err)
+		return 0, 0, s.wrap("checkpoint", err)
 	}
-	return walFrames, nil
+	return walFrames, copied, nil
 }
