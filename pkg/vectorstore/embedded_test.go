@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -361,5 +362,28 @@ func TestEmbeddedUpsertLargeBatches(t *testing.T) {
 				t.Errorf("batch with %s: %s holds %d records (%v), want %d", name, user, n, err, want)
 			}
 		}
+	}
+}
+
+// An upsert whose context is done writes nothing: the rows go in without the
+// context's cancellation (cheaper), so Upsert checks it itself.
+func TestEmbeddedUpsertHonoursACancelledContext(t *testing.T) {
+	s := openEmbedded(t, filepath.Join(t.TempDir(), "vectors.db"), 4)
+	rec := func(text string) vectorstore.Record {
+		return vectorstore.Record{ID: vectorstore.DeterministicID(text), Tenant: "acme", UserID: "u1",
+			MemoryType: vectorstore.Episodic, Text: text, Vector: []float32{1, 0, 0, 0}, TS: time.Unix(1, 0)}
+	}
+	// A first upsert prepares and caches the statement, so the second one reaches
+	// its rows without another context-aware call before them.
+	if err := s.Upsert(context.Background(), rec("stored")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Upsert(ctx, rec("never stored")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Upsert with a cancelled context: %v, want context.Canceled", err)
+	}
+	if n, err := s.Count(context.Background(), vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil || n != 1 {
+		t.Fatalf("count after a cancelled upsert = %d, %v; want 1", n, err)
 	}
 }

@@ -10,12 +10,15 @@ import (
 )
 
 // BenchmarkEmbeddedUpsertBatch upserts batches of 64 new records of 100 users, as
-// the ingest worker stores a batch of episodes; ns/op is per record, and so is
+// the ingest worker stores a batch of episodes (time-ordered ids, a context with a
+// deadline); ns/op is per record, and so is
 // cpu-ns/record (reportPerRecord), background checkpoints included.
 func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
 	s, emb := openBenchStore(b)
 	gen := newBenchText(4)
-	ctx := context.Background()
+	// Cancellable, as a worker's is (the message's deadline).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
 	texts := make([]string, 512)
 	for i := range texts {
 		texts[i] = gen.sentence(24)
@@ -27,7 +30,7 @@ func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
 	cpu := processCPU(b)
 	for b.Loop() {
 		recs = append(recs, vectorstore.Record{
-			ID: vectorstore.DeterministicID("batch", fmt.Sprint(n)), Tenant: "acme", UserID: fmt.Sprintf("u%d", n%100),
+			ID: vectorstore.TimeOrderedID(time.Unix(int64(n), 0), "batch", fmt.Sprint(n)), Tenant: "acme", UserID: fmt.Sprintf("u%d", n%100),
 			MemoryType: vectorstore.Episodic, Text: texts[n%len(texts)], Vector: vecs[n%len(vecs)], TS: time.Unix(int64(n), 0),
 			ChatID: fmt.Sprintf("s-%05d", n/20), Metadata: map[string]any{"source_event_ids": []any{fmt.Sprint(n)}, "context": texts[(n+1)%len(texts)]},
 		})
