@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -448,4 +449,56 @@ func serverSecretKey(t *testing.T, k k8s, name, env string) string {
 		}
 	}
 	return ""
+}
+
+// Every worker tells the Go runtime its memory budget: GOMEMLIMIT at most 90% of
+// the container's memory limit, so that the collector, not the OOM killer, acts
+// first, with room left for memory the runtime does not manage.
+func TestWorkersSetAGoMemoryLimitUnderTheirContainers(t *testing.T) {
+	k := loadK8s(t)
+	for _, c := range k.workerContainers(t) {
+		limit, err := quantityBytes(c.Resources.Limits["memory"])
+		if err != nil {
+			t.Errorf("%s: memory limit: %v", c.deployment, err)
+			continue
+		}
+		i := slices.IndexFunc(c.Env, func(e envVar) bool { return e.Name == "GOMEMLIMIT" })
+		if i < 0 {
+			t.Errorf("%s: GOMEMLIMIT is not set (memory limit %s)", c.deployment, c.Resources.Limits["memory"])
+			continue
+		}
+		soft, err := goMemLimitBytes(c.Env[i].Value)
+		switch {
+		case err != nil:
+			t.Errorf("%s: GOMEMLIMIT: %v", c.deployment, err)
+		case soft > limit*9/10:
+			t.Errorf("%s: GOMEMLIMIT %s is over 90%% of the memory limit %s", c.deployment, c.Env[i].Value, c.Resources.Limits["memory"])
+		case soft < limit/2:
+			t.Errorf("%s: GOMEMLIMIT %s is under half the memory limit %s: the collector would run far more than it needs", c.deployment, c.Env[i].Value, c.Resources.Limits["memory"])
+		}
+	}
+}
+
+// quantityBytes parses a Kubernetes memory quantity in the forms the manifests
+// use: an integer with an optional binary (Ki, Mi, Gi, Ti) or decimal (k, M, G, T)
+// suffix.
+func quantityBytes(q string) (int64, error) {
+	return sizeBytes(q, map[string]int64{"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+		"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12})
+}
+
+// goMemLimitBytes parses GOMEMLIMIT as the runtime does: an integer with an
+// optional B, KiB, MiB, GiB or TiB suffix.
+func goMemLimitBytes(v string) (int64, error) {
+	return sizeBytes(v, map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40})
+}
+
+func sizeBytes(s string, units map[string]int64) (int64, error) {
+	digits := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	n, err := strconv.ParseInt(digits, 10, 64)
+	unit, ok := units[s[len(digits):]]
+	if err != nil || !ok || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size this test reads", s)
+	}
+	return n * unit, nil
 }
