@@ -1,11 +1,12 @@
 package cognitive
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,11 +32,16 @@ var goldenExtraTexts = []string{
 	"",
 }
 
-// goldenDigest is the SHA-256 of the rule decider's episodes and the episodic
-// records built from them over decisionTable and goldenExtraTexts. Episodes are
-// stored and their ids deduplicate redeliveries, so a change of what the rules
-// write (text, context, metadata, id) must be deliberate: update it with the change.
-const goldenDigest = "eab9ec2257e26324f110b4650c41b42c69e63c3372f3a2a0044a21c060454d4f"
+// updateGolden rewrites testdata/rule_episodes.golden from the current rules:
+// go test ./pkg/cognitive -run TestRuleEpisodesGolden -update-golden
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/rule_episodes.golden")
+
+// goldenFile holds the rule decider's episodes and the episodic records built from
+// them over decisionTable and goldenExtraTexts. Episodes are stored and their ids
+// deduplicate redeliveries, so a change of what the rules write (text, context,
+// metadata, id) must be deliberate: review the file's diff and commit it with the
+// change.
+const goldenFile = "testdata/rule_episodes.golden"
 
 func TestRuleEpisodesGolden(t *testing.T) {
 	texts := goldenExtraTexts
@@ -43,7 +49,7 @@ func TestRuleEpisodesGolden(t *testing.T) {
 		texts = append(texts, tc.text)
 	}
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	h := sha256.New()
+	var h bytes.Buffer
 	for i, text := range texts {
 		for _, who := range []struct{ role, name string }{{"user", ""}, {"assistant", ""}, {"speaker", "Caroline"}} {
 			obs := Observation{Role: who.role, Who: who.name, Text: text, TS: at.Add(time.Duration(i) * time.Minute), ChatID: "s-1"}
@@ -60,7 +66,7 @@ func TestRuleEpisodesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(h, "%+v\n", ep)
+			fmt.Fprintf(&h, "%+v\n", ep)
 			if !ep.Write {
 				continue
 			}
@@ -69,10 +75,25 @@ func TestRuleEpisodesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(h, "%s\n%q\n%q\n%s\n", rec.ID, rec.Text, EpisodeStatement(obs, ep), md)
+			fmt.Fprintf(&h, "%s\n%q\n%q\n%s\n", rec.ID, rec.Text, EpisodeStatement(obs, ep), md)
 		}
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != goldenDigest {
-		t.Fatalf("the rules' episodes changed: digest %s, want %s", got, goldenDigest)
+	if *updateGolden {
+		if err := os.WriteFile(goldenFile, h.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Bytes(); !bytes.Equal(got, want) {
+		gotLines, wantLines := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		for i := range min(len(gotLines), len(wantLines)) {
+			if gotLines[i] != wantLines[i] {
+				t.Fatalf("the rules' episodes changed (%s line %d; -update-golden rewrites it):\n got %s\nwant %s", goldenFile, i+1, gotLines[i], wantLines[i])
+			}
+		}
+		t.Fatalf("the rules' episodes changed: %d lines, %s has %d (-update-golden rewrites it)", len(gotLines), goldenFile, len(wantLines))
 	}
 }
