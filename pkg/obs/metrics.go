@@ -36,6 +36,10 @@ type outcomeMetrics struct {
 	duration prometheus.Observer
 }
 
+func (m *Metrics) series(o Outcome) outcomeMetrics {
+	return outcomeMetrics{m.messages.WithLabelValues(string(o)), m.duration.WithLabelValues(string(o))}
+}
+
 // NewMetrics registers (or reuses, when another worker already registered them) the
 // worker metrics in reg:
 //
@@ -83,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
 	// Every outcome is exported from the start, so rate() and alerts see zeros, not gaps.
 	m.outcomes = make(map[Outcome]outcomeMetrics, 3)
 	for _, o := range []Outcome{OutcomeOK, OutcomeRetry, OutcomeDeadLetter} {
-		m.outcomes[o] = outcomeMetrics{m.messages.WithLabelValues(string(o)), m.duration.WithLabelValues(string(o))}
+		m.outcomes[o] = m.series(o)
 	}
 	return m, nil
 }
@@ -108,7 +112,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 func (m *Metrics) ObserveMessage(outcome Outcome, took time.Duration) {
 	om, ok := m.outcomes[outcome]
 	if !ok {
-		om = outcomeMetrics{m.messages.WithLabelValues(string(outcome)), m.duration.WithLabelValues(string(outcome))}
+		om = m.series(outcome)
 	}
 	om.messages.Inc()
 	om.duration.Observe(took.Seconds())

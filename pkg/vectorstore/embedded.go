@@ -476,8 +476,8 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 	}
 	// The transaction runs on ctx without its cancellation, which is checked before
 	// each row instead: on a cancellable context database/sql and the driver each
-	// start a goroutine per statement to watch it, which cost as much as a third of
-	// inserting the row.
+	// start a goroutine per statement to watch it, about a seventh of a row's CPU
+	// (BenchmarkEmbeddedUpsertBatch).
 	txCtx := context.WithoutCancel(ctx)
 	rids := make([]int64, len(recs))
 	err = s.writeTx(txCtx, func(tx *sql.Tx) error {

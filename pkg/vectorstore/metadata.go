@@ -1,7 +1,6 @@
 package vectorstore
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,45 +20,15 @@ const maxFastDepth = 64
 
 // encodeMetadata is md, record id's metadata, as stored: its JSON, "" for a nil map
 // (stored as JSON null).
-//
-// Why an Encoder into a pooled buffer rather than json.Marshal: Marshal returns a
-// fresh copy of its output, which the conversion to string copied again; every
-// record written paid for both.
 func encodeMetadata(id string, md map[string]any) (string, error) {
 	if md == nil {
 		return "", nil
 	}
-	e := metaEncoders.Get().(*metaEncoder)
-	defer e.release()
-	// Encode writes what json.Marshal returns (HTML escaped, keys sorted), then a
-	// newline.
-	if err := e.enc.Encode(md); err != nil {
+	b, err := json.Marshal(md)
+	if err != nil {
 		return "", fmt.Errorf("%w: record %s: metadata is not JSON: %w", ErrInvalidRecord, id, err)
 	}
-	return string(bytes.TrimSuffix(e.buf.Bytes(), []byte{'\n'})), nil
-}
-
-// maxPooledMetaBuffer keeps an unusually large document's buffer out of the pool.
-const maxPooledMetaBuffer = 64 << 10
-
-// metaEncoder is an Encoder and the buffer it writes to, kept together in
-// metaEncoders so that neither is made again per record.
-type metaEncoder struct {
-	buf bytes.Buffer
-	enc *json.Encoder // writes to buf
-}
-
-var metaEncoders = sync.Pool{New: func() any {
-	e := new(metaEncoder)
-	e.enc = json.NewEncoder(&e.buf)
-	return e
-}}
-
-func (e *metaEncoder) release() {
-	if e.buf.Cap() <= maxPooledMetaBuffer {
-		e.buf.Reset()
-		metaEncoders.Put(e)
-	}
+	return string(b), nil
 }
 
 // checkMetadata reports whether stored, a row's metadata column, is what

@@ -64,7 +64,7 @@ func TestPropertyDecodeMetadataMatchesEncodingJSON(t *testing.T) {
 }
 
 // encodeMetadata writes exactly what json.Marshal writes, and fails where it
-// fails (NaN, ±Inf), one document after another through its pooled encoder.
+// fails (NaN, ±Inf) with ErrInvalidRecord.
 func TestPropertyEncodeMetadataMatchesMarshal(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		md := rapid.MapOfN(rapid.String(), jsonValue(3), 0, 6).Draw(t, "metadata")
@@ -130,30 +130,6 @@ func episodeMetadata() map[string]any {
 		"source_event_ids": []any{"01JD3Q8Z5K6M7N8P9Q0R1S2T3U", "01JD3Q8Z5K6M7N8P9Q0R1S2T3V"},
 		"source_meta":      []any{map[string]any{"dia_id": "D1:3"}, map[string]any{"dia_id": "D1:4"}},
 	}
-}
-
-// BenchmarkEncodeMetadata encodes an episode's metadata, with encodeMetadata and
-// with json.Marshal, which it replaces on the write path.
-func BenchmarkEncodeMetadata(b *testing.B) {
-	md := episodeMetadata()
-	b.Run("pooled", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := encodeMetadata("id", md); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("json.Marshal", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			doc, err := json.Marshal(md)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = string(doc)
-		}
-	})
 }
 
 // BenchmarkDecodeMetadata decodes an episode's metadata as the pipeline writes it,

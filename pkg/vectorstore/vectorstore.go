@@ -8,9 +8,10 @@
 //
 // Records are addressed by UUID (Qdrant's point ids); DeterministicID derives one from
 // a record's source, so a redelivered event upserts the same record instead of
-// adding a duplicate (TimeOrderedID too, for records of a moment, in time order). Every call is scoped to one (tenant, user) partition: both are
-// required on every call and no call ever sees, counts, updates or deletes a record
-// of another partition. An expired record (ExpiresAt in the past) is invisible to
+// adding a duplicate (TimeOrderedID too, for records of a moment, in time order).
+// Every call is scoped to one (tenant, user) partition: both are required on every
+// call and no call ever sees, counts, updates or deletes a record of another
+// partition. An expired record (ExpiresAt in the past) is invisible to
 // every read unless the filter asks for it (SPEC D4).
 //
 // # Search modes and scores
