@@ -283,10 +283,11 @@ func TestEmbeddedUpsertBatchStoresEachRow(t *testing.T) {
 	}
 }
 
-// Batches of many rows through the reused argument slices: every record lands,
-// an id twice in a batch keeps its last record (in SQLite and in the loaded
-// partition alike), and a conflict anywhere in the batch names its record and
-// writes none.
+// Batches of many rows through the reused argument slices and multi-row
+// statements: every record lands, an id twice in a batch keeps its last record
+// (in SQLite and in the loaded partition alike), whether both are in one
+// statement or not, and a conflict anywhere in the batch (in a full chunk or in
+// the smaller statements of its rest) names its record and writes none.
 func TestEmbeddedUpsertLargeBatches(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "vectors.db")
@@ -308,20 +309,26 @@ func TestEmbeddedUpsertLargeBatches(t *testing.T) {
 	for i := range batch {
 		batch[i] = mk("u1", i)
 	}
+	// 3 and 40 go in different statements, 10 and 20 in the same one.
 	batch[40].ID = batch[3].ID
+	batch[20].ID = batch[10].ID
 	if err := s.Upsert(ctx, batch...); err != nil {
 		t.Fatal(err)
 	}
 	check := func(s *vectorstore.Embedded, when string) {
 		t.Helper()
-		if n, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil || n != 87 {
-			t.Fatalf("%s: Count = %d, %v; want 87", when, n, err)
+		// 85 from the batch, and the record written before it.
+		if n, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil || n != 86 {
+			t.Fatalf("%s: Count = %d, %v; want 86", when, n, err)
 		}
 		for i, r := range batch {
 			got, err := s.Get(ctx, "acme", "u1", r.ID)
 			want := r.Text
-			if i == 3 {
+			switch i {
+			case 3:
 				want = batch[40].Text
+			case 10:
+				want = batch[20].Text
 			}
 			if err != nil || len(got) != 1 || got[0].Text != want {
 				t.Fatalf("%s: record %d: %+v, %v; want text %q", when, i, got, err, want)
@@ -348,6 +355,14 @@ func TestEmbeddedUpsertLargeBatches(t *testing.T) {
 			b[20].ID, b[20].UserID = b[10].ID, "u3"
 			return b[10].ID
 		},
+		"a stored id in the last statement": func(b []vectorstore.Record) string {
+			b[len(b)-1].ID = theirs.ID
+			return theirs.ID
+		},
+		"one new id for two partitions in the rest": func(b []vectorstore.Record) string {
+			b[68].ID, b[68].UserID = b[65].ID, "u3"
+			return b[65].ID
+		},
 	} {
 		b := make([]vectorstore.Record, 70)
 		for i := range b {
@@ -357,7 +372,7 @@ func TestEmbeddedUpsertLargeBatches(t *testing.T) {
 		if err := s.Upsert(ctx, b...); !errors.Is(err, vectorstore.ErrConflict) || !strings.Contains(err.Error(), id) {
 			t.Errorf("batch with %s: %v, want ErrConflict naming %s", name, err, id)
 		}
-		for user, want := range map[string]int{"u1": 87, "u3": 0} {
+		for user, want := range map[string]int{"u1": 86, "u3": 0} {
 			if n, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: user}); err != nil || n != want {
 				t.Errorf("batch with %s: %s holds %d records (%v), want %d", name, user, n, err, want)
 			}

@@ -51,11 +51,11 @@ var schema = []string{
 const recordCols = `r.rid, r.id, r.tenant, r.user_id, r.memory_type, r.scope, r.kind, r.key, r.text,
 	r.vector, r.ts, r.chat_id, r.who, r.hit_count, r.confidence, r.expires_at, r.metadata`
 
-// rowArgs builds the column values of one record after another in the same
-// slices. Reusing them is safe because the driver copies every argument
-// (modernc.org/sqlite binds texts and blobs into its own memory) before the
-// statement returns; a fresh 4·Dimensions-byte vector per row was most of a
-// write's garbage.
+// rowArgs builds the column values of records in the same slices, one
+// statement's rows after another's. Reusing them is safe because the driver
+// copies every argument (modernc.org/sqlite binds texts and blobs into its own
+// memory) before the statement returns; a fresh 4·Dimensions-byte vector per row
+// was most of a write's garbage.
 type rowArgs struct {
 	vals []any
 	vec  []byte
@@ -64,6 +64,16 @@ type rowArgs struct {
 // set returns the column values of rec in schema order, from id to metadata (last:
 // meta, rec's metadata as encodeMetadata gives it), valid until the next set.
 func (a *rowArgs) set(rec Record, meta string) []any {
+	a.reset()
+	return a.add(rec, meta)
+}
+
+// reset drops the values of the records added so far.
+func (a *rowArgs) reset() { a.vals, a.vec = a.vals[:0], a.vec[:0] }
+
+// add appends the column values of rec, as set gives them, to those of the
+// records added since the last reset, and returns them all.
+func (a *rowArgs) add(rec Record, meta string) []any {
 	var expires any
 	if !rec.ExpiresAt.IsZero() {
 		expires = rec.ExpiresAt.UnixMicro()
@@ -71,9 +81,12 @@ func (a *rowArgs) set(rec Record, meta string) []any {
 	if meta == "" {
 		meta = "null"
 	}
-	a.vec = appendVector(a.vec[:0], rec.Vector)
-	a.vals = append(a.vals[:0], rec.ID, rec.Tenant, rec.UserID, string(rec.MemoryType), rec.Scope, rec.Kind, rec.Key, rec.Text,
-		a.vec, rec.TS.UnixMicro(), rec.ChatID, rec.Who, rec.HitCount, rec.Confidence,
+	// Growing a.vec may move it; the earlier rows' vectors stay valid in the old
+	// array, which nothing writes to any more.
+	start := len(a.vec)
+	a.vec = appendVector(a.vec, rec.Vector)
+	a.vals = append(a.vals, rec.ID, rec.Tenant, rec.UserID, string(rec.MemoryType), rec.Scope, rec.Kind, rec.Key, rec.Text,
+		a.vec[start:], rec.TS.UnixMicro(), rec.ChatID, rec.Who, rec.HitCount, rec.Confidence,
 		expires, meta)
 	return a.vals
 }
