@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
 )
 
 // ErrNotFound is returned when an event does not exist in the stream.
@@ -61,13 +62,13 @@ func New(cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error)
 // Save validates env and publishes it on its subject with Nats-Msg-Id = env.ID, so a
 // repeated Save within the stream's duplicate window is stored once.
 func (s *Store) Save(ctx context.Context, env events.Envelope) (uint64, error) {
-	subject, data, err := env.Encode()
+	msg, err := bus.EventMsg(env)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: save: %w", err)
 	}
-	ack, err := s.js.Publish(ctx, subject, data, jetstream.WithMsgID(env.ID))
+	ack, err := s.js.PublishMsg(ctx, msg)
 	if err != nil {
-		return 0, fmt.Errorf("eventstore: save %s on %s: %w", env.ID, subject, err)
+		return 0, fmt.Errorf("eventstore: save %s on %s: %w", env.ID, msg.Subject, err)
 	}
 	return ack.Sequence, nil
 }

@@ -545,11 +545,11 @@ func (w *Worker) publishWritten(ctx context.Context, ended events.Envelope, extr
 	env := events.New(events.TypeMemoryWritten, ended.Tenant, ended.UserID, ended.AgentID, ended.SessionID)
 	env.ID = writtenID(extractedBy)
 	env.MemoryWritten = body
-	subject, data, err := env.Encode()
+	msg, err := bus.EventMsg(env)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("extract: memory_written for %s: %w", ended.ID, err))
 	}
-	if _, err := w.deps.JS.Publish(ctx, subject, data, jetstream.WithMsgID(env.ID)); err != nil {
+	if _, err := w.deps.JS.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("extract: publish memory_written for %s: %w", ended.ID, err)
 	}
 	return nil

@@ -503,14 +503,17 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 		norm[i] = storedForm(n)
 	}
 	// The statements, prepared once per connection, serve every batch: parsing an
-	// upsert again per call cost more than running it. They are taken from the
-	// cache before the transaction, which may hold the only connection.
+	// upsert again per call cost more than running it. The shapes this batch uses
+	// are taken from the cache before the transaction, which may hold the only
+	// connection.
 	cached := make([]*sql.Stmt, len(upsertSQLs))
-	for k, q := range upsertSQLs {
+	for rest := len(norm); rest > 0; {
+		k := upsertShape(rest)
 		var err error
-		if cached[k], err = s.cachedStmt(ctx, q); err != nil {
+		if cached[k], err = s.cachedStmt(ctx, upsertSQLs[k]); err != nil {
 			return s.wrap("upsert", err)
 		}
+		rest -= upsertChunk >> k
 	}
 	// The transaction runs on ctx without its cancellation, which is checked before
 	// each chunk instead: on a cancellable context database/sql and the driver each
