@@ -16,15 +16,15 @@ import (
 const DefaultCheckpointInterval = time.Second
 
 // DefaultWALRestartPages is EmbeddedConfig.WALRestartPages' default: 16 MiB of
-// WAL. Why the bound needs a pause: a checkpoint running beside the writers never
+// WAL (pageBytes pages). Why the bound needs a pause: a checkpoint running beside the writers never
 // catches up with them, and SQLite starts the WAL file over only when a write
 // begins with every frame copied, so without one the file would grow for as long
 // as writes keep coming.
-const DefaultWALRestartPages = 4096
+const DefaultWALRestartPages = 16 << 20 / pageBytes
 
-// walPageBytes is a WAL frame's size: SQLite's default 4 KiB page and the frame
-// header; it turns WALRestartPages into the file size journal_size_limit takes.
-const walPageBytes = 4096 + 24
+// walPageBytes is a WAL frame's size: a page and the frame header; it turns
+// WALRestartPages into the file size journal_size_limit takes.
+const walPageBytes = pageBytes + 24
 
 // startCheckpoints starts the goroutine that checkpoints the WAL every
 // CheckpointInterval; Close stops it.

@@ -196,13 +196,17 @@ func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
 func (s *Embedded) open() error {
 	dsn := s.cfg.Path + "?_txlock=immediate" +
 		"&_pragma=busy_timeout(" + strconv.FormatInt(s.cfg.BusyTimeout.Milliseconds(), 10) + ")" +
+		// page_size takes effect only while the file is new: the driver runs the
+		// _pragma list before _journal_mode, whose switch to WAL creates the file.
+		// A file made with another page size keeps it (changing it needs a VACUUM).
+		"&_pragma=page_size(" + strconv.Itoa(pageBytes) + ")" +
 		// synchronous=NORMAL in WAL mode: a commit is durable once written to the WAL
 		// (it survives the process crashing), not fsynced; a power loss or OS crash
 		// may lose the last commits. Checkpoints fsync, and run in the background
 		// (checkpoint.go), so SQLite's own, inside the commit, is off.
 		// journal_size_limit: a WAL started over is cut back to the bound, not left at
 		// its largest size.
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)" +
+		"&_journal_mode=WAL&_synchronous=NORMAL&_pragma=wal_autocheckpoint(0)" +
 		"&_pragma=journal_size_limit(" + strconv.Itoa(s.cfg.WALRestartPages*walPageBytes) + ")" +
 		// temp_store(memory): a multi-row upsert keeps a statement journal of the
 		// pages it changes (to undo the statement alone if a row fails), and past

@@ -47,6 +47,14 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
 }
 
+// pageBytes is the page size of a new database file. A record's row (a
+// 384-dimension vector is 1.5 KiB; with an episode's text and metadata, ~2.3 KiB)
+// does not fit twice in a 4 KiB page, so with SQLite's default each record took a
+// page of its own, 57% used; an 8 KiB page holds three. Every page a commit
+// changes is written to the WAL and copied again by the checkpoint, so fewer
+// pages per record is less of both.
+const pageBytes = 8192
+
 // recordCols are the columns scanRecord reads, rid first.
 const recordCols = `r.rid, r.id, r.tenant, r.user_id, r.memory_type, r.scope, r.kind, r.key, r.text,
 	r.vector, r.ts, r.chat_id, r.who, r.hit_count, r.confidence, r.expires_at, r.metadata`
