@@ -77,11 +77,12 @@ func (s *Embedded) checkpoint(ctx context.Context) error {
 	if err != nil || frames < s.cfg.WALRestartPages {
 		return err
 	}
-	// Writers faster than the copying would never let it catch up: after
-	// maxCatchUpPasses the writes are held anyway, which bounds the WAL.
-	for pass, last := 0, copied; last > catchUpFrames && pass < maxCatchUpPasses; pass++ {
+	// Writers as fast as the copying would never let it catch up, and a burst of
+	// writes grows the WAL while it tries: after maxCatchUpPasses, or once the WAL
+	// is maxCatchUpWAL times its bound, the writes are held anyway.
+	for pass, last := 0, copied; last > catchUpFrames && frames < maxCatchUpWAL*s.cfg.WALRestartPages && pass < maxCatchUpPasses; pass++ {
 		before := copied
-		if _, copied, err = s.checkpointPassive(ctx); err != nil {
+		if frames, copied, err = s.checkpointPassive(ctx); err != nil {
 			return err
 		}
 		// Less than before when a write started the WAL over in between.
@@ -94,11 +95,13 @@ func (s *Embedded) checkpoint(ctx context.Context) error {
 }
 
 // catchUpFrames is how many frames the last pass beside the writers copies at
-// most before checkpoint holds them (1 MiB of pages: a few milliseconds), and
-// maxCatchUpPasses how many passes beside the writers it makes at most.
+// most before checkpoint holds them (2 MiB of pages: a few milliseconds);
+// maxCatchUpPasses and maxCatchUpWAL bound the catching up, in passes and in
+// WALRestartPages.
 const (
 	catchUpFrames    = 256
 	maxCatchUpPasses = 8
+	maxCatchUpWAL    = 4
 )
 
 // checkpointPassive runs one PASSIVE checkpoint and returns the WAL's length and
