@@ -27,18 +27,23 @@ func sameAsEncodingJSON(t interface {
 }
 
 // jsonValue generates what metadata holds, with strings that need escaping, are
-// not UTF-8 or hold runes outside the BMP, and numbers of every magnitude.
+// not UTF-8 or hold runes outside the BMP, numbers of every magnitude, nil lists
+// and maps, and values of types encodeMetadata leaves to json.Marshal.
 func jsonValue(depth int) *rapid.Generator[any] {
 	str := rapid.OneOf(
 		rapid.String(),
-		rapid.SampledFrom([]string{"", "a\"b\\c/d", "tab\there\nnew\r\b\f", "<&>", "\u2028\u2029", "\x00\x1f", "\xff\xfe", "é😀", "\xed\xa0\x80"}),
+		rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) }),
+		rapid.SampledFrom([]string{"", "a\"b\\c/d", "tab\there\nnew\r\b\f", "<&>", "\u2028\u2029", "\x00\x1f\x7f", "\xff\xfe", "é😀", "\xed\xa0\x80"}),
 	)
 	scalar := rapid.OneOf(
 		rapid.Map(str, func(s string) any { return s }),
 		rapid.Map(rapid.Float64(), func(f float64) any { return f }),
+		rapid.Map(rapid.SampledFrom([]float64{1e-6, 1e-7, 1e20, 1e21, -1e21, 123456789e-15, 0.000001234}), func(f float64) any { return f }),
 		rapid.Map(rapid.Int64(), func(n int64) any { return n }),
+		rapid.Map(rapid.Int(), func(n int) any { return n }),
 		rapid.Map(rapid.Bool(), func(b bool) any { return b }),
 		rapid.Just[any](nil),
+		rapid.SampledFrom([]any{[]any(nil), map[string]any(nil), []string{"typed", "<list>"}, json.Number("12.50"), float32(0.1), struct{ A int }{1}}),
 	)
 	if depth == 0 {
 		return scalar
@@ -77,6 +82,18 @@ func TestPropertyEncodeMetadataMatchesMarshal(t *testing.T) {
 			t.Fatalf("error %v is not ErrInvalidRecord", err)
 		}
 	})
+}
+
+// An episode's metadata, as the pipeline builds it, takes the fast path: a change
+// that sent it to json.Marshal would pass the property above and cost every
+// ingested observation its encoding again.
+func TestEncodeMetadataEpisodeTakesFastPath(t *testing.T) {
+	md := episodeMetadata()
+	got, ok := appendJSON(nil, md, 0)
+	want, err := json.Marshal(md)
+	if !ok || err != nil || string(got) != string(want) {
+		t.Fatalf("appendJSON = %q, %v; json.Marshal: %q, %v", got, ok, want, err)
+	}
 }
 
 // Documents json.Marshal never writes (space, escapes of surrogates, malformed or
@@ -129,6 +146,16 @@ func episodeMetadata() map[string]any {
 		"source_chat_ids": []any{"chat-12"}, "merged_from_ids": []any{}, "hit_count": 3.0,
 		"source_event_ids": []any{"01JD3Q8Z5K6M7N8P9Q0R1S2T3U", "01JD3Q8Z5K6M7N8P9Q0R1S2T3V"},
 		"source_meta":      []any{map[string]any{"dia_id": "D1:3"}, map[string]any{"dia_id": "D1:4"}},
+	}
+}
+
+// BenchmarkEncodeMetadata encodes an episode's metadata as the pipeline writes it.
+func BenchmarkEncodeMetadata(b *testing.B) {
+	md := episodeMetadata()
+	for b.Loop() {
+		if _, err := encodeMetadata("id", md); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
