@@ -16,10 +16,10 @@ import (
 const DefaultCheckpointInterval = time.Second
 
 // DefaultWALRestartPages is EmbeddedConfig.WALRestartPages' default: 16 MiB of
-// WAL (pageBytes pages). Why the bound needs a pause: a checkpoint running beside the writers never
-// catches up with them, and SQLite starts the WAL file over only when a write
-// begins with every frame copied, so without one the file would grow for as long
-// as writes keep coming.
+// WAL (pageBytes pages). Why the bound needs a pause: a checkpoint running beside
+// the writers never catches up with them, and SQLite starts the WAL file over only
+// when a write begins with every frame copied, so without one the file would grow
+// for as long as writes keep coming.
 const DefaultWALRestartPages = 16 << 20 / pageBytes
 
 // walPageBytes is a WAL frame's size: a page and the frame header; it turns
