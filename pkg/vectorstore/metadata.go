@@ -15,8 +15,8 @@ import (
 // errSlowPath makes decodeMetadata hand a document to encoding/json.
 var errSlowPath = errors.New("vectorstore: metadata needs encoding/json")
 
-// maxFastDepth bounds the fast decoder's recursion; deeper documents (none that the
-// services write) take encoding/json's path, which has its own limit.
+// maxFastDepth bounds the fast decoder's and encoder's recursion; deeper documents
+// (none that the services write) take encoding/json's path, which has its own limit.
 const maxFastDepth = 64
 
 // encodeMetadata is md, record id's metadata, as stored: its JSON as json.Marshal
