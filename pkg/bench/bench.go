@@ -297,7 +297,7 @@ func (b *bencher) idle(ctx context.Context) error {
 }
 
 // vectorFiles is the on-disk size of the embedded vector store: the SQLite file
-// and its write-ahead log.
+// and its write-ahead log (empty after a Checkpoint).
 func vectorFiles(path string) int64 {
 	var n int64
 	for _, p := range []string{path, path + "-wal"} {

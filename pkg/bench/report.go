@@ -53,7 +53,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("ingest / raw JetStream", f(r.IngestVsRaw, 2), "x", "")
 	row("extraction", f(r.ExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%d sessions -> %d Markdown entries", r.Sessions, r.ExtractEntries))
 	row("peak RSS", f(r.RSSMB, 1), "MB", r.RSSSource)
-	row("bytes per memory", f(r.BytesPerMemory, 0), "B", fmt.Sprintf("vectors.db + WAL on disk (%.1f MB) / memories", float64(r.VectorBytes)/(1<<20)))
+	row("bytes per memory", f(r.BytesPerMemory, 0), "B", fmt.Sprintf("vectors.db after a checkpoint (%.1f MB) / memories", float64(r.VectorBytes)/(1<<20)))
 	b.WriteString("\n")
 	for _, t := range r.Targets() {
 		verdict := "FAIL"

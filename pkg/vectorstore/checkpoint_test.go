@@ -94,3 +94,47 @@ func TestEmbeddedConfigRejectsNegativeCheckpointSettings(t *testing.T) {
 		}
 	}
 }
+
+// Checkpoint leaves every write in the database file and the WAL empty: the file
+// alone then holds the data, as a copy of it taken then does.
+func TestEmbeddedCheckpointEmptiesTheWAL(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.db")
+	// No background checkpoints within the test: the WAL keeps every commit.
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: checkpointDims, CheckpointInterval: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	n := upsertBatches(t, s, 50)
+	if wal := fileSize(t, path+"-wal"); wal < int64(n)*4*checkpointDims {
+		t.Fatalf("WAL is %d bytes after %d records: the writes did not stay in it", wal, n)
+	}
+	if err := s.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if wal := fileSize(t, path+"-wal"); wal != 0 {
+		t.Fatalf("WAL is %d bytes after Checkpoint, want 0", wal)
+	}
+	// A copy of the file alone holds every record.
+	cp := filepath.Join(dir, "copy.db")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: cp, Dimensions: checkpointDims}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if got, err := c.Count(context.Background(), vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil || got != n/5 {
+		t.Fatalf("copy's count = %d, %v; want %d", got, err, n/5)
+	}
+	// Writes go on after it.
+	if err := s.Upsert(context.Background(), testRecord(n, checkpointDims)); err != nil {
+		t.Fatal(err)
+	}
+}
