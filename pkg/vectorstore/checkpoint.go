@@ -52,7 +52,10 @@ func (s *Embedded) startCheckpoints() {
 			if !s.uncheckpointed.Swap(false) {
 				continue
 			}
-			if err := s.checkpoint(ctx); err != nil && ctx.Err() == nil {
+			s.checkpointMu.Lock()
+			err := s.checkpoint(ctx)
+			s.checkpointMu.Unlock()
+			if err != nil && ctx.Err() == nil {
 				// Nothing is lost: the frames stay in the WAL until a checkpoint succeeds.
 				s.uncheckpointed.Store(true)
 				s.logger.Warn("checkpointing the WAL", zap.Error(err))
@@ -73,6 +76,8 @@ func (s *Embedded) Checkpoint(ctx context.Context) error {
 	if s.cfg.Path == MemoryPath {
 		return nil
 	}
+	s.checkpointMu.Lock()
+	defer s.checkpointMu.Unlock()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	var busy, frames, copied int

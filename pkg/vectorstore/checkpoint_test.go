@@ -138,3 +138,20 @@ func TestEmbeddedCheckpointEmptiesTheWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Checkpoint does not fail when the background checkpointer is running: SQLite
+// refuses a second checkpoint at once, without waiting.
+func TestEmbeddedCheckpointBesideBackgroundCheckpoints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.db")
+	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: checkpointDims, CheckpointInterval: time.Millisecond, WALRestartPages: 8}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for range 50 {
+		upsertBatches(t, s, 4)
+		if err := s.Checkpoint(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

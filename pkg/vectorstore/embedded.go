@@ -125,11 +125,13 @@ func (c EmbeddedConfig) Validate() error {
 // Path+".lock", because the in-memory partitions would go stale if another process
 // wrote to the file.
 //
-// Locks: writeMu serialises writes and partition loads (SQLite allows one writer
-// anyway), so that a partition in memory always matches the committed rows; cacheMu
-// guards the partition map and the partitions' contents; a partition's lazyMu
-// guards only its lazily rebuilt views (BM25 index, id order). Order: writeMu, then
-// cacheMu, then lazyMu; never the reverse. Reads take only cacheMu (shared), once
+// Locks: checkpointMu serialises checkpoints (SQLite runs one at a time, and a
+// second one fails at once instead of waiting); writeMu serialises writes and
+// partition loads (SQLite allows one writer anyway), so that a partition in memory
+// always matches the committed rows; cacheMu guards the partition map and the
+// partitions' contents; a partition's lazyMu guards only its lazily rebuilt views
+// (BM25 index, id order). Order: checkpointMu, then writeMu, then cacheMu, then
+// lazyMu; never the reverse. Reads take only cacheMu (shared), once
 // their partition is loaded.
 type Embedded struct {
 	cfg    EmbeddedConfig
@@ -138,9 +140,10 @@ type Embedded struct {
 	logger *zap.Logger
 	closed atomic.Bool
 
-	writeMu sync.Mutex
-	cacheMu sync.RWMutex
-	parts   map[partKey]*partition
+	checkpointMu sync.Mutex
+	writeMu      sync.Mutex
+	cacheMu      sync.RWMutex
+	parts        map[partKey]*partition
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
