@@ -84,11 +84,11 @@ func (s *Embedded) Checkpoint(ctx context.Context) error {
 	defer s.checkpointMu.Unlock()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	var busy, frames, copied int
-	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &copied); err != nil {
-		return s.wrap("checkpoint", err)
+	busy, _, _, err := s.walCheckpoint(ctx, "TRUNCATE")
+	if err != nil {
+		return err
 	}
-	if busy != 0 {
+	if busy {
 		// The busy handler waited BusyTimeout for a reader still on the WAL.
 		return s.wrap("checkpoint", errors.New("a reader kept the WAL in use"))
 	}
@@ -142,9 +142,17 @@ const (
 // checkpointPassive runs one PASSIVE checkpoint and returns the WAL's length and
 // how many of its frames are in the database file, both in frames.
 func (s *Embedded) checkpointPassive(ctx context.Context) (walFrames, copied int, err error) {
-	var busy int
-	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &walFrames, &copied); err != nil {
-		return 0, 0, s.wrap("checkpoint", err)
+	_, walFrames, copied, err = s.walCheckpoint(ctx, "PASSIVE")
+	return walFrames, copied, err
+}
+
+// walCheckpoint runs PRAGMA wal_checkpoint in mode and returns its row: whether it
+// could not finish for a reader or writer (busy), the WAL's length and how many of
+// its frames are in the database file.
+func (s *Embedded) walCheckpoint(ctx context.Context, mode string) (busy bool, walFrames, copied int, err error) {
+	var b int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&b, &walFrames, &copied); err != nil {
+		return false, 0, 0, s.wrap("checkpoint", err)
 	}
-	return walFrames, copied, nil
+	return b != 0, walFrames, copied, nil
 }
