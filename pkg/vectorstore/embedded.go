@@ -131,8 +131,8 @@ func (c EmbeddedConfig) Validate() error {
 // always matches the committed rows; cacheMu guards the partition map and the
 // partitions' contents; a partition's lazyMu guards only its lazily rebuilt views
 // (BM25 index, id order). Order: checkpointMu, then writeMu, then cacheMu, then
-// lazyMu; never the reverse. Reads take only cacheMu (shared), once
-// their partition is loaded.
+// lazyMu; never the reverse. Reads take only cacheMu (shared), once their
+// partition is loaded.
 type Embedded struct {
 	cfg    EmbeddedConfig
 	db     *sql.DB
