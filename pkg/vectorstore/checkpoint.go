@@ -11,9 +11,9 @@ import (
 // DefaultCheckpointInterval is EmbeddedConfig.CheckpointInterval's default. Why a
 // second: under a steady stream of writes every checkpoint copies the index leaves
 // that the commits since the last one touched (random UUIDs, the ids then, reached
-// most leaves of the id index), so the copying falls with the interval; going from 250 ms to 1 s cut a
-// batched upsert's CPU, checkpoints included, by about a tenth. The WAL bound
-// (WALRestartPages) still caps the file between checkpoints.
+// most leaves of the id index), so the copying falls with the interval; going from
+// 250 ms to 1 s cut a batched upsert's CPU, checkpoints included, by about a
+// tenth. The WAL bound (WALRestartPages) still caps the file between checkpoints.
 const DefaultCheckpointInterval = time.Second
 
 // DefaultWALRestartPages is EmbeddedConfig.WALRestartPages' default: 64 MiB of
