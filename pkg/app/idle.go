@@ -44,15 +44,11 @@ func WaitIdle(ctx context.Context, js jetstream.JetStream, interval time.Duratio
 func pending(ctx context.Context, js jetstream.JetStream, durables []string) (uint64, error) {
 	var n uint64
 	for _, d := range durables {
-		c, err := js.Consumer(ctx, bus.DefaultStream, d)
+		b, err := bus.Backlog(ctx, js, bus.DefaultStream, d)
 		if err != nil {
-			return 0, fmt.Errorf("app: consumer %s: %w", d, err)
+			return 0, fmt.Errorf("app: %w", err)
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("app: consumer %s: %w", d, err)
-		}
-		n += info.NumPending + uint64(info.NumAckPending)
+		n += b
 	}
 	return n, nil
 }

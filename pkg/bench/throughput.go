@@ -96,16 +96,11 @@ func (b *bencher) publishAsync(ctx context.Context, msgs []*nats.Msg) error {
 // drain waits until the durable of stream has had everything delivered and
 // acknowledged, reporting its progress against total.
 func (b *bencher) drain(ctx context.Context, stream, durable string, total int, prog *progress) error {
-	cons, err := b.rt.JS.Consumer(ctx, stream, durable)
-	if err != nil {
-		return fmt.Errorf("bench: consumer %s: %w", durable, err)
-	}
 	for {
-		info, err := cons.Info(ctx)
+		busy, err := bus.Backlog(ctx, b.rt.JS, stream, durable)
 		if err != nil {
-			return fmt.Errorf("bench: consumer %s: %w", durable, err)
+			return fmt.Errorf("bench: %w", err)
 		}
-		busy := info.NumPending + uint64(info.NumAckPending)
 		if busy == 0 {
 			return nil
 		}

@@ -140,66 +140,14 @@ func WaitSettled(t testing.TB, js jetstream.JetStream, stream, durable string, t
 }
 
 // Settled is nil once the durable has delivered every message of its stream and
-// seen each acknowledged, else an error saying how many are pending and
-// unacknowledged.
-//
-// The pending counts alone are not enough: nats-server adds a stored message to
-// its consumers' counts on a goroutine of the stream's own, after the publish was
-// acknowledged, so just after a publish a durable can show nothing pending without
-// having seen the message (a test failed so on a loaded CI machine). The durable
-// must also have delivered up to the last message it is to get.
+// seen each acknowledged (bus.Backlog is 0), else an error saying how many it has
+// still to handle.
 func Settled(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
-	cons, err := js.Consumer(ctx, stream, durable)
-	if err != nil {
-		return err
+	n, err := bus.Backlog(ctx, js, stream, durable)
+	if err == nil && n > 0 {
+		err = fmt.Errorf("durable %s: %d messages still to deliver or to see acknowledged", durable, n)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return err
-	}
-	if info.NumPending != 0 || info.NumAckPending != 0 {
-		return fmt.Errorf("durable %s: %d pending, %d unacknowledged", durable, info.NumPending, info.NumAckPending)
-	}
-	filters := info.Config.FilterSubjects
-	if info.Config.FilterSubject != "" {
-		filters = append(filters, info.Config.FilterSubject)
-	}
-	last, err := lastFor(ctx, js, stream, filters)
-	if err != nil {
-		return err
-	}
-	if info.Delivered.Stream < last {
-		return fmt.Errorf("durable %s: delivered up to stream sequence %d, its last message is %d", durable, info.Delivered.Stream, last)
-	}
-	return nil
-}
-
-// lastFor is the stream sequence of the last message of stream on filters (any
-// subject when there are none), 0 when there is none.
-func lastFor(ctx context.Context, js jetstream.JetStream, stream string, filters []string) (uint64, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, err
-	}
-	if len(filters) == 0 {
-		si, err := st.Info(ctx)
-		if err != nil {
-			return 0, err
-		}
-		return si.State.LastSeq, nil
-	}
-	var last uint64
-	for _, f := range filters {
-		m, err := st.GetLastMsgForSubject(ctx, f)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			continue
-		case err != nil:
-			return 0, fmt.Errorf("last message on %s: %w", f, err)
-		}
-		last = max(last, m.Sequence)
-	}
-	return last, nil
+	return err
 }
 
 // processCPU is the user and system CPU time the process has used.
