@@ -155,19 +155,24 @@ type Result struct {
 	CtxAvgTokens   float64 `json:"ctx_avg_tokens"`    // the packs' token estimate, to show the requests did real work
 	CtxDecodeP50us float64 `json:"ctx_decode_p50_us"` // decoding a pack in the client, outside ctx_p50_us
 	IngestMessages int     `json:"ingest_messages"`
-	IngestStored   int     `json:"ingest_stored"` // episodic memories the ingest phase stored
-	Sessions       int     `json:"extract_sessions"`
-	ExtractEntries int     `json:"extract_entries"` // Markdown entries the extraction phase wrote
-	VectorBytes    int64   `json:"vector_store_bytes"`
-	RSSSource      string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
-	LoadSeconds    float64 `json:"load_seconds"`
-	LoadPerS       float64 `json:"load_memories_per_s"`
-	TotalSeconds   float64 `json:"total_seconds"`
-	GoVersion      string  `json:"go_version"`
-	OS             string  `json:"os"`
-	Arch           string  `json:"arch"`
-	CPUs           int     `json:"cpus"`
-	GOMAXPROCS     int     `json:"gomaxprocs"`
+	// The process's CPU time per message of the raw and ingest phases (publisher
+	// included in both; absent where the system does not say): steadier than the
+	// throughputs on a shared machine, where other load takes wall time.
+	RawCPUusPerMsg    float64 `json:"raw_cpu_us_per_msg,omitempty"`
+	IngestCPUusPerMsg float64 `json:"ingest_cpu_us_per_msg,omitempty"`
+	IngestStored      int     `json:"ingest_stored"` // episodic memories the ingest phase stored
+	Sessions          int     `json:"extract_sessions"`
+	ExtractEntries    int     `json:"extract_entries"` // Markdown entries the extraction phase wrote
+	VectorBytes       int64   `json:"vector_store_bytes"`
+	RSSSource         string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
+	LoadSeconds       float64 `json:"load_seconds"`
+	LoadPerS          float64 `json:"load_memories_per_s"`
+	TotalSeconds      float64 `json:"total_seconds"`
+	GoVersion         string  `json:"go_version"`
+	OS                string  `json:"os"`
+	Arch              string  `json:"arch"`
+	CPUs              int     `json:"cpus"`
+	GOMAXPROCS        int     `json:"gomaxprocs"`
 }
 
 // profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.

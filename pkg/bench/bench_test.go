@@ -42,6 +42,11 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s = %v, want a positive finite number", name, v)
 		}
 	}
+	// The process's CPU time is known on every Unix; ingest does all raw JetStream
+	// does for a message and much more (decoding, session state, the write).
+	if _, ok := processCPU(); ok && !(res.RawCPUusPerMsg > 0 && res.IngestCPUusPerMsg > res.RawCPUusPerMsg) {
+		t.Errorf("CPU per message: raw %v µs, ingest %v µs; want both positive, ingest above raw", res.RawCPUusPerMsg, res.IngestCPUusPerMsg)
+	}
 	if res.NATSRRP50us > res.NATSRRP99us || res.CtxP50us > res.CtxP99us {
 		t.Errorf("p50 above p99: nats %v/%v, ctx %v/%v", res.NATSRRP50us, res.NATSRRP99us, res.CtxP50us, res.CtxP99us)
 	}

@@ -48,8 +48,8 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("context request p50", f(r.CtxP50us, 1), "µs", fmt.Sprintf("%d requests interleaved with the echo, ~%.0f tokens per pack", r.Requests, r.CtxAvgTokens))
 	row("context request p99", f(r.CtxP99us, 1), "µs", fmt.Sprintf("until the reply's bytes arrive, as the echo; decoding a pack takes another %.0f µs (p50)", r.CtxDecodeP50us))
 	row("context p99 / NATS p99", f(r.CtxVsNATSP99, 2), "x", "")
-	row("raw JetStream", f(r.RawJSMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d messages, async publish + 1 durable pull consumer acking", r.IngestMessages))
-	row("ingest pipeline", f(r.IngestMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d observations -> %d episodic memories", r.IngestMessages, r.IngestStored))
+	row("raw JetStream", f(r.RawJSMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d messages, async publish + 1 durable pull consumer acking%s", r.IngestMessages, cpuNote(r.RawCPUusPerMsg)))
+	row("ingest pipeline", f(r.IngestMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d observations -> %d episodic memories%s", r.IngestMessages, r.IngestStored, cpuNote(r.IngestCPUusPerMsg)))
 	row("ingest / raw JetStream", f(r.IngestVsRaw, 2), "x", "")
 	row("extraction", f(r.ExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%d sessions -> %d Markdown entries", r.Sessions, r.ExtractEntries))
 	row("peak RSS", f(r.RSSMB, 1), "MB", r.RSSSource)
@@ -64,6 +64,14 @@ func (r Result) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// cpuNote is a throughput row's CPU time per message, when known.
+func cpuNote(usPerMsg float64) string {
+	if usPerMsg == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %.0f µs CPU per message", usPerMsg)
 }
 
 // peakRSSMB is the process's peak resident set (VmHWM) on Linux; elsewhere the

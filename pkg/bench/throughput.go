@@ -93,6 +93,34 @@ func (b *bencher) publishAsync(ctx context.Context, msgs []*nats.Msg) error {
 	return nil
 }
 
+// throughputRun is how long a throughput phase took, and the process's CPU time
+// meanwhile (cpu 0 where the system does not say).
+type throughputRun struct{ wall, cpu time.Duration }
+
+// perMessage is n messages over the run: messages per second, and CPU
+// microseconds per message (0 when unknown).
+func (t throughputRun) perMessage(n int) (msgsPerS, cpuUsPerMsg float64) {
+	return float64(n) / t.wall.Seconds(), float64(t.cpu.Microseconds()) / float64(n)
+}
+
+// publishAndDrain publishes msgs (publishAsync) and waits until the durable of
+// stream has handled them (drain), timing both from the first publish.
+func (b *bencher) publishAndDrain(ctx context.Context, msgs []*nats.Msg, stream, durable string, prog *progress) (throughputRun, error) {
+	cpuBefore, cpuOK := processCPU()
+	began := time.Now()
+	if err := b.publishAsync(ctx, msgs); err != nil {
+		return throughputRun{}, err
+	}
+	if err := b.drain(ctx, stream, durable, len(msgs), prog); err != nil {
+		return throughputRun{}, err
+	}
+	t := throughputRun{wall: time.Since(began)}
+	if cpuAfter, ok := processCPU(); ok && cpuOK {
+		t.cpu = cpuAfter - cpuBefore
+	}
+	return t, nil
+}
+
 // drain waits until the durable of stream has had everything delivered and
 // acknowledged, reporting its progress against total.
 func (b *bencher) drain(ctx context.Context, stream, durable string, total int, prog *progress) error {
@@ -164,19 +192,15 @@ func (b *bencher) rawJetStream(ctx context.Context, res *Result) error {
 	defer cc.Stop()
 
 	prog := newProgress(b.cfg.Progress, "messages", n)
-	began := time.Now()
-	if err := b.publishAsync(ctx, msgs); err != nil {
+	t, err := b.publishAndDrain(ctx, msgs, rawStream, rawDurable, prog)
+	if err != nil {
 		return err
 	}
-	if err := b.drain(ctx, rawStream, rawDurable, n, prog); err != nil {
-		return err
-	}
-	elapsed := time.Since(began)
 	prog.finish(int(acked.Load()))
 	if acked.Load() < int64(n) || ackErrs.Load() > 0 {
 		return fmt.Errorf("%w: raw consumer handled %d of %d messages, %d acks failed", ErrMeasurement, acked.Load(), n, ackErrs.Load())
 	}
-	res.RawJSMsgsPerS = float64(n) / elapsed.Seconds()
+	res.RawJSMsgsPerS, res.RawCPUusPerMsg = t.perMessage(n)
 	return nil
 }
 
@@ -193,14 +217,10 @@ func (b *bencher) ingest(ctx context.Context, res *Result) error {
 	}
 	durable := bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable
 	prog := newProgress(b.cfg.Progress, "observations", n)
-	began := time.Now()
-	if err := b.publishAsync(ctx, msgs); err != nil {
+	t, err := b.publishAndDrain(ctx, msgs, bus.DefaultStream, durable, prog)
+	if err != nil {
 		return err
 	}
-	if err := b.drain(ctx, bus.DefaultStream, durable, n, prog); err != nil {
-		return err
-	}
-	elapsed := time.Since(began)
 	prog.finish(n)
 	stored, err := b.countMemories(ctx, tenantIngest, ingestUsers, []vectorstore.MemoryType{vectorstore.Episodic})
 	if err != nil {
@@ -210,7 +230,7 @@ func (b *bencher) ingest(ctx context.Context, res *Result) error {
 		return fmt.Errorf("%w: ingest stored %d episodic memories for %d observations", ErrMeasurement, stored, n)
 	}
 	res.IngestStored = stored
-	res.IngestMsgsPerS = float64(n) / elapsed.Seconds()
+	res.IngestMsgsPerS, res.IngestCPUusPerMsg = t.perMessage(n)
 	return nil
 }
 
@@ -249,14 +269,10 @@ func (b *bencher) extraction(ctx context.Context, res *Result) error {
 	}
 	durable := bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{}).Durable
 	prog := newProgress(b.cfg.Progress, "sessions", s)
-	began := time.Now()
-	if err := b.publishAsync(ctx, ends); err != nil {
+	t, err := b.publishAndDrain(ctx, ends, bus.DefaultStream, durable, prog)
+	if err != nil {
 		return err
 	}
-	if err := b.drain(ctx, bus.DefaultStream, durable, s, prog); err != nil {
-		return err
-	}
-	elapsed := time.Since(began)
 	prog.finish(s)
 	entries, err := b.countEntries(ctx, tenantExtract, users)
 	if err != nil {
@@ -266,7 +282,7 @@ func (b *bencher) extraction(ctx context.Context, res *Result) error {
 		return fmt.Errorf("%w: the extractor wrote no Markdown entry for %d sessions", ErrMeasurement, s)
 	}
 	res.ExtractEntries = entries
-	res.ExtractSessPerS = float64(s) / elapsed.Seconds()
+	res.ExtractSessPerS, _ = t.perMessage(s)
 	return nil
 }
 
