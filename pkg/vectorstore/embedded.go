@@ -149,7 +149,9 @@ type Embedded struct {
 	stmts  map[string]*sql.Stmt
 
 	// uncheckpointed is set by every commit and cleared by the checkpointer.
-	uncheckpointed  atomic.Bool
+	uncheckpointed atomic.Bool
+	// walFull wakes the checkpointer before its interval (wakeIfWALFull).
+	walFull         chan struct{}
 	stopCheckpoints context.CancelFunc // nil for MemoryPath, which has no WAL
 	checkpointsDone chan struct{}
 }
@@ -170,10 +172,11 @@ func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
 		logger = zap.NewNop()
 	}
 	s := &Embedded{
-		cfg:    cfg,
-		logger: logger.With(zap.String("vectorstore", cfg.Path)),
-		parts:  make(map[partKey]*partition),
-		stmts:  make(map[string]*sql.Stmt),
+		cfg:     cfg,
+		logger:  logger.With(zap.String("vectorstore", cfg.Path)),
+		parts:   make(map[partKey]*partition),
+		stmts:   make(map[string]*sql.Stmt),
+		walFull: make(chan struct{}, 1),
 	}
 	if cfg.Path != MemoryPath {
 		s.lock = flock.New(cfg.Path + ".lock")
@@ -363,6 +366,7 @@ func (s *Embedded) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after
 		return err
 	}
 	s.uncheckpointed.Store(true)
+	s.wakeIfWALFull()
 	if after != nil {
 		s.cacheMu.Lock()
 		after()
