@@ -34,8 +34,8 @@ type EmbeddedConfig struct {
 	// default 5s.
 	BusyTimeout time.Duration
 	// CheckpointInterval is how often the written WAL pages are copied into the
-	// database file, in the background rather than inside a commit; default
-	// DefaultCheckpointInterval.
+	// database file, in the background rather than inside a commit (and sooner once
+	// the WAL is past WALRestartPages); default DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
 	// WALRestartPages bounds the WAL file: once it holds more pages than this, a
 	// checkpoint holds writes back while it copies the last ones, so that the next
