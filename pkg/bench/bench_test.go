@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/obs"
 )
 
 // A small run through the whole stack fills every field with a sane value; no
@@ -44,7 +45,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	// The process's CPU time is known on every Unix; ingest does all raw JetStream
 	// does for a message and much more (decoding, session state, the write).
-	if _, ok := processCPU(); ok && !(res.RawCPUusPerMsg > 0 && res.IngestCPUusPerMsg > res.RawCPUusPerMsg) {
+	if _, ok := obs.ProcessCPU(); ok && !(res.RawCPUusPerMsg > 0 && res.IngestCPUusPerMsg > res.RawCPUusPerMsg) {
 		t.Errorf("CPU per message: raw %v µs, ingest %v µs; want both positive, ingest above raw", res.RawCPUusPerMsg, res.IngestCPUusPerMsg)
 	}
 	if res.NATSRRP50us > res.NATSRRP99us || res.CtxP50us > res.CtxP99us {

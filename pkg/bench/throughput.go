@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -106,7 +107,7 @@ func (t throughputRun) perMessage(n int) (msgsPerS, cpuUsPerMsg float64) {
 // publishAndDrain publishes msgs (publishAsync) and waits until the durable of
 // stream has handled them (drain), timing both from the first publish.
 func (b *bencher) publishAndDrain(ctx context.Context, msgs []*nats.Msg, stream, durable string, prog *progress) (throughputRun, error) {
-	cpuBefore, cpuOK := processCPU()
+	cpuBefore, cpuOK := obs.ProcessCPU()
 	began := time.Now()
 	if err := b.publishAsync(ctx, msgs); err != nil {
 		return throughputRun{}, err
@@ -115,7 +116,7 @@ func (b *bencher) publishAndDrain(ctx context.Context, msgs []*nats.Msg, stream,
 		return throughputRun{}, err
 	}
 	t := throughputRun{wall: time.Since(began)}
-	if cpuAfter, ok := processCPU(); ok && cpuOK {
+	if cpuAfter, ok := obs.ProcessCPU(); ok && cpuOK {
 		t.cpu = cpuAfter - cpuBefore
 	}
 	return t, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -84,7 +83,7 @@ func BenchmarkApplyHits(b *testing.B) {
 	batch := make([]events.Envelope, 20)
 	n := 0
 	h.store.writes.Store(0)
-	cpuBefore := processCPU(b)
+	cpuBefore := bustest.ProcessCPU(b)
 	for b.Loop() {
 		for i := range batch {
 			batch[i] = h.hit(n)
@@ -94,7 +93,7 @@ func BenchmarkApplyHits(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64((processCPU(b)-cpuBefore).Microseconds())/float64(b.N), "cpu-µs/batch")
+	b.ReportMetric(float64((bustest.ProcessCPU(b)-cpuBefore).Microseconds())/float64(b.N), "cpu-µs/batch")
 	b.ReportMetric(float64(h.store.writes.Load())/float64(b.N), "writes/batch")
 }
 
@@ -110,7 +109,7 @@ func BenchmarkWorkerHitBurst(b *testing.B) {
 	ctx := testCtx(b)
 	n := 0
 	h.store.writes.Store(0)
-	cpuBefore := processCPU(b)
+	cpuBefore := bustest.ProcessCPU(b)
 	for b.Loop() {
 		for range burst {
 			publish(b, h.e.js, h.hit(n))
@@ -118,15 +117,6 @@ func BenchmarkWorkerHitBurst(b *testing.B) {
 		}
 		bustest.Eventually(b, time.Minute, func() error { return h.e.consumed(ctx) })
 	}
-	b.ReportMetric(float64((processCPU(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/burst")
+	b.ReportMetric(float64((bustest.ProcessCPU(b)-cpuBefore).Milliseconds())/float64(b.N), "cpu-ms/burst")
 	b.ReportMetric(float64(h.store.writes.Load())/float64(b.N), "writes/burst")
-}
-
-// processCPU is the user and system CPU time the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

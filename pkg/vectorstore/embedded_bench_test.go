@@ -8,10 +8,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -235,7 +235,7 @@ func BenchmarkEmbeddedUpdatePayloads(b *testing.B) {
 	}
 	b.Run("one-by-one", func(b *testing.B) {
 		n := 0
-		cpu := processCPU(b)
+		cpu := bustest.ProcessCPU(b)
 		for b.Loop() {
 			for id, p := range patches(n) {
 				if err := s.UpdatePayload(ctx, "acme", fmt.Sprintf("u%d", n%users), id, p); err != nil {
@@ -248,7 +248,7 @@ func BenchmarkEmbeddedUpdatePayloads(b *testing.B) {
 	})
 	b.Run("batch", func(b *testing.B) {
 		n := 0
-		cpu := processCPU(b)
+		cpu := bustest.ProcessCPU(b)
 		for b.Loop() {
 			missing, err := s.UpdatePayloads(ctx, "acme", fmt.Sprintf("u%d", n%users), patches(n))
 			if err != nil || len(missing) > 0 {
@@ -260,21 +260,12 @@ func BenchmarkEmbeddedUpdatePayloads(b *testing.B) {
 	})
 }
 
-// processCPU is the user and system CPU time the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportPerRecord reports the wall time and the process CPU (since cpuBefore,
 // background checkpoints included) per record written. CPU is the figure to
 // compare on a shared machine: wall time also counts waiting for a core.
 func reportPerRecord(b *testing.B, cpuBefore time.Duration, records int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
-	b.ReportMetric(float64((processCPU(b)-cpuBefore).Nanoseconds())/float64(records), "cpu-ns/record")
+	b.ReportMetric(float64((bustest.ProcessCPU(b)-cpuBefore).Nanoseconds())/float64(records), "cpu-ns/record")
 }
 
 // openBenchStore opens an embedded store in b's temporary directory, closed when

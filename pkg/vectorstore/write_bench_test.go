@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
 	const batch = 64
 	recs := make([]vectorstore.Record, 0, batch)
 	n := 0
-	cpu := processCPU(b)
+	cpu := bustest.ProcessCPU(b)
 	for b.Loop() {
 		recs = append(recs, vectorstore.Record{
 			ID: vectorstore.TimeOrderedID(time.Unix(int64(n), 0), "batch", fmt.Sprint(n)), Tenant: "acme", UserID: fmt.Sprintf("u%d", n%100),

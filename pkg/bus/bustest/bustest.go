@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/obs"
 )
 
 // StartServer starts a JetStream nats-server in-process with its own StoreDir under
@@ -113,7 +113,7 @@ func PublishAndDrain(b *testing.B, srv *server.Server, stream, durable string, m
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	began, cpuBefore := time.Now(), processCPU(b)
+	began, cpuBefore := time.Now(), ProcessCPU(b)
 	for _, m := range msgs {
 		_, err := js.PublishMsgAsync(m)
 		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
@@ -128,7 +128,7 @@ func PublishAndDrain(b *testing.B, srv *server.Server, stream, durable string, m
 	<-js.PublishAsyncComplete()
 	WaitSettled(b, js, stream, durable, 5*time.Minute)
 	b.StopTimer()
-	elapsed, cpu := time.Since(began), processCPU(b)-cpuBefore
+	elapsed, cpu := time.Since(began), ProcessCPU(b)-cpuBefore
 	b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(len(msgs)), "cpu-µs/msg")
 }
@@ -150,13 +150,14 @@ func Settled(ctx context.Context, js jetstream.JetStream, stream, durable string
 	return err
 }
 
-// processCPU is the user and system CPU time the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+// ProcessCPU is the user and system CPU time the process has used (obs.ProcessCPU),
+// failing b where the system does not say.
+func ProcessCPU(b *testing.B) time.Duration {
+	cpu, ok := obs.ProcessCPU()
+	if !ok {
+		b.Fatal("the process's CPU time is unknown on this system")
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu
 }
 
 func jetStreamOn(t testing.TB, nc *nats.Conn) jetstream.JetStream {

@@ -1,15 +1,15 @@
 //go:build unix
 
-package bench
+package obs
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the user and system CPU time the process has used so far; ok is
+// ProcessCPU is the user and system CPU time the process has used so far; ok is
 // false when the system does not say.
-func processCPU() (cpu time.Duration, ok bool) {
+func ProcessCPU() (cpu time.Duration, ok bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
