@@ -22,9 +22,10 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 workers, the embedded vector store) on a temporary directory, stores --memories memories over
 --users users and measures: the bare NATS request/reply round trip and a context request
 (p50/p99 and the ratio of the p99s), raw JetStream against the ingest pipeline (msgs/s and
-the ratio), extraction (sessions/s), peak RSS and bytes per stored memory. Progress goes to
-stderr; the table (or --json) to stdout. The targets are ctx_vs_nats_p99 <= 5 and
-ingest_vs_raw >= 0.3.`,
+the ratio), extraction (sessions/s), peak RSS and bytes per stored memory. The stack takes
+its tuning from the configuration (--config, AGENTMEM_* variables); its storage, listeners
+and vector store are its own. Progress goes to stderr; the table (or --json) to stdout. The
+targets are ctx_vs_nats_p99 <= 5 and ingest_vs_raw >= 0.3.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := g.processLogger()
 			if err != nil {
@@ -34,6 +35,7 @@ ingest_vs_raw >= 0.3.`,
 				return err
 			}
 			cfg.Progress = cmd.ErrOrStderr()
+			cfg.ConfigFile, cfg.Environ = g.configFile(), os.Environ()
 			if cfg.ProfileDir != "" {
 				if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
 					return fmt.Errorf("profile dir: %w", err)

@@ -25,10 +25,7 @@ import (
 // loadConfig loads the configuration with flag overrides (dotted keys) applied as
 // if they were AGENTMEM_ variables, so they are validated like any other source.
 func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *zap.Logger, error) {
-	path := g.config
-	if path == "" {
-		path = os.Getenv(config.EnvConfigFile)
-	}
+	path := g.configFile()
 	if g.natsURL != "" {
 		overrides["nats.url"] = g.natsURL
 	}

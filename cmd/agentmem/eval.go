@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentmem/agentmem/pkg/app"
-	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/eval"
 )
 
@@ -61,11 +60,7 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			path := g.config
-			if path == "" {
-				path = os.Getenv(config.EnvConfigFile)
-			}
-			ev, err := eval.New(eval.Config{Ks: kList, ConfigFile: path, Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}, logger)
+			ev, err := eval.New(eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}, logger)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+
+	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 )
@@ -48,4 +51,13 @@ func (g *globalFlags) processLogger() (*zap.Logger, error) {
 		return zap.NewNop(), nil
 	}
 	return zap.NewDevelopment()
+}
+
+// configFile is the configuration file: --config, else $AGENTMEM_CONFIG ("" for
+// none).
+func (g *globalFlags) configFile() string {
+	if g.config != "" {
+		return g.config
+	}
+	return os.Getenv(config.EnvConfigFile)
 }

@@ -80,6 +80,12 @@ type Config struct {
 	IngestMessages int
 	// Sessions is how many sessions the extraction phase ends; default DefaultSessions.
 	Sessions int
+	// ConfigFile and Environ are the agentmem configuration (a YAML file, AGENTMEM_*
+	// variables) the stack is built from, so that a run measures its tuning (worker
+	// concurrency, batch sizes, the embedder); storage and listeners are always the
+	// run's own (config.Sandbox), and the vector store is the embedded one.
+	ConfigFile string
+	Environ    []string
 	// DataDir holds the stack's data; default a temporary directory, removed
 	// afterwards.
 	DataDir string
@@ -259,13 +265,11 @@ type bencher struct {
 // newBencher starts the stack on a loopback TCP listener with a free port and
 // connects the measuring client to it.
 func newBencher(ctx context.Context, cfg Config, logger *zap.Logger) (*bencher, error) {
-	stackCfg, err := config.Load("", []string{
-		config.EnvName("data_dir") + "=" + cfg.DataDir,
-		config.EnvName("http.listen") + "=",
-		config.EnvName("nats.embedded.listen") + "=127.0.0.1:0",
-	})
+	overrides := config.Sandbox(cfg.DataDir)
+	overrides["nats.embedded.listen"] = "127.0.0.1:0" // the client measures over TCP
+	stackCfg, err := config.Load(cfg.ConfigFile, config.WithOverrides(cfg.Environ, overrides))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	fmt.Fprintf(cfg.Progress, "== starting agentmem (embedded NATS on loopback TCP) in %s\n", cfg.DataDir)
 	stack, err := app.Up(ctx, stackCfg, app.UpOptions{}, logger)

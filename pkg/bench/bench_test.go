@@ -214,3 +214,12 @@ func TestChatIsNotKeptByTheDecider(t *testing.T) {
 		}
 	})
 }
+
+// The stack is built from the caller's configuration: a bad value in it fails the
+// run before anything is measured, with an error that names it.
+func TestRunTakesTheCallersConfiguration(t *testing.T) {
+	_, err := Run(context.Background(), Config{Memories: 10, DataDir: t.TempDir(), Environ: []string{"AGENTMEM_INGEST_CONCURRENCY=-5"}}, nil)
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "concurrency") {
+		t.Fatalf("Run with ingest.concurrency -5: %v; want ErrInvalidConfig naming it", err)
+	}
+}

@@ -454,3 +454,33 @@ func TestWithOverrides(t *testing.T) {
 		t.Fatalf("auto_load_lines %d, log.level %q; want the overrides 70 and warn", c.Memory.AutoLoadLines, c.Log.Level)
 	}
 }
+
+// Whatever the file and environment say, a sandboxed run stores only under its
+// directory, in the embedded backends, and serves no HTTP; the rest of the
+// configuration (here the ingest tuning) is the user's.
+func TestSandboxKeepsARunsStateInItsDirectory(t *testing.T) {
+	elsewhere, dir := t.TempDir(), t.TempDir()
+	file := writeFile(t, "agentmem.yaml", "data_dir: "+elsewhere+"\nvector:\n  backend: qdrant\n  path: "+filepath.Join(elsewhere, "v.db")+"\n")
+	env := []string{
+		"AGENTMEM_MEMORY_DIR=" + filepath.Join(elsewhere, "memory"),
+		"AGENTMEM_MEMORY_BACKEND=" + MemoryBackendJetStream,
+		"AGENTMEM_NATS_EMBEDDED_STORE_DIR=" + filepath.Join(elsewhere, "nats"),
+		"AGENTMEM_HTTP_LISTEN=127.0.0.1:9464",
+		"AGENTMEM_INGEST_CONCURRENCY=1024",
+	}
+	c := mustLoad(t, file, WithOverrides(env, Sandbox(dir))...)
+	for key, path := range map[string]string{"data_dir": c.DataDir, "memory.dir": c.Memory.Dir, "vector.path": c.Vector.Path, "nats.embedded.store_dir": c.NATS.Embedded.StoreDir} {
+		if rel, err := filepath.Rel(dir, path); err != nil || !filepath.IsLocal(rel) {
+			t.Errorf("%s = %s, outside the run's directory %s", key, path, dir)
+		}
+	}
+	if c.Memory.Backend != MemoryBackendFilesystem || c.Vector.Backend != VectorBackendEmbedded {
+		t.Errorf("backends memory %q, vector %q; want the filesystem and the embedded store", c.Memory.Backend, c.Vector.Backend)
+	}
+	if c.HTTP.Listen != "" || c.NATS.Embedded.Listen != "" {
+		t.Errorf("listeners http %q, nats %q; want none", c.HTTP.Listen, c.NATS.Embedded.Listen)
+	}
+	if c.Ingest.Concurrency != 1024 {
+		t.Errorf("ingest.concurrency = %d; want the environment's 1024", c.Ingest.Concurrency)
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -72,6 +73,26 @@ func WithOverrides(environ []string, overrides map[string]string) []string {
 		out = append(out, EnvName(key)+"="+overrides[key])
 	}
 	return out
+}
+
+// Sandbox returns the overrides (dotted key → value, for WithOverrides) that keep
+// a private run's state under dir whatever the configuration says: its data,
+// memory, vector and NATS store paths, the filesystem memory and embedded vector
+// backends, and no HTTP listener. A tool that starts a stack from its user's
+// configuration (agentmem bench, agentmem eval) applies them, so that it measures
+// that configuration's tuning without ever writing into a real deployment's memory
+// directory, Qdrant collection or JetStream; it adds its own listener.
+func Sandbox(dir string) map[string]string {
+	return map[string]string{
+		"data_dir":                dir,
+		"memory.dir":              filepath.Join(dir, "memory"),
+		"memory.backend":          MemoryBackendFilesystem,
+		"vector.backend":          VectorBackendEmbedded,
+		"vector.path":             filepath.Join(dir, "vectors.db"),
+		"nats.embedded.store_dir": filepath.Join(dir, "nats"),
+		"nats.embedded.listen":    "",
+		"http.listen":             "",
+	}
 }
 
 // Keys returns every configuration key, in struct order.
