@@ -3,9 +3,10 @@ package main
 import (
 	"os"
 
-	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/config"
 )
 
 // globalFlags are the flags every command understands.
