@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmem/agentmem/pkg/policy"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"go.yaml.in/yaml/v3"
 	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/policy"
 )
 
 func writeFile(t *testing.T, name, content string) string {
