@@ -18,14 +18,13 @@ import (
 // machine). The durable must also have delivered up to the last message on its
 // filters; while it has not, the backlog is at least 1.
 func Backlog(ctx context.Context, js jetstream.JetStream, stream, durable string) (uint64, error) {
+	// The lookup fetches the consumer's info; asking for it again would be a second
+	// round trip per poll.
 	cons, err := js.Consumer(ctx, stream, durable)
 	if err != nil {
 		return 0, fmt.Errorf("bus: consumer %s: %w", durable, err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("bus: consumer %s: %w", durable, err)
-	}
+	info := cons.CachedInfo()
 	if n := counted(info); n > 0 {
 		return n, nil
 	}
@@ -63,11 +62,7 @@ func lastSequence(ctx context.Context, js jetstream.JetStream, stream string, fi
 		return 0, err
 	}
 	if len(filters) == 0 {
-		si, err := st.Info(ctx)
-		if err != nil {
-			return 0, err
-		}
-		return si.State.LastSeq, nil
+		return st.CachedInfo().State.LastSeq, nil // fetched by the lookup
 	}
 	var last uint64
 	for _, f := range filters {
