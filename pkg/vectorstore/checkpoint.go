@@ -142,10 +142,10 @@ func (s *Embedded) checkpoint(ctx context.Context) error {
 // when the writes start the WAL over, so it is longer than the bound only while
 // the WAL is. It costs a stat per transaction.
 func (s *Embedded) wakeIfWALFull() {
-	if s.cfg.Path == MemoryPath {
-		return // no WAL
+	if s.walPath == "" {
+		return // MemoryPath: no WAL
 	}
-	fi, err := os.Stat(s.cfg.Path + "-wal")
+	fi, err := os.Stat(s.walPath)
 	if err != nil || fi.Size() <= int64(s.cfg.WALRestartPages)*walPageBytes {
 		return
 	}

@@ -150,7 +150,9 @@ type Embedded struct {
 
 	// uncheckpointed is set by every commit and cleared by the checkpointer.
 	uncheckpointed atomic.Bool
-	// walFull wakes the checkpointer before its interval (wakeIfWALFull).
+	// walPath is the WAL file, "" for MemoryPath; walFull wakes the checkpointer
+	// before its interval (wakeIfWALFull).
+	walPath         string
 	walFull         chan struct{}
 	stopCheckpoints context.CancelFunc // nil for MemoryPath, which has no WAL
 	checkpointsDone chan struct{}
@@ -179,6 +181,7 @@ func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
 		walFull: make(chan struct{}, 1),
 	}
 	if cfg.Path != MemoryPath {
+		s.walPath = cfg.Path + "-wal"
 		s.lock = flock.New(cfg.Path + ".lock")
 		ok, err := s.lock.TryLock()
 		if err != nil {
