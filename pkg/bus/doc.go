@@ -42,8 +42,9 @@
 // memdlq.<worker> and lets the Router ack it. A dead letter carries the original
 // headers plus reason_poisoned, subject, stream_seq and delivery_count.
 //
-// Messages that never got an ack or nack (a worker crashing on every delivery) run
-// out of MaxDeliver instead; WatchMaxDeliveries turns the server's advisory into a
-// dead letter with reason "max deliveries exceeded". ListDeadLetters and
-// ReplayDeadLetter back `agentmem dlq list/replay`.
+// Messages that never got an ack or nack (a worker crashing on every delivery) come
+// back until the Router sees a delivery count above MaxDeliver and dead-letters
+// them with reason "max deliveries exceeded" before the handler runs: the server
+// itself never drops a message. ListDeadLetters and ReplayDeadLetter back
+// `agentmem dlq list/replay`.
 package bus

@@ -52,7 +52,7 @@ func startWorkerWrapped(t *testing.T, srv *server.Server, spec bus.ConsumerSpec,
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := bus.NewRouter(bus.RouterConfig{Worker: "ingest", Retry: fastRetry}, dlq, logger)
+	r, err := bus.NewRouter(bus.RouterConfig{Worker: "ingest", Retry: fastRetry, MaxDeliver: spec.MaxDeliver}, dlq, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestRouterDeadLettersAHandlerThatAlwaysFails(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1: %+v", len(dls), dls)
 	}
 	dl := dls[0]
-	if dl.Worker != "ingest" || dl.Subject != "mem.acme.obs.u1.s1" || dl.Deliveries != 1 ||
+	if dl.Worker != "ingest" || dl.Subject != "mem.acme.obs.u1.s1" || dl.Deliveries != 1 || dl.Class != bus.ClassRetriesExhausted ||
 		!strings.Contains(dl.Reason, "vector store unreachable") || string(dl.Data) != `{"id":"ev-1"}` {
 		t.Errorf("dead letter %+v", dl)
 	}
@@ -313,26 +313,22 @@ func TestCloseDrainsInFlightMessages(t *testing.T) {
 	}
 }
 
-// A message whose worker never acks (crashes on every delivery) lands in the DLQ
-// once MaxDeliver is exhausted.
+// A message whose worker never acks (crashes on every delivery) is delivered again
+// and again: the server never drops it. The first delivery past MaxDeliver is
+// dead-lettered by the Router without running the handler.
 func TestMaxDeliveriesAreDeadLettered(t *testing.T) {
-	_, nc, js := bustest.Provisioned(t)
+	srv, _, js := bustest.Provisioned(t)
 	ctx := testCtx(t)
 	spec := bus.ConsumerSpec{Durable: "crashy", FilterSubjects: []string{"mem.*.obs.*.*"}, AckWait: 200 * time.Millisecond, MaxDeliver: 2}
 	cons, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := bus.WatchMaxDeliveries(ctx, nc, js, bus.DefaultStream, spec, "ingest", zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
 	publish(t, js, "mem.acme.obs.u1.s1", "ev-crash", `{"id":"ev-crash"}`)
 
+	// The "crashing worker": takes the message and never acks it, MaxDeliver times.
 	deliveries := 0
 	bustest.Eventually(t, wait, func() error {
-		// The "crashing worker": takes the message and never acks it.
 		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(100*time.Millisecond))
 		if err != nil {
 			return err
@@ -340,18 +336,33 @@ func TestMaxDeliveriesAreDeadLettered(t *testing.T) {
 		for range batch.Messages() {
 			deliveries++
 		}
+		if deliveries < spec.MaxDeliver {
+			return fmt.Errorf("%d deliveries", deliveries)
+		}
+		return nil
+	})
+	if deliveries != spec.MaxDeliver {
+		t.Fatalf("%d deliveries, want %d", deliveries, spec.MaxDeliver)
+	}
+	var handled atomic.Int32
+	startWorker(t, srv, spec, func(*message.Message) error {
+		handled.Add(1)
+		return nil
+	})
+	bustest.Eventually(t, wait, func() error {
 		if n := len(deadLetters(t, js)); n != 1 {
-			return fmt.Errorf("%d dead letters after %d deliveries", n, deliveries)
+			return fmt.Errorf("%d dead letters", n)
 		}
 		return nil
 	})
 	dl := deadLetters(t, js)[0]
-	if dl.Reason != bus.ReasonMaxDeliveries || dl.Deliveries != 2 || dl.Subject != "mem.acme.obs.u1.s1" ||
+	if !strings.HasPrefix(dl.Reason, bus.ReasonMaxDeliveries) || dl.Class != bus.ClassMaxDeliveries || dl.Deliveries != 3 || dl.Subject != "mem.acme.obs.u1.s1" ||
 		dl.Worker != "ingest" || string(dl.Data) != `{"id":"ev-crash"}` {
 		t.Errorf("dead letter %+v", dl)
 	}
-	if deliveries != 2 {
-		t.Errorf("%d deliveries, want MaxDeliver 2", deliveries)
+	waitAcked(t, js, spec.Durable, 1)
+	if n := handled.Load(); n != 0 {
+		t.Errorf("the handler ran %d times on a message past MaxDeliver", n)
 	}
 }
 

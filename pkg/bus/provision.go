@@ -122,7 +122,13 @@ func ProvisionStreams(ctx context.Context, js jetstream.JetStream, cfg StreamCon
 //     replaces AckWait: the server silently sets AckWait = BackOff[0]. A spec with
 //     both set to different values is rejected rather than silently changed.
 //   - BackOff applies to ack timeouts only; an explicit Nak is redelivered at once.
-//   - len(BackOff) must not exceed MaxDeliver (when MaxDeliver is limited).
+//
+// MaxDeliver is enforced by the Router (RouterConfig.MaxDeliver), not by the
+// server: a server that runs out of deliveries drops the message and only says so
+// in a core-NATS advisory, which a busy or absent subscriber misses (a graceful
+// stop once lost 126 messages that way). The durable is created with unlimited
+// deliveries, and the Router dead-letters a message delivered more than MaxDeliver
+// times before its handler sees it.
 type ConsumerSpec struct {
 	// Durable is the consumer name; stable, since KEDA scales on it.
 	Durable string
@@ -131,7 +137,8 @@ type ConsumerSpec struct {
 	// AckWait is how long a delivery may go unacknowledged before redelivery; 0 uses
 	// BackOff[0], or the server default of 30s without BackOff.
 	AckWait time.Duration
-	// MaxDeliver caps deliveries of one message; 0 or -1 is unlimited.
+	// MaxDeliver is how many deliveries a message gets before the Router
+	// dead-letters it (see above); 0 or -1 is unlimited.
 	MaxDeliver int
 	// BackOff lists ack deadlines per delivery (see above).
 	BackOff []time.Duration
@@ -178,9 +185,6 @@ func (s ConsumerSpec) Validate() error {
 	if s.MaxDeliver < -1 {
 		return fmt.Errorf("%w: consumer %s: MaxDeliver is %d, want -1, 0 (unlimited) or > 0", ErrInvalidConfig, s.Durable, s.MaxDeliver)
 	}
-	if s.MaxDeliver > 0 && len(s.BackOff) > s.MaxDeliver {
-		return fmt.Errorf("%w: consumer %s: %d BackOff entries exceed MaxDeliver %d", ErrInvalidConfig, s.Durable, len(s.BackOff), s.MaxDeliver)
-	}
 	if s.MaxAckPending < 0 {
 		return fmt.Errorf("%w: consumer %s: MaxAckPending %d is negative", ErrInvalidConfig, s.Durable, s.MaxAckPending)
 	}
@@ -210,7 +214,7 @@ func (s ConsumerSpec) jetstreamConfig() jetstream.ConsumerConfig {
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckWait:        s.AckWait,
-		MaxDeliver:     s.MaxDeliver,
+		MaxDeliver:     -1, // the Router enforces s.MaxDeliver
 		BackOff:        s.BackOff,
 		MaxAckPending:  s.MaxAckPending,
 	}

@@ -175,13 +175,10 @@ func TestPublishedMessagesRoundTrip(t *testing.T) {
 func TestConsumerSpecValidate(t *testing.T) {
 	ok := bus.ConsumerSpec{Durable: "d", FilterSubjects: []string{"mem.>"}}
 	for name, mutate := range map[string]func(*bus.ConsumerSpec){
-		"no durable":         func(s *bus.ConsumerSpec) { s.Durable = "" },
-		"dotted durable":     func(s *bus.ConsumerSpec) { s.Durable = "a.b" },
-		"no filter":          func(s *bus.ConsumerSpec) { s.FilterSubjects = nil },
-		"empty token filter": func(s *bus.ConsumerSpec) { s.FilterSubjects = []string{"mem..x"} },
-		"backoff longer than max": func(s *bus.ConsumerSpec) {
-			s.MaxDeliver, s.BackOff = 2, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
-		},
+		"no durable":               func(s *bus.ConsumerSpec) { s.Durable = "" },
+		"dotted durable":           func(s *bus.ConsumerSpec) { s.Durable = "a.b" },
+		"no filter":                func(s *bus.ConsumerSpec) { s.FilterSubjects = nil },
+		"empty token filter":       func(s *bus.ConsumerSpec) { s.FilterSubjects = []string{"mem..x"} },
 		"ack wait not backoff[0]":  func(s *bus.ConsumerSpec) { s.AckWait, s.BackOff = 30*time.Second, []time.Duration{time.Second} },
 		"negative ack wait":        func(s *bus.ConsumerSpec) { s.AckWait = -1 },
 		"zero backoff":             func(s *bus.ConsumerSpec) { s.BackOff = []time.Duration{0} },
@@ -239,8 +236,9 @@ func TestValidatedConsumerSpecsAreStoredUnchanged(t *testing.T) {
 		if got.AckWait != wantAck || !slices.Equal(got.BackOff, spec.BackOff) || got.AckPolicy != jetstream.AckExplicitPolicy {
 			rt.Fatalf("stored ack wait %s backoff %v policy %v, want %s %v explicit", got.AckWait, got.BackOff, got.AckPolicy, wantAck, spec.BackOff)
 		}
-		if spec.MaxDeliver > 0 && got.MaxDeliver != spec.MaxDeliver {
-			rt.Fatalf("stored max deliver %d, want %d", got.MaxDeliver, spec.MaxDeliver)
+		// The Router enforces MaxDeliver; the server must never drop a message.
+		if got.MaxDeliver != -1 {
+			rt.Fatalf("stored max deliver %d, want -1 (unlimited)", got.MaxDeliver)
 		}
 		if err := js.DeleteConsumer(ctx, bus.DefaultStream, spec.Durable); err != nil {
 			rt.Fatal(err)
@@ -270,7 +268,7 @@ func TestWorkerConsumers(t *testing.T) {
 			t.Fatalf("%s: %v", worker, err)
 		}
 		cfg := c.CachedInfo().Config
-		if cfg.AckWait != 30*time.Second || cfg.MaxDeliver != 5 || len(cfg.BackOff) != 3 ||
+		if spec.MaxDeliver != 5 || cfg.AckWait != 30*time.Second || cfg.MaxDeliver != -1 || len(cfg.BackOff) != 3 ||
 			cfg.DeliverPolicy != jetstream.DeliverAllPolicy || cfg.AckPolicy != jetstream.AckExplicitPolicy {
 			t.Errorf("%s: stored %+v", worker, cfg)
 		}
@@ -281,6 +279,26 @@ func TestWorkerConsumers(t *testing.T) {
 	}
 	if _, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, bus.WorkerConsumer("nope", bus.ConsumerDefaults{})); !errors.Is(err, bus.ErrInvalidConfig) {
 		t.Errorf("unknown worker: got %v, want ErrInvalidConfig", err)
+	}
+}
+
+// A durable that an earlier version created with the server enforcing MaxDeliver
+// is updated in place to unlimited deliveries, keeping its position.
+func TestProvisionLiftsAServerSideMaxDeliver(t *testing.T) {
+	_, _, js := bustest.Provisioned(t)
+	ctx := testCtx(t)
+	spec := bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{})
+	old := jetstream.ConsumerConfig{Durable: spec.Durable, FilterSubjects: spec.FilterSubjects, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: spec.AckWait, MaxDeliver: spec.MaxDeliver, BackOff: spec.BackOff}
+	if _, err := js.CreateOrUpdateConsumer(ctx, bus.DefaultStream, old); err != nil {
+		t.Fatal(err)
+	}
+	c, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CachedInfo().Config.MaxDeliver; got != -1 {
+		t.Fatalf("max deliver after provisioning %d, want -1", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -12,13 +13,49 @@ import (
 	"github.com/agentmem/agentmem/events"
 )
 
-// Dead-letter headers, set by Watermill's PoisonQueue middleware (and, with the same
-// names, by WatchMaxDeliveries). A dead letter also carries the Subscriber's metadata:
-// MetaSubject (the original subject), MetaStreamSeq and MetaDeliveryCount.
+// Dead-letter headers, set by Watermill's PoisonQueue middleware. A dead letter also
+// carries the Subscriber's metadata: MetaSubject (the original subject),
+// MetaStreamSeq and MetaDeliveryCount.
 const (
 	HeaderReason  = middleware.ReasonForPoisonedKey
 	HeaderHandler = middleware.PoisonedHandlerKey
+	// HeaderReasonClass is the reason's class, one of the Class* values: a small
+	// fixed set for metrics labels and for replaying dead letters by cause.
+	HeaderReasonClass = "reason_class"
 )
+
+// Dead-letter reason classes.
+const (
+	// ClassMalformed: input that can never succeed (an error marked Permanent).
+	ClassMalformed = "malformed"
+	// ClassMaxDeliveries: the worker crashed or hung on every delivery.
+	ClassMaxDeliveries = "max_deliveries"
+	// ClassRetriesExhausted: the handler kept failing through every retry.
+	ClassRetriesExhausted = "retries_exhausted"
+)
+
+// ReasonClass is the class of a handler error that dead-letters its message.
+func ReasonClass(err error) string {
+	switch {
+	case errors.Is(err, ErrMaxDeliveries):
+		return ClassMaxDeliveries
+	case IsPermanent(err):
+		return ClassMalformed
+	}
+	return ClassRetriesExhausted
+}
+
+// classify records the class of a failed message's error in its metadata, which
+// the PoisonQueue copies into the dead letter.
+func classify(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		out, err := h(msg)
+		if err != nil {
+			msg.Metadata.Set(HeaderReasonClass, ReasonClass(err))
+		}
+		return out, err
+	}
+}
 
 // RetryConfig configures the Router's in-process retries of a failed handler.
 type RetryConfig struct {
@@ -42,6 +79,10 @@ type RouterConfig struct {
 	CloseTimeout time.Duration
 	// Retry configures the in-process retries.
 	Retry RetryConfig
+	// MaxDeliver dead-letters, without handling it, a message delivered more than
+	// this many times (its worker crashed or hung on every delivery; see
+	// ConsumerSpec); 0 or -1 is unlimited.
+	MaxDeliver int
 }
 
 func (c RouterConfig) withDefaults() RouterConfig {
@@ -78,6 +119,9 @@ func (c RouterConfig) Validate() error {
 	if c.HandlerTimeout < 0 || c.CloseTimeout < 0 || c.Retry.InitialInterval < 0 || c.Retry.MaxInterval < 0 {
 		return fmt.Errorf("%w: router %s: timeouts and retry intervals must not be negative", ErrInvalidConfig, c.Worker)
 	}
+	if c.MaxDeliver < -1 {
+		return fmt.Errorf("%w: router %s: MaxDeliver is %d, want -1, 0 (unlimited) or > 0", ErrInvalidConfig, c.Worker, c.MaxDeliver)
+	}
 	if c.Retry.Multiplier != 0 && c.Retry.Multiplier < 1 {
 		return fmt.Errorf("%w: router %s: retry Multiplier %g is below 1", ErrInvalidConfig, c.Worker, c.Retry.Multiplier)
 	}
@@ -94,11 +138,14 @@ func (c RouterConfig) Validate() error {
 //     poison message never blocks or loops. It sits outside Retry so that only
 //     exhausted retries are dead-lettered; if the dead-letter publish fails, the
 //     message is nacked and redelivered.
-//  3. Retry: retries a failed attempt with exponential backoff, except errors
+//     The reason's class (HeaderReasonClass) goes with it.
+//  3. MaxDeliveries: a message delivered more than MaxDeliver times fails at once
+//     with ErrMaxDeliveries (permanent), so the PoisonQueue dead-letters it.
+//  4. Retry: retries a failed attempt with exponential backoff, except errors
 //     marked Permanent (malformed input), which go straight to the PoisonQueue.
-//  4. Timeout: each attempt gets its own deadline (Retry resets the context
+//  5. Timeout: each attempt gets its own deadline (Retry resets the context
 //     between attempts, otherwise attempt 2 would start with attempt 1's expired one).
-//  5. Recoverer: innermost, so that a panic becomes an error that is retried and
+//  6. Recoverer: innermost, so that a panic becomes an error that is retried and
 //     then dead-lettered like any other failure.
 //
 // dlqPub publishes the dead letters; give it a connection of its own.
@@ -135,6 +182,8 @@ func NewRouter(cfg RouterConfig, dlqPub message.Publisher, logger *zap.Logger) (
 	r.AddMiddleware(
 		middleware.CorrelationID,
 		poison,
+		classify,
+		maxDeliveries(cfg.MaxDeliver),
 		retry.Middleware,
 		middleware.Timeout(cfg.HandlerTimeout),
 		middleware.Recoverer,
@@ -142,10 +191,31 @@ func NewRouter(cfg RouterConfig, dlqPub message.Publisher, logger *zap.Logger) (
 	return r, nil
 }
 
-// permanentError marks an error that retrying cannot fix.
+// ErrMaxDeliveries is the error, and so the dead-letter reason, of a message
+// delivered more than MaxDeliver times.
+var ErrMaxDeliveries = errors.New(ReasonMaxDeliveries)
+
+// maxDeliveries fails a message delivered more than limit times before the
+// handler sees it; the count is the Subscriber's MetaDeliveryCount.
+func maxDeliveries(limit int) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		if limit <= 0 {
+			return h
+		}
+		return func(msg *message.Message) ([]*message.Message, error) {
+			if n, err := strconv.Atoi(msg.Metadata.Get(MetaDeliveryCount)); err == nil && n > limit {
+				return nil, Permanent(fmt.Errorf("%w: delivered %d times, limit %d", ErrMaxDeliveries, n, limit))
+			}
+			return h(msg)
+		}
+	}
+}
+
+// permanentError marks an error that retrying cannot fix. Its text is the wrapped
+// error's: it becomes the dead letter's reason, whose prefixes are documented.
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // Permanent marks err as not worth retrying (malformed input, an unknown schema

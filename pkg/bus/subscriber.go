@@ -90,7 +90,8 @@ func (c SubscriberConfig) Validate() error {
 // Each message is held unacknowledged until its Watermill message is acked (then
 // the JetStream message is acked and the ack confirmed) or nacked (then it is
 // nak'ed and redelivered). Close, or cancelling the Subscribe context, stops
-// pulling, hands back the messages not yet started and waits for those in flight.
+// pulling, hands out what the last pull brought and waits until every message
+// handed out is settled.
 // The context of the messages does not end with the Subscribe context, so that
 // handlers in flight finish during a graceful shutdown (the Router's Timeout
 // middleware bounds them).
@@ -169,7 +170,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 // goroutine until it is settled. One request per batch instead of one per message is
 // what lets a batching handler see many messages at once. Unlike a prefetching
 // iterator, a fetch is never abandoned: on stop the loop lets its outstanding pull
-// request finish (at most pullWait) and hands back what it brought, so a shutdown
+// request finish (at most pullWait) and hands out what it brought, so a shutdown
 // delays no message by a whole ack deadline.
 func (s *Subscriber) run(msgCtx context.Context, cons jetstream.Consumer, out chan<- *message.Message, stop <-chan struct{}) {
 	slots := make(chan struct{}, s.cfg.Concurrency)
@@ -219,11 +220,6 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 	if err == nil {
 		for msg := range batch.Messages() {
 			used++
-			if isClosed(stop) {
-				s.handBack(msg)
-				release()
-				continue
-			}
 			if !s.wants(msg.Subject()) {
 				s.skip(msg)
 				release()
@@ -242,7 +238,7 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 			wm.SetContext(msgCtx)
 			fl.running.Go(func() {
 				defer release()
-				s.process(fl, msg, wm, out, stop)
+				s.process(fl, msg, wm, out)
 			})
 		}
 		err = batch.Error()
@@ -293,11 +289,16 @@ const ackTimeout = 5 * time.Second
 
 // process hands one message to the Router and settles it with the server,
 // extending its ack deadline at fl's heartbeats until MaxProcessing has passed.
-func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message, out chan<- *message.Message, stop <-chan struct{}) {
+//
+// A fetched message is handed out even after stop: the Router reads until the
+// channel closes. Handing it back with a nak instead redelivered it at once into
+// the pull request still open, which took it again: a graceful stop used up
+// messages' MaxDeliver within milliseconds.
+func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message, out chan<- *message.Message) {
 	select {
 	case out <- wm:
-	case <-stop:
-		s.handBack(msg)
+	case <-s.abandon:
+		s.messageLogger(msg, wm).Warn("closed before the message was handed out; it will be redelivered")
 		return
 	}
 	started, beat := time.Now(), fl.nextBeat()
@@ -345,14 +346,6 @@ func (s *Subscriber) messageLogger(msg jetstream.Msg, wm *message.Message) *zap.
 	return s.logger.With(zap.String("subject", msg.Subject()), zap.String("message_uuid", wm.UUID), zap.String("stream_seq", wm.Metadata.Get(MetaStreamSeq)))
 }
 
-// handBack naks a message that was pulled but not started, so that another replica
-// gets it now rather than after its ack deadline.
-func (s *Subscriber) handBack(msg jetstream.Msg) {
-	if err := s.nak(msg); err != nil {
-		s.logger.Debug("handing back an unstarted message", zap.String("subject", msg.Subject()), zap.Error(err))
-	}
-}
-
 // nak naks msg and waits for the server to confirm it (the server answers an ack
 // that has a reply subject once it processed it), so that a nak sent just before a
 // shutdown is not lost: a lost nak delays the redelivery by a whole ack deadline.
@@ -363,8 +356,8 @@ func (s *Subscriber) nak(msg jetstream.Msg) error {
 	return err
 }
 
-// Close stops pulling, hands back unstarted messages and waits up to CloseTimeout
-// for in-flight messages to be acked or nacked; then it closes the connection if
+// Close stops pulling, hands out what the last pull brought and waits up to
+// CloseTimeout for every message handed out to be acked or nacked; then it closes the connection if
 // the Subscriber owns it. The Router calls it when it closes.
 func (s *Subscriber) Close() error {
 	s.mu.Lock()
@@ -428,13 +421,4 @@ func appHeaders(h nats.Header, extra int) message.Metadata {
 		md[k] = v[0]
 	}
 	return md
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

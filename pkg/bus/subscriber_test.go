@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -214,5 +215,60 @@ func TestSubscriberGivesUpAfterMaxProcessing(t *testing.T) {
 	}
 	if !slices.Equal(deliveries, []string{"1", "2"}) {
 		t.Fatalf("delivery counts %v, want [1 2]", deliveries)
+	}
+}
+
+// Messages that reach a pull request after the subscription was told to stop are
+// still handed out, each on its first delivery. Handing them back with a nak
+// redelivered them at once into the same open pull request, again and again:
+// during a graceful stop messages used up their MaxDeliver within milliseconds
+// and the server dropped them.
+func TestSubscriberHandsOutWhatArrivesAfterStop(t *testing.T) {
+	srv, _, js := bustest.Provisioned(t)
+	spec := testSpec("stopping")
+	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: bustest.Connect(t, srv), Consumer: spec, Concurrency: 16}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msgs, err := sub.Subscribe(ctx, spec.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := js.Consumer(testCtx(t), bus.DefaultStream, spec.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, wait, func() error {
+		info, err := c.Info(testCtx(t))
+		if err != nil {
+			return err
+		}
+		if info.NumWaiting == 0 {
+			return errors.New("no pull request open yet")
+		}
+		return nil
+	})
+	cancel() // stop while the pull request is open; it stays open for up to a second
+	const n = 3
+	for i := range n {
+		publish(t, js, "mem.acme.obs.u1.s1", "ev-"+strconv.Itoa(i), "x")
+	}
+	var deliveries []string
+	for m := range msgs {
+		deliveries = append(deliveries, m.Metadata.Get(bus.MetaDeliveryCount))
+		m.Ack()
+	}
+	if want := []string{"1", "1", "1"}; !slices.Equal(deliveries, want) {
+		t.Fatalf("delivery counts of the messages handed out after stop: %v, want %v", deliveries, want)
+	}
+	info, err := c.Info(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckFloor.Stream != n || info.NumRedelivered != 0 {
+		t.Fatalf("ack floor %d, redelivered %d; want %d, 0", info.AckFloor.Stream, info.NumRedelivered, n)
 	}
 }

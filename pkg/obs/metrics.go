@@ -118,8 +118,10 @@ func (m *Metrics) ObserveMessage(outcome Outcome, took time.Duration) {
 	om.duration.Observe(took.Seconds())
 }
 
-// DeadLetter records one message sent to the dead-letter stream. reason must come from
-// a small fixed set (e.g. "malformed", "max_deliver", "schema_version"): it is a label.
+// DeadLetter records one message sent to the dead-letter stream, also as a message
+// handled with outcome dead_letter. reason must come from a small fixed set (e.g.
+// "malformed", "max_deliveries"): it is a label.
 func (m *Metrics) DeadLetter(reason string) {
 	m.deadLetters.WithLabelValues(reason).Inc()
+	m.outcomes[OutcomeDeadLetter].messages.Inc()
 }

@@ -127,6 +127,8 @@ func TestMetricsExposesRegisteredCounterAndWorkerMetrics(t *testing.T) {
 		`agentmem_messages_processed_total{outcome="retry",worker="extractor"} 1`,
 		`agentmem_handler_duration_seconds_count{outcome="ok",worker="ingest"} 2`,
 		`agentmem_dead_letters_total{reason="malformed",worker="extractor"} 1`,
+		// A dead letter is also a message handled, with that outcome.
+		`agentmem_messages_processed_total{outcome="dead_letter",worker="extractor"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -1,7 +1,7 @@
 // Package pipeline is the runtime every stream worker (ingest, extractor,
 // consolidator) shares: a durable JetStream consumer read through a Watermill Router
-// with the project's middleware, dead letters for what cannot be processed, a watcher
-// for messages that exhausted their deliveries, metrics and structured logs. A worker
+// with the project's middleware, dead letters for what cannot be processed (and for
+// messages that exhausted their deliveries), metrics and structured logs. A worker
 // supplies only a Handler for decoded, validated events.
 package pipeline
 
@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +61,7 @@ func (c *Config) setDefaults() {
 		c.Concurrency = 4
 	}
 	c.Router.Worker = c.Worker
+	c.Router.MaxDeliver = c.Consumer.MaxDeliver
 }
 
 // Validate reports configuration errors.
@@ -150,12 +150,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	if _, err := bus.ProvisionConsumer(ctx, js, w.cfg.Stream, w.cfg.Consumer); err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
-	stopWatch, err := bus.WatchMaxDeliveries(ctx, subConn, js, w.cfg.Stream, w.cfg.Consumer, w.cfg.Worker, w.logger)
-	if err != nil {
-		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
-	}
-	defer stopWatch()
-
 	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: subConn, Stream: w.cfg.Stream, Consumer: w.cfg.Consumer, Concurrency: w.cfg.Concurrency}, w.logger)
 	if err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
@@ -249,7 +243,8 @@ func (w *Worker) decode(msg *message.Message) (events.Envelope, error) {
 	}
 	if err != nil {
 		w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
-		return events.Envelope{}, bus.Permanent(fmt.Errorf("%s: %w", subject, err))
+		// The contract's error first: dead-letter reasons start with its text.
+		return events.Envelope{}, bus.Permanent(fmt.Errorf("%w (received on %s)", err, subject))
 	}
 	return env, nil
 }
@@ -275,16 +270,8 @@ func (p countingPublisher) Publish(topic string, msgs ...*message.Message) error
 	err := p.Publisher.Publish(topic, msgs...)
 	if err == nil && p.metrics != nil {
 		for _, m := range msgs {
-			p.metrics.DeadLetter(reasonClass(m.Metadata.Get(bus.HeaderReason)))
+			p.metrics.DeadLetter(m.Metadata.Get(bus.HeaderReasonClass))
 		}
 	}
 	return err
-}
-
-// reasonClass maps a dead letter's free-form reason to a bounded label value.
-func reasonClass(reason string) string {
-	if strings.HasPrefix(reason, "permanent:") {
-		return "malformed"
-	}
-	return "retries_exhausted"
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,10 +135,17 @@ func TestWorkerDeadLettersBadInputAndRetries(t *testing.T) {
 	publish(t, js, subj, flaky)
 
 	dls := deadLetters(t, js, 3)
+	// The reasons start with the contract's documented prefixes (events/README.md).
+	var prefixes []string
 	for _, dl := range dls {
-		if dl.Worker != "ingest" || dl.Reason == "" || dl.Subject == "" || dl.Deliveries != 1 {
-			t.Errorf("dead letter = %+v; want worker ingest, a reason, the subject and 1 delivery", dl)
+		if dl.Worker != "ingest" || dl.Subject == "" || dl.Deliveries != 1 || dl.Class != bus.ClassMalformed {
+			t.Errorf("dead letter = %+v; want worker ingest, the subject, 1 delivery and class malformed", dl)
 		}
+		prefixes = append(prefixes, dl.Reason[:strings.IndexByte(dl.Reason, ':')+1])
+	}
+	slices.Sort(prefixes)
+	if want := []string{"invalid event:", "malformed event:", "unknown schema_version:"}; !slices.Equal(prefixes, want) {
+		t.Errorf("reasons start with %q, want %q", prefixes, want)
 	}
 	bustest.Eventually(t, 10*time.Second, func() error {
 		mu.Lock()
