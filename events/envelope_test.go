@@ -14,7 +14,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The DESIGN.md examples, with complete ULIDs.
+// The examples of events/README.md ("Envelope"), with complete ULIDs.
 const (
 	exampleObservation = `{"id":"01JD3QZ7X4K9M2N8P5R6S7T8V9","type":"observation","schema_version":1,"ts":"2026-11-22T10:00:00Z",
  "tenant":"acme","user_id":"u1","agent_id":"excel-bot","session_id":"s1",

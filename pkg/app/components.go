@@ -19,7 +19,7 @@ import (
 )
 
 // processors are the LLM-driven steps: the LLM implementations when an endpoint is
-// configured, the offline rule-based ones otherwise (DESIGN.md "Models").
+// configured, the offline rule-based ones otherwise (docs/architecture.md "Models").
 type processors struct {
 	extractor      extract.Extractor
 	decider        cognitive.WriteDecider

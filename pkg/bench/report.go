@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// The targets of DESIGN.md, checked on every run (never in timed tests).
+// The targets of docs/operations.md "Benchmarks", checked on every run (never in timed tests).
 const (
 	TargetCtxVsNATSP99 = 5.0 // the context p99 at most 5x the bare round trip's
 	TargetIngestVsRaw  = 0.3 // ingest at least 30% of raw JetStream throughput

@@ -56,7 +56,7 @@ func (c FilesystemConfig) Validate() error {
 	return nil
 }
 
-// Filesystem stores each namespace as a directory tree (DESIGN.md "Storage").
+// Filesystem stores each namespace as a directory tree (docs/architecture.md "Storage").
 // Writes go to a temp file in the target's directory, are fsynced and renamed over
 // the target, so readers never see a partial file. Writers of one file are
 // serialised by an in-process lock and then a flock(2) on ".<base>.lock" beside it.

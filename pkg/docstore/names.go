@@ -11,7 +11,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/markdown"
 )
 
-// The fixed files and directories of a namespace (DESIGN.md "Storage").
+// The fixed files and directories of a namespace (docs/architecture.md "Storage").
 const (
 	MemoryFile          = "MEMORY.md"
 	FilePatternsFile    = "file_patterns.md"

@@ -17,7 +17,7 @@ import (
 
 // BenchmarkContext measures a context request over NATS (in-process server; a
 // 200-line MEMORY.md, a session, a user with 100 vector memories among 2,100) next
-// to a bare micro echo round trip on the same connection, the DESIGN.md target
+// to a bare micro echo round trip on the same connection, the target (docs/operations.md "Benchmarks")
 // being p99 within 5x of the echo; context_lightweight skips the vector recall,
 // topics and chunks. Each sub-benchmark reports p50 and p99 latency.
 func BenchmarkContext(b *testing.B) {
