@@ -56,7 +56,7 @@ type Runtime struct {
 
 // NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the
 // streams and builds the stores and models that cfg selects.
-func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logger *zap.Logger) (rt *Runtime, err error) {
+func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logger *zap.Logger) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -68,52 +68,58 @@ func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logg
 	if err != nil {
 		return nil, err
 	}
-	rt = &Runtime{Config: cfg, Logger: logger, Registry: obs.NewRegistry(), connCfg: connCfg}
-	defer func() {
-		if err != nil {
-			_ = rt.Close()
-		}
-	}()
-	if rt.Conn, err = rt.Dial("agentmem-runtime"); err != nil {
+	rt := &Runtime{Config: cfg, Logger: logger, Registry: obs.NewRegistry(), connCfg: connCfg}
+	if err := rt.open(ctx); err != nil {
+		_ = rt.Close()
 		return nil, err
+	}
+	return rt, nil
+}
+
+// open connects, provisions the streams and builds the stores and models; Close
+// releases whatever it opened, also when it failed halfway.
+func (rt *Runtime) open(ctx context.Context) error {
+	var err error
+	if rt.Conn, err = rt.Dial("agentmem-runtime"); err != nil {
+		return err
 	}
 	rt.onClose(func() error { rt.Conn.Close(); return nil })
 	if rt.JS, err = jetstream.New(rt.Conn); err != nil {
-		return nil, fmt.Errorf("app: jetstream: %w", err)
+		return fmt.Errorf("app: jetstream: %w", err)
 	}
 	if err := bus.ProvisionStreams(ctx, rt.JS, bus.StreamConfig{
-		MaxAge:          cfg.NATS.Stream.MaxAge,
-		DuplicateWindow: cfg.NATS.Stream.DuplicateWindow,
-		Replicas:        cfg.NATS.Stream.Replicas,
+		MaxAge:          rt.Config.NATS.Stream.MaxAge,
+		DuplicateWindow: rt.Config.NATS.Stream.DuplicateWindow,
+		Replicas:        rt.Config.NATS.Stream.Replicas,
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if rt.Events, err = eventstore.New(eventstore.Config{}, rt.JS, logger); err != nil {
-		return nil, err
+	if rt.Events, err = eventstore.New(eventstore.Config{}, rt.JS, rt.Logger); err != nil {
+		return err
 	}
-	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: cfg.NATS.Stream.Replicas}, rt.JS, logger); err != nil {
-		return nil, err
+	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: rt.Config.NATS.Stream.Replicas}, rt.JS, rt.Logger); err != nil {
+		return err
 	}
 	if rt.Docs, err = rt.newDocs(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if rt.Embedder, err = rt.newEmbedder(); err != nil {
-		return nil, err
+		return err
 	}
 	if rt.Vectors, err = rt.newVectors(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	rt.onClose(rt.Vectors.Close)
-	if !cfg.LLM.Offline() {
-		key, err := cfg.LLM.APIKeyValue()
+	if !rt.Config.LLM.Offline() {
+		key, err := rt.Config.LLM.APIKeyValue()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if rt.LLM, err = llm.New(llm.Config{BaseURL: cfg.LLM.BaseURL, Model: cfg.LLM.Model, APIKey: key, Timeout: cfg.LLM.Timeout, MaxRetries: cfg.LLM.MaxRetries}, logger); err != nil {
-			return nil, err
+		if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries}, rt.Logger); err != nil {
+			return err
 		}
 	}
-	return rt, nil
+	return nil
 }
 
 // Dial opens a new connection with the runtime's settings; the caller closes it.
