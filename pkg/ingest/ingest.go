@@ -192,7 +192,8 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 // applySessions folds the observations still without an error (errs[i] == nil)
 // into their sessions' states, one compare-and-set per session, the sessions
 // concurrently (each is two round trips), and returns the states written. A
-// session's failure is the result of each of its observations in errs.
+// session's failure is the result of each of its observations in errs, and so is
+// a conflict: an event id applied before with other content (dead-lettered).
 func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs []error) map[sessionOf]session.State {
 	groups := map[sessionOf][]int{}
 	for i, env := range envs {
@@ -212,7 +213,7 @@ func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs
 			for j, i := range idx {
 				batch[j] = envs[i]
 			}
-			st, _, err := w.deps.Sessions.ApplyBatch(ctx, batch...)
+			st, outcomes, err := w.deps.Sessions.ApplyBatch(ctx, batch...)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -220,6 +221,12 @@ func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs
 					errs[i] = err
 				}
 				return
+			}
+			for j, o := range outcomes {
+				if o == session.Conflict {
+					// Never an overwrite of what the first event with this id wrote.
+					errs[idx[j]] = bus.Permanent(fmt.Errorf("%w: %s", session.ErrEventIDReused, envs[idx[j]].ID))
+				}
 			}
 			states[k] = st
 		})

@@ -418,3 +418,49 @@ func TestOtherEventsAreSkipped(t *testing.T) {
 		t.Fatal("no memory_written event in the stream")
 	}
 }
+
+// An event id is the identity of what it says: re-sent later (after the first was
+// acked, so in another batch) with another ts it changes nothing, and re-sent with
+// other content it is dead-lettered as a conflict and never overwrites the memory
+// the first one wrote.
+func TestEventIDAloneIsTheIdentity(t *testing.T) {
+	r := startIngest(t)
+	env := r.say(t, "u3", "s1", "Remember: my sales files have columns date, product, qty", nil)
+	r.settled(t)
+	first := r.episodes(t, "u3")
+	if len(first) != 1 {
+		t.Fatalf("episodic memories = %d, want 1", len(first))
+	}
+
+	resent := env
+	resent.TS = env.TS.Add(-time.Hour)
+	r.publish(t, resent)
+	r.settled(t)
+	if eps := r.episodes(t, "u3"); len(eps) != 1 || eps[0].ID != first[0].ID {
+		t.Fatalf("after the same event with another ts: %d memories (ids %v), want the one %s", len(eps), ids(eps), first[0].ID)
+	}
+
+	forged := env
+	forged.Observation = &events.Observation{Role: events.RoleUser, Text: "Remember: my sales files have columns region, revenue"}
+	r.publish(t, forged)
+	r.settled(t)
+	eps := r.episodes(t, "u3")
+	if len(eps) != 1 || eps[0].Text != first[0].Text {
+		t.Fatalf("after the same id with other content: %d memories, text %q; want the first one unchanged", len(eps), eps[0].Text)
+	}
+	dls, err := bus.ListDeadLetters(context.Background(), r.js, bus.DefaultDLQStream, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || !strings.HasPrefix(dls[0].Reason, session.ErrEventIDReused.Error()) || dls[0].Class != bus.ClassMalformed {
+		t.Fatalf("dead letters %+v, want one with reason %q", dls, session.ErrEventIDReused)
+	}
+}
+
+func ids(recs []vectorstore.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.ID
+	}
+	return out
+}

@@ -57,7 +57,7 @@ func TestApplyBatchIsApplyOneByOne(t *testing.T) {
 			n++
 			one, batch, other := fmt.Sprintf("one-%d", n), fmt.Sprintf("batch-%d", n), fmt.Sprintf("other-%d", n)
 			envs := genSessionEvents(one).Draw(t, "delivery")
-			var wantApplied []bool
+			var wantApplied []session.Outcome
 			for _, env := range envs {
 				_, applied, err := s.Apply(ctx, env)
 				if err != nil {
@@ -83,7 +83,7 @@ func TestApplyBatchIsApplyOneByOne(t *testing.T) {
 			}
 
 			if cfg.AppliedWindow == 0 { // the default window holds every id drawn
-				if _, again, err := s.ApplyBatch(ctx, rapid.Permutation(inBatch).Draw(t, "again")...); err != nil || slices.Contains(again, true) {
+				if _, again, err := s.ApplyBatch(ctx, rapid.Permutation(inBatch).Draw(t, "again")...); err != nil || slices.Contains(again, session.Applied) {
 					t.Fatalf("batch applied again: applied %v, err %v", again, err)
 				}
 				if got := get(t, s, batch); !sameState(got, want) {

@@ -12,7 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +28,25 @@ import (
 
 // ErrNotFound is returned for a session or turn that has no record.
 var ErrNotFound = errors.New("session: not found")
+
+// ErrEventIDReused reports an event whose id was applied before with other
+// content: a producer bug or a forgery, never a redelivery. Ingest dead-letters it
+// rather than let it overwrite what the first event wrote.
+var ErrEventIDReused = errors.New("event id reused with different content")
+
+// Outcome is what ApplyBatch did with one event.
+type Outcome uint8
+
+const (
+	// Duplicate: applied before with the same content (a redelivery or a
+	// republish, whatever its ts); nothing changed.
+	Duplicate Outcome = iota
+	// Applied: new, folded into the state now.
+	Applied
+	// Conflict: applied before with other content (ErrEventIDReused); nothing
+	// changed.
+	Conflict
+)
 
 // Config configures a Store.
 type Config struct {
@@ -103,7 +125,10 @@ type State struct {
 	LastTS      time.Time           `json:"last_ts,omitzero"`
 	EndedAt     time.Time           `json:"ended_at,omitzero"`
 	Recent      []Message           `json:"recent,omitempty"`  // by event time, oldest first
-	Applied     []string            `json:"applied,omitempty"` // recent event ids, oldest first
+	// Applied holds the recent events, oldest first, as "<id> <digest>" (digest:
+	// what the event says, ts aside; see appliedEntry). An entry written before
+	// digests existed is a bare id and matches that id whatever its content.
+	Applied []string `json:"applied,omitempty"`
 }
 
 // Store is the session state and turn store.
@@ -145,19 +170,19 @@ var ErrMixedSessions = errors.New("session: batch spans more than one session")
 // Apply folds one observation or session_ended event into its session's state and, for
 // turn observations, into the turn store. It reports applied=false, changing nothing,
 // when the event was applied before.
-func (s *Store) Apply(ctx context.Context, env events.Envelope) (State, bool, error) {
-	st, applied, err := s.ApplyBatch(ctx, env)
+func (s *Store) Apply(ctx context.Context, env events.Envelope) (State, Outcome, error) {
+	st, outcomes, err := s.ApplyBatch(ctx, env)
 	if err != nil {
-		return State{}, false, err
+		return State{}, Duplicate, err
 	}
-	return st, applied[0], nil
+	return st, outcomes[0], nil
 }
 
 // ApplyBatch folds events of one session into its state with one compare-and-set,
 // exactly as Apply would one after the other: an event applied before, or earlier in
 // envs, changes nothing. Turn observations applied now are then merged into the turn
-// store. It returns the state and, per event, whether it was applied now.
-func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State, []bool, error) {
+// store. It returns the state and, per event, its Outcome.
+func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State, []Outcome, error) {
 	if len(envs) == 0 {
 		return State{}, nil, nil
 	}
@@ -171,19 +196,19 @@ func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State,
 			return State{}, nil, fmt.Errorf("%w: %s and %s", ErrMixedSessions, first.ID, env.ID)
 		}
 	}
-	applied := make([]bool, len(envs))
-	st, err := s.applyState(ctx, key, envs, applied)
+	outcomes := make([]Outcome, len(envs))
+	st, err := s.applyState(ctx, key, envs, outcomes)
 	if err != nil {
 		return State{}, nil, fmt.Errorf("session: apply %s (%d events): %w", first.ID, len(envs), err)
 	}
 	for i, env := range envs {
-		if obs := env.Observation; applied[i] && obs != nil && obs.Turn != nil {
+		if obs := env.Observation; outcomes[i] == Applied && obs != nil && obs.Turn != nil {
 			if err := s.applyTurn(ctx, key, env); err != nil {
-				return st, applied, err
+				return st, outcomes, err
 			}
 		}
 	}
-	return st, applied, nil
+	return st, outcomes, nil
 }
 
 // applyState folds envs into key's state with one compare-and-set and returns the
@@ -192,13 +217,13 @@ func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State,
 // it reads the key and tries again. The cache is trusted only for a write, which
 // the compare-and-set checks: when the cached state says every event was applied,
 // the stored one is read to make sure.
-func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelope, applied []bool) (State, error) {
+func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelope, outcomes []Outcome) (State, error) {
 	first := envs[0]
 	st, revision, cached := s.cache.get(key)
 	if !cached {
 		st = State{Tenant: first.Tenant, UserID: first.UserID, SessionID: first.SessionID}
 	}
-	if s.foldNew(&st, envs, applied) {
+	if s.foldNew(&st, envs, outcomes) {
 		data, err := json.Marshal(st)
 		if err != nil {
 			return State{}, err
@@ -222,7 +247,7 @@ func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelo
 				return nil, fmt.Errorf("session: state %s is corrupt: %w", key, err)
 			}
 		}
-		if !s.foldNew(&st, envs, applied) {
+		if !s.foldNew(&st, envs, outcomes) {
 			return nil, errAlreadyApplied
 		}
 		return json.Marshal(st)
@@ -243,33 +268,72 @@ func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelo
 // errAlreadyApplied aborts an UpdateKV without writing.
 var errAlreadyApplied = errors.New("already applied")
 
-// foldNew folds the events of envs that st has not applied yet, in order, marking
-// them in applied (which it resets first: UpdateKV may call it again). Applied keeps
-// the AppliedWindow latest ids; seen mirrors it so that a batch costs one map
-// lookup per event, not a scan of the window. It reports whether any was new.
-func (s *Store) foldNew(st *State, envs []events.Envelope, applied []bool) bool {
-	clear(applied)
-	seen := make(map[string]struct{}, len(st.Applied)+len(envs))
-	for _, id := range st.Applied {
-		seen[id] = struct{}{}
+// foldNew folds the events of envs that st has not applied yet, in order, setting
+// their outcomes (which it resets first: UpdateKV may call it again). Applied keeps
+// the AppliedWindow latest entries; seen mirrors it (id → digest) so that a batch
+// costs one map lookup per event, not a scan of the window. It reports whether any
+// was new.
+func (s *Store) foldNew(st *State, envs []events.Envelope, outcomes []Outcome) bool {
+	clear(outcomes)
+	seen := make(map[string]string, len(st.Applied)+len(envs))
+	for _, e := range st.Applied {
+		id, digest, _ := strings.Cut(e, " ")
+		seen[id] = digest
 	}
 	changed := false
 	for i, env := range envs {
-		if _, ok := seen[env.ID]; ok {
+		digest := eventDigest(env)
+		if old, ok := seen[env.ID]; ok {
+			if old != "" && old != digest {
+				outcomes[i] = Conflict
+			}
 			continue
 		}
-		applied[i], changed = true, true
+		outcomes[i], changed = Applied, true
 		s.fold(st, env)
-		seen[env.ID] = struct{}{}
-		st.Applied = append(st.Applied, env.ID)
+		seen[env.ID] = digest
+		st.Applied = append(st.Applied, env.ID+" "+digest)
 		if over := len(st.Applied) - s.cfg.AppliedWindow; over > 0 {
-			for _, id := range st.Applied[:over] {
+			for _, e := range st.Applied[:over] {
+				id, _, _ := strings.Cut(e, " ")
 				delete(seen, id)
 			}
 			st.Applied = slices.Delete(st.Applied, 0, over)
 		}
 	}
 	return changed
+}
+
+// eventDigest is a short hash of what an event says: type, agent and the
+// observation's kind, role, text, tool call, tool result and turn. Its time and
+// its meta (provenance, such as a dialogue id) are left out, so a re-sent event is
+// a duplicate whatever its ts. The same id with the same digest is a duplicate;
+// with another, a conflict.
+func eventDigest(env events.Envelope) string {
+	h := fnv.New64a()
+	field := func(v string) {
+		_, _ = io.WriteString(h, v)
+		_, _ = h.Write([]byte{0})
+	}
+	field(string(env.Type))
+	field(env.AgentID)
+	if o := env.Observation; o != nil {
+		field(string(o.EffectiveKind()))
+		field(string(o.Role))
+		field(o.Text)
+		// Rare and small: not worth a field-by-field hash.
+		enc := json.NewEncoder(h)
+		if o.ToolCall != nil {
+			_ = enc.Encode(o.ToolCall)
+		}
+		if o.ToolResult != nil {
+			_ = enc.Encode(o.ToolResult)
+		}
+		if o.Turn != nil {
+			_ = enc.Encode(o.Turn)
+		}
+	}
+	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // fold applies one new event to st; foldNew keeps Applied.

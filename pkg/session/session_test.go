@@ -2,8 +2,10 @@ package session_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,13 +42,13 @@ func TestApplyCountsAndIsIdempotent(t *testing.T) {
 	}
 	envs = append(envs, obs("s1", events.Observation{Kind: events.KindToolCall, Role: events.RoleAssistant, ToolCall: &events.ToolCall{ID: "c1", Name: "read_csv"}}, t0.Add(10*time.Minute)))
 	for _, env := range envs {
-		if _, applied, err := s.Apply(ctx, env); err != nil || !applied {
+		if _, applied, err := s.Apply(ctx, env); err != nil || applied != session.Applied {
 			t.Fatalf("apply %s: applied=%v err=%v", env.ID, applied, err)
 		}
 	}
 	// Redelivery of every event changes nothing.
 	for _, env := range envs {
-		if _, applied, err := s.Apply(ctx, env); err != nil || applied {
+		if _, applied, err := s.Apply(ctx, env); err != nil || applied != session.Duplicate {
 			t.Fatalf("re-apply %s: applied=%v err=%v", env.ID, applied, err)
 		}
 	}
@@ -169,5 +171,59 @@ func TestRecentIsOrderedByEventTime(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[m2 m3 m4]" {
 		t.Fatalf("recent = %v, want [m2 m3 m4]", got)
+	}
+}
+
+// An event id says what it is: the same id again with another ts is a duplicate,
+// with other content a conflict, and neither changes the state. A state written
+// before digests existed (bare ids in Applied) still recognises its duplicates.
+func TestEventIDIsTheIdentity(t *testing.T) {
+	ctx := context.Background()
+	_, _, js := bustest.Provisioned(t)
+	s, err := session.New(ctx, session.Config{}, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	first := obs("s1", events.Observation{Role: events.RoleUser, Text: "my files have columns a, b"}, t0)
+	if _, got, err := s.Apply(ctx, first); err != nil || got != session.Applied {
+		t.Fatalf("first: %v, %v", got, err)
+	}
+	want, err := s.Get(ctx, "acme", "u1", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := first
+	later.TS = t0.Add(time.Hour)
+	if _, got, err := s.Apply(ctx, later); err != nil || got != session.Duplicate {
+		t.Fatalf("same id, other ts: %v, %v; want a duplicate", got, err)
+	}
+	forged := first
+	forged.Observation = &events.Observation{Role: events.RoleUser, Text: "my files have columns x, y"}
+	if _, got, err := s.Apply(ctx, forged); err != nil || got != session.Conflict {
+		t.Fatalf("same id, other text: %v, %v; want a conflict", got, err)
+	}
+	if got, err := s.Get(ctx, "acme", "u1", "s1"); err != nil || !slices.Equal(got.Applied, want.Applied) || got.Recent[0].Text != "my files have columns a, b" {
+		t.Fatalf("state after a duplicate and a conflict: %+v (%v); want it unchanged", got, err)
+	}
+
+	legacy := obs("s2", events.Observation{Role: events.RoleUser, Text: "old"}, t0)
+	key, err := events.SessionKey("acme", "u1", "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := json.Marshal(session.State{Tenant: "acme", UserID: "u1", SessionID: "s2", Applied: []string{legacy.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "agentmem_sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := s.Apply(ctx, legacy); err != nil || got != session.Duplicate {
+		t.Fatalf("an id a legacy state applied: %v, %v; want a duplicate", got, err)
 	}
 }

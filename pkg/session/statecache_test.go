@@ -74,11 +74,11 @@ func TestApplyAfterDeleteByAnotherStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Alone, first is what the stale cache says was applied.
-	if _, applied, err := a.ApplyBatch(ctx, first); err != nil || !slices.Equal(applied, []bool{true}) {
+	if _, applied, err := a.ApplyBatch(ctx, first); err != nil || !slices.Equal(applied, []session.Outcome{session.Applied}) {
 		t.Fatalf("re-applying an event of the deleted state: applied %v, err %v; want it applied again", applied, err)
 	}
 	st, applied, err := a.ApplyBatch(ctx, obs("s1", events.Observation{Role: events.RoleUser, Text: "after"}, t0.Add(2*time.Minute)))
-	if err != nil || !slices.Equal(applied, []bool{true}) {
+	if err != nil || !slices.Equal(applied, []session.Outcome{session.Applied}) {
 		t.Fatalf("applied %v, err %v", applied, err)
 	}
 	stored, err := b.Get(ctx, "acme", "u1", "s1")
