@@ -16,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/records"
 )
 
 // A small run through the whole stack fills every field with a sane value; no
@@ -192,7 +193,7 @@ func TestGeneratedFactsAreKeptByTheDecider(t *testing.T) {
 		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
 		for range 20 {
 			text := gen.fact()
-			ep, err := decider.Decide(context.Background(), cognitive.Observation{Role: string(events.RoleUser), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
+			ep, err := decider.Decide(context.Background(), records.Observation{Role: string(events.RoleUser), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
 			if err != nil || !ep.Write {
 				t.Fatalf("%q not kept: %s %v", text, ep.Reason, err)
 			}
@@ -208,7 +209,7 @@ func TestChatIsNotKeptByTheDecider(t *testing.T) {
 		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
 		role := rapid.SampledFrom([]events.Role{events.RoleUser, events.RoleAssistant}).Draw(t, "role")
 		text := gen.chat(role)
-		ep, err := decider.Decide(context.Background(), cognitive.Observation{Role: string(role), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
+		ep, err := decider.Decide(context.Background(), records.Observation{Role: string(role), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
 		if err != nil || ep.Write {
 			t.Fatalf("%s %q kept (%s) %v", role, text, ep.Reason, err)
 		}

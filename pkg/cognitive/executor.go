@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -154,7 +155,7 @@ func (e *Executor) episodes(ctx context.Context, tenant, userID string) ([]vecto
 func (e *Executor) cleanMerged(ctx context.Context, tenant, userID string, recs []vectorstore.Record) ([]vectorstore.Record, int, error) {
 	mergedInto := make(map[string]bool)
 	for _, r := range recs {
-		for _, id := range StringList(r.Metadata[MetaMergedFromIDs]) {
+		for _, id := range records.StringList(r.Metadata[records.MetaMergedFromIDs]) {
 			if id != r.ID {
 				mergedInto[id] = true
 			}
@@ -215,7 +216,7 @@ func (e *Executor) separate(ctx context.Context, act Action) (done bool, err err
 		text       string
 	}{{act.A, act.B, ta}, {act.B, act.A, tb}} {
 		patch := e.rewritePatch(r.rec, r.text, vecs[i], "separated from memory "+r.other.ID)
-		patch.Metadata[MetaSeparatedFromIDs] = ToAnyList(union(StringList(r.rec.Metadata[MetaSeparatedFromIDs]), []string{r.other.ID}))
+		patch.Metadata[records.MetaSeparatedFromIDs] = records.ToAnyList(union(records.StringList(r.rec.Metadata[records.MetaSeparatedFromIDs]), []string{r.other.ID}))
 		err := e.store.UpdatePayload(ctx, r.rec.Tenant, r.rec.UserID, r.rec.ID, patch)
 		if errors.Is(err, vectorstore.ErrNotFound) {
 			e.logger.Info("memory gone before it was separated", zap.String("id", r.rec.ID))
@@ -232,17 +233,12 @@ func (e *Executor) separate(ctx context.Context, act Action) (done bool, err err
 // keeps the previous text. Time, chat and speaker are not in the patch, so they
 // never change.
 func (e *Executor) rewritePatch(rec vectorstore.Record, text string, vec []float32, why string) vectorstore.Patch {
-	entry := map[string]any{
-		UpdateTS:           isoTime(e.cfg.Now()),
-		UpdateContext:      why,
-		UpdatePreviousText: rec.Text,
-	}
 	return vectorstore.Patch{
 		Text:   &text,
 		Vector: vec,
 		Metadata: map[string]any{
-			MetaThing:   text,
-			MetaUpdates: append(AnyList(rec.Metadata[MetaUpdates]), entry),
+			records.MetaThing:   text,
+			records.MetaUpdates: records.AppendUpdate(rec, e.cfg.Now(), why),
 		},
 	}
 }

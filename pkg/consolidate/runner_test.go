@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -45,21 +46,21 @@ func TestConsolidateMergesAFactToldInTwoChats(t *testing.T) {
 	if want := cognitive.MergedRecord(a, b, m.Text, nil).ID; m.ID != want {
 		t.Errorf("merged id %s, want %s", m.ID, want)
 	}
-	if got := sorted(strs(m.Metadata[cognitive.MetaSourceChatIDs])); !slices.Equal(got, []string{"c1", "c2"}) {
+	if got := sorted(strs(m.Metadata[records.MetaSourceChatIDs])); !slices.Equal(got, []string{"c1", "c2"}) {
 		t.Errorf("source_chat_ids %v, want both chats", got)
 	}
-	if got := sorted(strs(m.Metadata[cognitive.MetaMergedFromIDs])); !slices.Equal(got, sorted([]string{a.ID, b.ID})) {
+	if got := sorted(strs(m.Metadata[records.MetaMergedFromIDs])); !slices.Equal(got, sorted([]string{a.ID, b.ID})) {
 		t.Errorf("merged_from_ids %v, want %s and %s", got, a.ID, b.ID)
 	}
-	if !m.TS.Equal(base) || m.ChatID != "c1" || m.Metadata[cognitive.MetaTime] != base.Format(time.RFC3339Nano) {
-		t.Errorf("merged time %s chat %s (metadata %v), want the earliest %s in c1", m.TS, m.ChatID, m.Metadata[cognitive.MetaTime], base)
+	if !m.TS.Equal(base) || m.ChatID != "c1" || m.Metadata[records.MetaTime] != base.Format(time.RFC3339Nano) {
+		t.Errorf("merged time %s chat %s (metadata %v), want the earliest %s in c1", m.TS, m.ChatID, m.Metadata[records.MetaTime], base)
 	}
 	facts := e.records(t, user, vectorstore.Semantic)
 	if len(facts) != 1 || facts[0].Text != fact || facts[0].ChatID != "c1" || !facts[0].TS.Equal(base) {
 		t.Fatalf("facts %+v, want one %q first seen in c1 at %s", facts, fact, base)
 	}
-	if got := strs(facts[0].Metadata[cognitive.MetaSourceEventIDs]); !slices.Equal(got, strs(a.Metadata[cognitive.MetaSourceEventIDs])) {
-		t.Errorf("fact provenance %v, want the first episode's %v", got, a.Metadata[cognitive.MetaSourceEventIDs])
+	if got := strs(facts[0].Metadata[records.MetaSourceEventIDs]); !slices.Equal(got, strs(a.Metadata[records.MetaSourceEventIDs])) {
+		t.Errorf("fact provenance %v, want the first episode's %v", got, a.Metadata[records.MetaSourceEventIDs])
 	}
 	if got := e.ops(t, user, m.ID); !slices.Equal(got, []string{consolidate.OpMerge}) {
 		t.Errorf("merged memory history %v", got)

@@ -28,6 +28,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -375,14 +376,14 @@ func TestWorkerExtractsSessionOnceAcrossDuplicates(t *testing.T) {
 	if student == nil {
 		t.Fatalf("no fact %q among %d semantic memories", studentFact, len(facts))
 	}
-	if got := fmt.Sprint(student.Metadata[cognitive.MetaSourceEventIDs]); got != fmt.Sprint([]any{ids[9]}) {
+	if got := fmt.Sprint(student.Metadata[records.MetaSourceEventIDs]); got != fmt.Sprint([]any{ids[9]}) {
 		t.Errorf("student fact source_event_ids = %s, want [%s]", got, ids[9])
 	}
-	if got := fmt.Sprint(student.Metadata[cognitive.MetaSourceMeta]); got != "[map[dia_id:D1:9]]" {
+	if got := fmt.Sprint(student.Metadata[records.MetaSourceMeta]); got != "[map[dia_id:D1:9]]" {
 		t.Errorf("student fact source_meta = %s, want [map[dia_id:D1:9]]", got)
 	}
-	if student.Metadata[cognitive.MetaSourceChatID] != "s1" || len(student.Vector) != r.embed.Dimensions() {
-		t.Errorf("student fact chat %v, vector of %d", student.Metadata[cognitive.MetaSourceChatID], len(student.Vector))
+	if student.Metadata[records.MetaSourceChatID] != "s1" || len(student.Vector) != r.embed.Dimensions() {
+		t.Errorf("student fact chat %v, vector of %d", student.Metadata[records.MetaSourceChatID], len(student.Vector))
 	}
 
 	ws := written(t, r.js, "u1")
