@@ -181,7 +181,7 @@ func (rt *Runtime) runner(ctx context.Context, procs processors) (*consolidate.R
 	}
 	v := rt.Config.Vector
 	run, err := consolidate.NewRunner(ctx, consolidate.RunnerConfig{
-		Thresholds: cognitive.Thresholds{Merge: v.MergeThreshold, Separate: v.SeparateThreshold, SameChatWindow: v.SameChatWindow, CrossChatWindow: v.CrossChatWindow},
+		Thresholds: consolidate.Thresholds{Merge: v.MergeThreshold, Separate: v.SeparateThreshold, SameChatWindow: v.SameChatWindow, CrossChatWindow: v.CrossChatWindow},
 	}, consolidate.RunnerDeps{
 		JS: rt.JS, Vectors: rt.Vectors, Embedder: rt.Embedder,
 		Merger: procs.merger, Separator: procs.separator, Semantic: procs.semantic, Reconsolidator: procs.reconsolidator,

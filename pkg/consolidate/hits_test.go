@@ -64,7 +64,7 @@ func TestApplyHitsCountsEachEventOnce(t *testing.T) {
 	if !strings.Contains(got.Text, query) || got.Metadata[records.MetaThing] != got.Text {
 		t.Errorf("text %q (thing %v) not rewritten with the new context", got.Text, got.Metadata[records.MetaThing])
 	}
-	if cognitive.Similarity(got.Vector, ep.Vector) > 0.9999 {
+	if consolidate.Similarity(got.Vector, ep.Vector) > 0.9999 {
 		t.Error("vector not re-embedded after the rewrite")
 	}
 	if hs := strs(got.Metadata[records.MetaHitEvents]); !slices.Equal(hs, []string{hit.ID}) {

@@ -77,7 +77,7 @@ type RunnerConfig struct {
 	// at least MinLeaseTTL. It is the bucket's TTL: use one value everywhere.
 	LeaseTTL time.Duration
 	// Thresholds of the merge/separate planner; zero fields take the SPEC values.
-	Thresholds cognitive.Thresholds
+	Thresholds Thresholds
 	// StateBucket keeps per-namespace state (last run, semantic watermark); default
 	// "agentmem_consolidation".
 	StateBucket string
@@ -99,7 +99,7 @@ func (c *RunnerConfig) setDefaults() {
 	if c.SemanticLookback == 0 {
 		c.SemanticLookback = DefaultSemanticLookback
 	}
-	d := cognitive.DefaultThresholds()
+	d := DefaultThresholds()
 	c.Thresholds.Merge = cmp.Or(c.Thresholds.Merge, d.Merge)
 	c.Thresholds.Separate = cmp.Or(c.Thresholds.Separate, d.Separate)
 	c.Thresholds.SameChatWindow = cmp.Or(c.Thresholds.SameChatWindow, d.SameChatWindow)
@@ -366,7 +366,7 @@ func (r *Runner) scroll(ctx context.Context, f vectorstore.Filter) ([]vectorstor
 	var all []vectorstore.Record
 	offset := ""
 	for {
-		page, next, err := r.deps.Vectors.Scroll(ctx, f, offset, cognitive.DefaultPageSize)
+		page, next, err := r.deps.Vectors.Scroll(ctx, f, offset, DefaultPageSize)
 		if err != nil {
 			return nil, err
 		}

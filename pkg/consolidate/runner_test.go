@@ -26,7 +26,7 @@ func TestConsolidateMergesAFactToldInTwoChats(t *testing.T) {
 	ctx := testCtx(t)
 	a := e.episode(t, user, "c1", base, student)
 	b := e.episode(t, user, "c2", base.Add(72*time.Hour), student)
-	if sim := cognitive.Similarity(a.Vector, b.Vector); sim < cognitive.DefaultMergeThreshold {
+	if sim := consolidate.Similarity(a.Vector, b.Vector); sim < consolidate.DefaultMergeThreshold {
 		t.Fatalf("scenario needs close vectors, cosine %v", sim)
 	}
 	r := e.runner(t, "replica-1", nil)
@@ -43,7 +43,7 @@ func TestConsolidateMergesAFactToldInTwoChats(t *testing.T) {
 		t.Fatalf("%d episodic memories after the merge, want exactly one less than 2", len(eps))
 	}
 	m := eps[0]
-	if want := cognitive.MergedRecord(a, b, m.Text, nil).ID; m.ID != want {
+	if want := consolidate.MergedRecord(a, b, m.Text, nil).ID; m.ID != want {
 		t.Errorf("merged id %s, want %s", m.ID, want)
 	}
 	if got := sorted(strs(m.Metadata[records.MetaSourceChatIDs])); !slices.Equal(got, []string{"c1", "c2"}) {
@@ -113,7 +113,7 @@ func TestConsolidateSweepsAndSeparates(t *testing.T) {
 	// Same chat, ten days apart: close vectors but failing the hard rules (C7).
 	a := e.episode(t, user, "c1", base, "I love hiking in the Alps with my sister")
 	b := e.episode(t, user, "c1", base.Add(240*time.Hour), "I love hiking in the Alps with my brother")
-	if sim := cognitive.Similarity(a.Vector, b.Vector); sim < cognitive.DefaultSeparateThreshold {
+	if sim := consolidate.Similarity(a.Vector, b.Vector); sim < consolidate.DefaultSeparateThreshold {
 		t.Fatalf("scenario needs similar vectors, cosine %v", sim)
 	}
 	r := e.runner(t, "", nil)
@@ -215,7 +215,7 @@ func TestTwoReplicasNeverRunAtOnce(t *testing.T) {
 		t.Errorf("second replica after the first: %+v, %v; want nothing left to do", reply, err)
 	}
 	eps := e.records(t, user, vectorstore.Episodic)
-	if len(eps) != 1 || eps[0].ID != cognitive.MergedRecord(a, b, eps[0].Text, nil).ID {
+	if len(eps) != 1 || eps[0].ID != consolidate.MergedRecord(a, b, eps[0].Text, nil).ID {
 		t.Errorf("episodes %+v, want the one merged record", eps)
 	}
 	if n := len(e.records(t, user, vectorstore.Semantic)); n != 1 {
@@ -255,7 +255,7 @@ func TestConcurrentRunsMergeEachPairOnce(t *testing.T) {
 	for i, text := range texts {
 		a := e.episode(t, user, "c1", base.Add(time.Duration(i)*time.Hour), text)
 		b := e.episode(t, user, "c2", base.Add(time.Duration(i)*time.Hour+48*time.Hour), text)
-		want = append(want, cognitive.MergedRecord(a, b, "", nil).ID)
+		want = append(want, consolidate.MergedRecord(a, b, "", nil).ID)
 	}
 	merger := &countingMerger{t: t, inner: cognitive.NewRuleMerger()}
 	replicas := []*consolidate.Runner{

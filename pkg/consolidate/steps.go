@@ -114,10 +114,10 @@ func addProvenance(rec *vectorstore.Record, episodes []vectorstore.Record, fact 
 func (r *Runner) mergeAndSeparate(ctx context.Context, tenant, userID string) (merged, separated int, err error) {
 	rm := &recordingMerger{Merger: r.deps.Merger}
 	rs := &recordingSeparator{Separator: r.deps.Separator}
-	ex, err := cognitive.NewExecutor(cognitive.ExecutorConfig{Thresholds: r.cfg.Thresholds, Now: r.deps.Now},
+	ex, err := NewExecutor(ExecutorConfig{Thresholds: r.cfg.Thresholds, Now: r.deps.Now},
 		r.deps.Vectors, r.deps.Embedder, rm, rs, r.logger)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return 0, 0, err // ErrInvalidConfig
 	}
 	res, runErr := ex.Consolidate(ctx, tenant, userID)
 	// Record what reached the store even when the run failed part way.
@@ -136,7 +136,7 @@ func (r *Runner) recordMerges(ctx context.Context, tenant, userID string, calls 
 	}
 	ids := make([]string, len(calls))
 	for i, c := range calls {
-		ids[i] = cognitive.MergedRecord(c.a, c.b, c.text, nil).ID
+		ids[i] = MergedRecord(c.a, c.b, c.text, nil).ID
 	}
 	present, ok := r.present(ctx, tenant, userID, ids)
 	if !ok {

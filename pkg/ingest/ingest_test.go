@@ -391,7 +391,7 @@ func TestEpisodeKeepsTheMessagesBeforeIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sim := cognitive.Similarity(ep.Vector, vecs[0]); sim < 0.9999 {
+			if sim := float64(embed.Cosine(ep.Vector, vecs[0])); sim < 0.9999 {
 				t.Errorf("vector is not the statement's (cosine %.4f)", sim)
 			}
 		})

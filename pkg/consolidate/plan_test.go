@@ -1,4 +1,4 @@
-package cognitive
+package consolidate
 
 import (
 	"cmp"
@@ -54,7 +54,9 @@ func gapGen() *rapid.Generator[time.Duration] {
 	)
 }
 
-func testID(i int) string { return vectorstore.DeterministicID("cognitive-test", fmt.Sprint(i)) }
+// testID is a record id; with this seed testID(1) < testID(2), which pairGen
+// relies on (an action's A has the smaller id).
+func testID(i int) string { return vectorstore.DeterministicID("plan-test", fmt.Sprint(i)) }
 
 // pairGen draws two episodic records with a controlled cosine, speaker, chats and
 // time gap.
