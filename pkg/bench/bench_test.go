@@ -14,8 +14,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 )
 
@@ -188,7 +188,7 @@ func TestPercentileIsNearestRank(t *testing.T) {
 // so the ingest phase stores one memory per observation and the load phase builds
 // episodic records exactly as ingest does.
 func TestGeneratedFactsAreKeptByTheDecider(t *testing.T) {
-	decider := cognitive.NewRuleDecider()
+	decider := processor.NewRuleDecider()
 	rapid.Check(t, func(t *rapid.T) {
 		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
 		for range 20 {
@@ -204,7 +204,7 @@ func TestGeneratedFactsAreKeptByTheDecider(t *testing.T) {
 // Property: the asked user's session messages are never kept, so they leave the
 // stored memory count exact.
 func TestChatIsNotKeptByTheDecider(t *testing.T) {
-	decider := cognitive.NewRuleDecider()
+	decider := processor.NewRuleDecider()
 	rapid.Check(t, func(t *rapid.T) {
 		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
 		role := rapid.SampledFrom([]events.Role{events.RoleUser, events.RoleAssistant}).Draw(t, "role")

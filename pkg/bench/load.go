@@ -9,9 +9,9 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/client"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -94,7 +94,7 @@ func (b *bencher) load(ctx context.Context, res *Result) error {
 // provenance, semantic records from facts.
 func (b *bencher) generate(ctx context.Context, out chan<- []vectorstore.Record) error {
 	gen := newTexts(1)
-	decider := cognitive.NewRuleDecider()
+	decider := processor.NewRuleDecider()
 	base := time.Now().UTC().Add(-365 * 24 * time.Hour).Truncate(time.Second)
 	seenFacts := map[string]bool{} // a fact's id derives from its text: two equal facts are one record
 	for start := 0; start < b.cfg.Memories; start += loadBatch {

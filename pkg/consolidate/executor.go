@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -52,14 +52,14 @@ type Executor struct {
 	cfg    ExecutorConfig
 	store  vectorstore.Store
 	emb    embed.Embedder
-	merger cognitive.Merger
-	sep    cognitive.Separator
+	merger processor.Merger
+	sep    processor.Separator
 	logger *zap.Logger
 }
 
 // NewExecutor returns an Executor. A nil merger or separator takes the rule-based
 // one; a nil logger logs nothing.
-func NewExecutor(cfg ExecutorConfig, store vectorstore.Store, emb embed.Embedder, m cognitive.Merger, s cognitive.Separator, logger *zap.Logger) (*Executor, error) {
+func NewExecutor(cfg ExecutorConfig, store vectorstore.Store, emb embed.Embedder, m processor.Merger, s processor.Separator, logger *zap.Logger) (*Executor, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -68,10 +68,10 @@ func NewExecutor(cfg ExecutorConfig, store vectorstore.Store, emb embed.Embedder
 		return nil, fmt.Errorf("%w: the executor needs a store and an embedder", ErrInvalidConfig)
 	}
 	if m == nil {
-		m = cognitive.NewRuleMerger()
+		m = processor.NewRuleMerger()
 	}
 	if s == nil {
-		s = cognitive.NewRuleSeparator()
+		s = processor.NewRuleSeparator()
 	}
 	if logger == nil {
 		logger = zap.NewNop()
@@ -266,12 +266,12 @@ func (e *Executor) embed(ctx context.Context, texts ...string) ([][]float32, err
 //
 // The append is a read-modify-write of the updates list: two reconsolidations of
 // one memory at the same instant may keep only one of their entries.
-func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids []string, newContext string, r cognitive.Reconsolidator) error {
+func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids []string, newContext string, r processor.Reconsolidator) error {
 	if err := vectorstore.ValidatePartition(tenant, userID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	if r == nil {
-		r = cognitive.NewRuleReconsolidator()
+		r = processor.NewRuleReconsolidator()
 	}
 	recs, err := e.store.Get(ctx, tenant, userID, ids...)
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -289,7 +289,7 @@ func TestNewExecutorValidates(t *testing.T) {
 func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing.T) {
 	store := newStore(t)
 	obs := records.Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: t0, ChatID: "c1", EventID: "01JD3Q"}
-	ep, _ := cognitive.NewRuleDecider().Decide(context.Background(), obs)
+	ep, _ := processor.NewRuleDecider().Decide(context.Background(), obs)
 	rec := records.EpisodeRecord(tenant, user, obs, ep)
 	rec.Vector = axis(0)
 	if again := records.EpisodeRecord(tenant, user, obs, ep); again.ID != rec.ID {

@@ -15,10 +15,10 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -91,7 +91,7 @@ func (e *testEnv) episode(t testing.TB, userID, chat string, ts time.Time, text 
 	t.Helper()
 	ctx := testCtx(t)
 	obs := records.Observation{Role: "user", Text: text, TS: ts, ChatID: chat, EventID: fmt.Sprintf("ev-%s-%s-%d", userID, chat, ts.Unix())}
-	ep, err := cognitive.NewRuleDecider().Decide(ctx, obs)
+	ep, err := processor.NewRuleDecider().Decide(ctx, obs)
 	if err != nil || !ep.Write {
 		t.Fatalf("decider does not write %q: %+v, %v", text, ep, err)
 	}

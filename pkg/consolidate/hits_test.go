@@ -12,8 +12,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -252,7 +252,7 @@ func TestPropertyBatchedHitsCountOnceAndReconsolidateOncePerBatch(t *testing.T) 
 				wantTrail = append(wantTrail, q+"|"+text)
 				rec := ep
 				rec.Text = text
-				next, err := cognitive.NewRuleReconsolidator().Reconsolidate(ctx, rec, q)
+				next, err := processor.NewRuleReconsolidator().Reconsolidate(ctx, rec, q)
 				if err != nil {
 					rt.Fatal(err)
 				}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -135,10 +135,10 @@ type RunnerDeps struct {
 	JS             jetstream.JetStream
 	Vectors        vectorstore.Store
 	Embedder       embed.Embedder
-	Merger         cognitive.Merger
-	Separator      cognitive.Separator
-	Semantic       cognitive.SemanticWriter
-	Reconsolidator cognitive.Reconsolidator
+	Merger         processor.Merger
+	Separator      processor.Separator
+	Semantic       processor.SemanticWriter
+	Reconsolidator processor.Reconsolidator
 	History        History
 	Sweeper        Sweeper
 	// Now stamps state, history and update entries; default time.Now.
@@ -150,16 +150,16 @@ type RunnerDeps struct {
 
 func (d *RunnerDeps) setDefaults() error {
 	if d.Merger == nil {
-		d.Merger = cognitive.NewRuleMerger()
+		d.Merger = processor.NewRuleMerger()
 	}
 	if d.Separator == nil {
-		d.Separator = cognitive.NewRuleSeparator()
+		d.Separator = processor.NewRuleSeparator()
 	}
 	if d.Semantic == nil {
-		d.Semantic = cognitive.NewRuleSemanticWriter()
+		d.Semantic = processor.NewRuleSemanticWriter()
 	}
 	if d.Reconsolidator == nil {
-		d.Reconsolidator = cognitive.NewRuleReconsolidator()
+		d.Reconsolidator = processor.NewRuleReconsolidator()
 	}
 	if d.Now == nil {
 		d.Now = time.Now

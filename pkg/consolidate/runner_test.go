@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -143,7 +143,7 @@ func TestConsolidateSweepsAndSeparates(t *testing.T) {
 // fails the test if two Merge calls ever overlap.
 type blockingMerger struct {
 	t       *testing.T
-	inner   cognitive.Merger
+	inner   processor.Merger
 	active  atomic.Int32
 	entered chan struct{}
 	release chan struct{}
@@ -151,7 +151,7 @@ type blockingMerger struct {
 }
 
 func newBlockingMerger(t *testing.T) *blockingMerger {
-	return &blockingMerger{t: t, inner: cognitive.NewRuleMerger(), entered: make(chan struct{}), release: make(chan struct{})}
+	return &blockingMerger{t: t, inner: processor.NewRuleMerger(), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (m *blockingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
@@ -226,7 +226,7 @@ func TestTwoReplicasNeverRunAtOnce(t *testing.T) {
 // countingMerger fails the test when two merges overlap and counts them.
 type countingMerger struct {
 	t      *testing.T
-	inner  cognitive.Merger
+	inner  processor.Merger
 	active atomic.Int32
 	calls  atomic.Int32
 }
@@ -257,7 +257,7 @@ func TestConcurrentRunsMergeEachPairOnce(t *testing.T) {
 		b := e.episode(t, user, "c2", base.Add(time.Duration(i)*time.Hour+48*time.Hour), text)
 		want = append(want, consolidate.MergedRecord(a, b, "", nil).ID)
 	}
-	merger := &countingMerger{t: t, inner: cognitive.NewRuleMerger()}
+	merger := &countingMerger{t: t, inner: processor.NewRuleMerger()}
 	replicas := []*consolidate.Runner{
 		e.runner(t, "replica-1", func(_ *consolidate.RunnerConfig, d *consolidate.RunnerDeps) { d.Merger = merger }),
 		e.runner(t, "replica-2", func(_ *consolidate.RunnerConfig, d *consolidate.RunnerDeps) { d.Merger = merger }),

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -213,7 +213,7 @@ type mergeCall struct {
 // recordingMerger remembers the merges the executor asked for, so that their
 // history can be written after the run.
 type recordingMerger struct {
-	cognitive.Merger
+	processor.Merger
 	mu    sync.Mutex
 	calls []mergeCall
 }
@@ -241,7 +241,7 @@ type separateCall struct {
 
 // recordingSeparator remembers the separations the executor asked for.
 type recordingSeparator struct {
-	cognitive.Separator
+	processor.Separator
 	mu    sync.Mutex
 	calls []separateCall
 }

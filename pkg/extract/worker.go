@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
@@ -24,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -84,8 +84,8 @@ type WorkerDeps struct {
 	Events    *eventstore.Store
 	Docs      *docstore.Store
 	Extractor Extractor
-	Decider   cognitive.WriteDecider
-	Semantic  cognitive.SemanticWriter
+	Decider   processor.WriteDecider
+	Semantic  processor.SemanticWriter
 	Vectors   vectorstore.Store
 	Embedder  embed.Embedder
 	Metrics   *obs.Metrics

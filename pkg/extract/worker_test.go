@@ -20,7 +20,6 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
@@ -28,6 +27,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -127,7 +127,7 @@ func (r *rig) deps(x extract.Extractor) extract.WorkerDeps {
 			return nats.Connect("", nats.InProcessServer(r.srv), nats.Name(name))
 		},
 		JS: r.js, Events: r.events, Docs: r.docs, Extractor: x,
-		Decider: cognitive.NewRuleDecider(), Semantic: cognitive.NewRuleSemanticWriter(),
+		Decider: processor.NewRuleDecider(), Semantic: processor.NewRuleSemanticWriter(),
 		Vectors: r.vectors, Embedder: r.embed,
 	}
 }

@@ -23,10 +23,10 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -63,7 +63,7 @@ type Deps struct {
 	Dial     pipeline.Dialer
 	JS       jetstream.JetStream // publishes memory_written
 	Sessions *session.Store
-	Decider  cognitive.WriteDecider
+	Decider  processor.WriteDecider
 	Vectors  vectorstore.Store
 	Embedder embed.Embedder
 	Metrics  *obs.Metrics

@@ -17,9 +17,9 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/ingest"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -60,7 +60,7 @@ func startIngestWith(t testing.TB, cfg ingest.Config) rig {
 		},
 		JS:       js,
 		Sessions: sessions,
-		Decider:  cognitive.NewRuleDecider(),
+		Decider:  processor.NewRuleDecider(),
 		Vectors:  vectors,
 		Embedder: emb,
 	}, nil)

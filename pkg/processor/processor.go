@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 // Sentinel errors; callers match them with errors.Is.
 var (
 	// ErrInvalidConfig reports a configuration that cannot work.
-	ErrInvalidConfig = errors.New("cognitive: invalid config")
+	ErrInvalidConfig = errors.New("processor: invalid config")
 	// ErrInvalidInput reports an argument that cannot be processed (empty tenant,
 	// a record of another user, ...).
-	ErrInvalidInput = errors.New("cognitive: invalid input")
+	ErrInvalidInput = errors.New("processor: invalid input")
 )
 
 // WriteDecider decides whether an observation becomes an episodic memory (SPEC C3).

@@ -1,5 +1,8 @@
-// Package cognitive holds the processors of episodic and semantic memory (SPEC C3,
-// C5, C6, C7, C8) and the consolidation planner and executor.
+// Package processor holds the memory steps an LLM can do — write decision,
+// semantic facts, merge, separate, reconsolidate — each with an offline
+// rule-based twin (SPEC C3, C5, C6, C8). Their values and records are those of
+// pkg/records; the consolidator (pkg/consolidate) plans the merges and
+// separations and carries them out, and applies reconsolidation.
 //
 // # Processors
 //
@@ -16,8 +19,9 @@
 //   - WriteDecider (C3) decides whether an observation becomes an episode.
 //   - SemanticWriter (C8) turns episodes into stable facts, never duplicating a
 //     known fact or another new one (normalised comparison: case, punctuation and
-//     spacing ignored). FactRecord derives the record id from the normalised fact,
-//     so even two concurrent writers upsert one record.
+//     spacing ignored, textnorm.Normalize). records.FactRecord derives the record
+//     id from the same normalised fact, so even two concurrent writers upsert
+//     one record.
 //   - Merger writes the text replacing two near-duplicate episodes.
 //   - Separator rewrites two similar but distinct episodes so that they read as
 //     distinct.
@@ -88,4 +92,4 @@
 // twice gives the same texts. The reconsolidator appends "(recalled: <new
 // context, at most 80 bytes>)", replacing an earlier recall note so the text does
 // not grow with each use.
-package cognitive
+package processor

@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type prompt struct {
 func loadPrompt(name string) prompt {
 	schema, err := promptFS.ReadFile("prompts/" + name + ".schema.json")
 	if err != nil {
-		panic(fmt.Sprintf("cognitive: embedded schema %s: %v", name, err))
+		panic(fmt.Sprintf("processor: embedded schema %s: %v", name, err))
 	}
 	return prompt{
 		name:   name,
@@ -95,10 +95,10 @@ func newCaller(cfg LLMConfig, logger *zap.Logger) (llmCaller, error) {
 func (c llmCaller) ask(ctx context.Context, p prompt, data, out any) (fallback bool, err error) {
 	var system, user strings.Builder
 	if err := p.tmpl.ExecuteTemplate(&system, "system", data); err != nil {
-		return false, fmt.Errorf("cognitive: %s prompt: %w", p.name, err)
+		return false, fmt.Errorf("processor: %s prompt: %w", p.name, err)
 	}
 	if err := p.tmpl.ExecuteTemplate(&user, "user", data); err != nil {
-		return false, fmt.Errorf("cognitive: %s prompt: %w", p.name, err)
+		return false, fmt.Errorf("processor: %s prompt: %w", p.name, err)
 	}
 	err = c.client.CompleteJSON(ctx, system.String(), user.String(), p.schema, out)
 	if errors.Is(err, llm.ErrBadReply) {
@@ -106,7 +106,7 @@ func (c llmCaller) ask(ctx context.Context, p prompt, data, out any) (fallback b
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("cognitive: %s: %w", p.name, err)
+		return false, fmt.Errorf("processor: %s: %w", p.name, err)
 	}
 	return false, nil
 }

@@ -1,8 +1,9 @@
-package cognitive
+package processor
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ import (
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
+
+// testID is a record id, as the store would give it.
+func testID(i int) string { return vectorstore.DeterministicID("processor-test", fmt.Sprint(i)) }
 
 // llmFixture is a real llm.Client talking HTTP to a scripted OpenAI-compatible
 // server, and a logger whose entries the test reads.

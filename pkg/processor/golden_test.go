@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ var goldenExtraTexts = []string{
 }
 
 // updateGolden rewrites testdata/rule_episodes.golden from the current rules:
-// go test ./pkg/cognitive -run TestRuleEpisodesGolden -update-golden
+// go test ./pkg/processor -run TestRuleEpisodesGolden -update-golden
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/rule_episodes.golden")
 
 // goldenFile holds the rule decider's episodes and the episodic records built from
