@@ -29,7 +29,20 @@ type processors struct {
 	reconsolidator processor.Reconsolidator
 }
 
+// processors are the process's one set of processors, shared by its components.
 func (rt *Runtime) processors() (processors, error) {
+	if rt.procs != nil {
+		return *rt.procs, nil
+	}
+	p, err := rt.newProcessors()
+	if err != nil {
+		return p, err
+	}
+	rt.procs = &p
+	return p, nil
+}
+
+func (rt *Runtime) newProcessors() (processors, error) {
 	if rt.LLM == nil {
 		return processors{
 			extractor:      extract.NewRules(rt.Logger),
