@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/extract"
@@ -14,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/retrieve"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -22,40 +22,53 @@ import (
 // configured, the offline rule-based ones otherwise (docs/architecture.md "Models").
 type processors struct {
 	extractor      extract.Extractor
-	decider        cognitive.WriteDecider
-	semantic       cognitive.SemanticWriter
-	merger         cognitive.Merger
-	separator      cognitive.Separator
-	reconsolidator cognitive.Reconsolidator
+	decider        processor.WriteDecider
+	semantic       processor.SemanticWriter
+	merger         processor.Merger
+	separator      processor.Separator
+	reconsolidator processor.Reconsolidator
 }
 
+// processors are the process's one set of processors, shared by its components.
 func (rt *Runtime) processors() (processors, error) {
+	if rt.procs != nil {
+		return *rt.procs, nil
+	}
+	p, err := rt.newProcessors()
+	if err != nil {
+		return p, err
+	}
+	rt.procs = &p
+	return p, nil
+}
+
+func (rt *Runtime) newProcessors() (processors, error) {
 	if rt.LLM == nil {
 		return processors{
 			extractor:      extract.NewRules(rt.Logger),
-			decider:        cognitive.NewRuleDecider(),
-			semantic:       cognitive.NewRuleSemanticWriter(),
-			merger:         cognitive.NewRuleMerger(),
-			separator:      cognitive.NewRuleSeparator(),
-			reconsolidator: cognitive.NewRuleReconsolidator(),
+			decider:        processor.NewRuleDecider(),
+			semantic:       processor.NewRuleSemanticWriter(),
+			merger:         processor.NewRuleMerger(),
+			separator:      processor.NewRuleSeparator(),
+			reconsolidator: processor.NewRuleReconsolidator(),
 		}, nil
 	}
-	lc := cognitive.LLMConfig{Client: rt.LLM}
+	lc := processor.LLMConfig{Client: rt.LLM}
 	p := processors{extractor: extract.NewLLM(rt.LLM, rt.Logger)}
 	var err error
-	if p.decider, err = cognitive.NewLLMDecider(lc, rt.Logger); err != nil {
+	if p.decider, err = processor.NewLLMDecider(lc, rt.Logger); err != nil {
 		return p, err
 	}
-	if p.semantic, err = cognitive.NewLLMSemanticWriter(lc, rt.Logger); err != nil {
+	if p.semantic, err = processor.NewLLMSemanticWriter(lc, rt.Logger); err != nil {
 		return p, err
 	}
-	if p.merger, err = cognitive.NewLLMMerger(lc, rt.Logger); err != nil {
+	if p.merger, err = processor.NewLLMMerger(lc, rt.Logger); err != nil {
 		return p, err
 	}
-	if p.separator, err = cognitive.NewLLMSeparator(lc, rt.Logger); err != nil {
+	if p.separator, err = processor.NewLLMSeparator(lc, rt.Logger); err != nil {
 		return p, err
 	}
-	p.reconsolidator, err = cognitive.NewLLMReconsolidator(lc, rt.Logger)
+	p.reconsolidator, err = processor.NewLLMReconsolidator(lc, rt.Logger)
 	return p, err
 }
 
@@ -181,7 +194,7 @@ func (rt *Runtime) runner(ctx context.Context, procs processors) (*consolidate.R
 	}
 	v := rt.Config.Vector
 	run, err := consolidate.NewRunner(ctx, consolidate.RunnerConfig{
-		Thresholds: cognitive.Thresholds{Merge: v.MergeThreshold, Separate: v.SeparateThreshold, SameChatWindow: v.SameChatWindow, CrossChatWindow: v.CrossChatWindow},
+		Thresholds: consolidate.Thresholds{Merge: v.MergeThreshold, Separate: v.SeparateThreshold, SameChatWindow: v.SameChatWindow, CrossChatWindow: v.CrossChatWindow},
 	}, consolidate.RunnerDeps{
 		JS: rt.JS, Vectors: rt.Vectors, Embedder: rt.Embedder,
 		Merger: procs.merger, Separator: procs.separator, Semantic: procs.semantic, Reconsolidator: procs.reconsolidator,

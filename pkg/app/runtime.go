@@ -52,6 +52,7 @@ type Runtime struct {
 	closers []func() error
 	mem     *memory.Service     // built on first use, shared
 	run     *consolidate.Runner // built on first use, shared
+	procs   *processors         // built on first use, shared
 }
 
 // NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the

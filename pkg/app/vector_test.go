@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -72,7 +72,7 @@ func TestEpisodicMemoryLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chats := fmt.Sprint(merged[0].Metadata[cognitive.MetaSourceChatIDs])
+	chats := fmt.Sprint(merged[0].Metadata[records.MetaSourceChatIDs])
 	if chats != "[c1 c2]" || !merged[0].TS.Equal(t0) {
 		t.Fatalf("merged record: source_chat_ids %s, ts %v; want [c1 c2] and the earliest time %v", chats, merged[0].TS, t0)
 	}

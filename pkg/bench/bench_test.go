@@ -14,8 +14,9 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 )
 
 // A small run through the whole stack fills every field with a sane value; no
@@ -187,12 +188,12 @@ func TestPercentileIsNearestRank(t *testing.T) {
 // so the ingest phase stores one memory per observation and the load phase builds
 // episodic records exactly as ingest does.
 func TestGeneratedFactsAreKeptByTheDecider(t *testing.T) {
-	decider := cognitive.NewRuleDecider()
+	decider := processor.NewRuleDecider()
 	rapid.Check(t, func(t *rapid.T) {
 		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
 		for range 20 {
 			text := gen.fact()
-			ep, err := decider.Decide(context.Background(), cognitive.Observation{Role: string(events.RoleUser), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
+			ep, err := decider.Decide(context.Background(), records.Observation{Role: string(events.RoleUser), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
 			if err != nil || !ep.Write {
 				t.Fatalf("%q not kept: %s %v", text, ep.Reason, err)
 			}
@@ -203,12 +204,12 @@ func TestGeneratedFactsAreKeptByTheDecider(t *testing.T) {
 // Property: the asked user's session messages are never kept, so they leave the
 // stored memory count exact.
 func TestChatIsNotKeptByTheDecider(t *testing.T) {
-	decider := cognitive.NewRuleDecider()
+	decider := processor.NewRuleDecider()
 	rapid.Check(t, func(t *rapid.T) {
 		gen := newTexts(rapid.Uint64().Draw(t, "seed"))
 		role := rapid.SampledFrom([]events.Role{events.RoleUser, events.RoleAssistant}).Draw(t, "role")
 		text := gen.chat(role)
-		ep, err := decider.Decide(context.Background(), cognitive.Observation{Role: string(role), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
+		ep, err := decider.Decide(context.Background(), records.Observation{Role: string(role), Text: text, TS: time.Now(), ChatID: "c1", EventID: "e1"})
 		if err != nil || ep.Write {
 			t.Fatalf("%s %q kept (%s) %v", role, text, ep.Reason, err)
 		}

@@ -9,9 +9,10 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/client"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -93,7 +94,7 @@ func (b *bencher) load(ctx context.Context, res *Result) error {
 // provenance, semantic records from facts.
 func (b *bencher) generate(ctx context.Context, out chan<- []vectorstore.Record) error {
 	gen := newTexts(1)
-	decider := cognitive.NewRuleDecider()
+	decider := processor.NewRuleDecider()
 	base := time.Now().UTC().Add(-365 * 24 * time.Hour).Truncate(time.Second)
 	seenFacts := map[string]bool{} // a fact's id derives from its text: two equal facts are one record
 	for start := 0; start < b.cfg.Memories; start += loadBatch {
@@ -112,17 +113,17 @@ func (b *bencher) generate(ctx context.Context, out chan<- []vectorstore.Record)
 					text = gen.fact()
 				}
 				seenFacts[user+"\x00"+text] = true
-				rec = cognitive.FactRecord(tenantLoad, user, cognitive.Fact{Fact: text, SourceChatID: chat, FirstSeen: ts})
+				rec = records.FactRecord(tenantLoad, user, records.Fact{Fact: text, SourceChatID: chat, FirstSeen: ts})
 			} else {
-				obs := cognitive.Observation{Role: string(events.RoleUser), Text: text, TS: ts, ChatID: chat, EventID: eventID}
+				obs := records.Observation{Role: string(events.RoleUser), Text: text, TS: ts, ChatID: chat, EventID: eventID}
 				ep, err := decider.Decide(ctx, obs)
 				if err != nil || !ep.Write {
 					return fmt.Errorf("%w: the write decider did not keep generated memory %q (%s): %v", ErrMeasurement, text, ep.Reason, err)
 				}
-				rec = cognitive.EpisodeRecord(tenantLoad, user, obs, ep)
+				rec = records.EpisodeRecord(tenantLoad, user, obs, ep)
 			}
-			rec.Metadata[cognitive.MetaSourceEventIDs] = []any{eventID}
-			rec.Metadata[cognitive.MetaSourceMeta] = []any{map[string]any{"dia_id": fmt.Sprintf("D%d:%d", k/5+1, k%5+1)}}
+			rec.Metadata[records.MetaSourceEventIDs] = []any{eventID}
+			rec.Metadata[records.MetaSourceMeta] = []any{map[string]any{"dia_id": fmt.Sprintf("D%d:%d", k/5+1, k%5+1)}}
 			recs = append(recs, rec)
 			texts = append(texts, rec.Text)
 		}

@@ -16,16 +16,16 @@
 //     namespace's watermark minus SemanticLookback go to the SemanticWriter
 //     together with every stored semantic memory as the known facts, so a known
 //     fact is never written again; the new facts are upserted under
-//     cognitive.FactRecord's id, derived from the normalised fact, so even a
+//     records.FactRecord's id, derived from the normalised fact, so even a
 //     repeated or concurrent write stores one record (semantic_written). Each
 //     fact carries the provenance (source_event_ids, source_meta) of the
 //     episode it came from. The watermark (the latest episode time given to the
 //     writer) only saves work: the lookback re-reads recent episodes so that an
 //     observation ingested late is still seen, and re-reading is harmless.
-//  3. Merge and separate (C6, C7): cognitive.Executor.Consolidate (merged,
-//     separated). Its plan is deterministic and its merges upsert an id derived
-//     from both originals before deleting them, so a rerun converges and an
-//     interrupted run is completed by the next one (see package cognitive).
+//  3. Merge and separate (C6, C7): Executor.Consolidate (merged, separated).
+//     Its plan is deterministic and its merges upsert an id derived from both
+//     originals before deleting them, so a rerun converges and an interrupted
+//     run is completed by the next one (see "The planner and the executor").
 //  4. History: the merged record gets a "merge" change and both originals a
 //     "merged_into" change; each separated record a "separate" change; each new
 //     fact an "add". Only changes found in the store after the run are recorded.
@@ -34,6 +34,37 @@
 //  5. The namespace state (bucket StateBucket, key "<tenant>.<user>") records the
 //     run's start time (what the Worker's timer compares writes against) and the
 //     new watermark; it is written only when every step succeeded.
+//
+// # The planner and the executor (C5, C6, C7)
+//
+// Plan is pure: over the user's episodes it takes pairs greedily by descending
+// cosine of their vectors (ties by ids), each record in at most one action. A
+// pair with cosine ≥ 0.85 that passes the hard rules (HardRulesPass: same who;
+// same chat within 30 minutes; different chats within 7 days) is merged; 0.65 ≤
+// cosine < 0.85, or ≥ 0.85 failing the hard rules, is separated; below 0.65
+// nothing happens. A pair whose records both list each other in
+// separated_from_ids is not paired again, so repeated runs converge instead of
+// rewriting the same pair forever.
+//
+// Executor.Consolidate carries a plan out. A merge upserts the merged record
+// (MergedRecord: id DeterministicID("merge", smaller id, larger id), earliest
+// time and its chat, summed hit counts, source_chat_ids and merged_from_ids the
+// union of both records' own lists and their chats and ids) and only then deletes
+// both originals. Crash safety: if the process stops between the two steps the
+// store holds the merged record and both originals, and nothing is lost. Every
+// run starts by deleting each record whose id is listed in another record's
+// merged_from_ids, so the next run removes those originals before planning and
+// the store ends as if the merge had completed; the same cleanup removes an
+// original that a redelivered observation re-created after its merge. Rerunning a
+// merge upserts the same id, so two concurrent runs cannot duplicate it. A
+// separation patches each record with its rewritten text, a new vector, an
+// update entry and the other's id in separated_from_ids; a run stopped between
+// the two patches leaves the pair half-marked, and the next run separates it
+// again.
+//
+// Executor.Reconsolidate (C5) rewrites episodes after use: new text and vector,
+// an update entry {ts, context, previous_text}; time, chat_id and who are never
+// in the patch, so they cannot change.
 //
 // # Hits (Runner.ApplyHits, C4, C5)
 //

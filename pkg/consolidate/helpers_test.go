@@ -15,10 +15,11 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -89,13 +90,13 @@ func (e *testEnv) runner(t testing.TB, owner string, edit func(*consolidate.Runn
 func (e *testEnv) episode(t testing.TB, userID, chat string, ts time.Time, text string) vectorstore.Record {
 	t.Helper()
 	ctx := testCtx(t)
-	obs := cognitive.Observation{Role: "user", Text: text, TS: ts, ChatID: chat, EventID: fmt.Sprintf("ev-%s-%s-%d", userID, chat, ts.Unix())}
-	ep, err := cognitive.NewRuleDecider().Decide(ctx, obs)
+	obs := records.Observation{Role: "user", Text: text, TS: ts, ChatID: chat, EventID: fmt.Sprintf("ev-%s-%s-%d", userID, chat, ts.Unix())}
+	ep, err := processor.NewRuleDecider().Decide(ctx, obs)
 	if err != nil || !ep.Write {
 		t.Fatalf("decider does not write %q: %+v, %v", text, ep, err)
 	}
-	rec := cognitive.EpisodeRecord(tenant, userID, obs, ep)
-	rec.Metadata[cognitive.MetaSourceEventIDs] = []any{obs.EventID}
+	rec := records.EpisodeRecord(tenant, userID, obs, ep)
+	rec.Metadata[records.MetaSourceEventIDs] = []any{obs.EventID}
 	vecs, err := e.emb.Embed(ctx, []string{rec.Text})
 	if err != nil {
 		t.Fatal(err)

@@ -5,21 +5,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
-// MetaHitEvents is the metadata key listing the ids of the last HitEventWindow
-// memory_hit events applied to a record, oldest first: the dedupe of ApplyHits.
-const MetaHitEvents = "hit_events"
-
-// HitEventWindow is how many applied hit event ids a record remembers.
+// HitEventWindow is how many applied hit event ids a record remembers (metadata
+// records.MetaHitEvents, oldest first): the dedupe of ApplyHits.
 const HitEventWindow = 32
 
 // recallContext is the reconsolidation context of a hit without a query.
@@ -132,7 +128,7 @@ type hitPlan struct {
 // hits[i]'s canonical memory ids. The vector is left to embedRewrites.
 func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []events.Envelope, listed [][]string, log *zap.Logger) (hitPlan, error) {
 	p := hitPlan{rec: rec}
-	seen := cognitive.StringList(rec.Metadata[MetaHitEvents])
+	seen := records.StringList(rec.Metadata[records.MetaHitEvents])
 	now := r.deps.Now().UTC()
 	var newest *events.MemoryHit
 	for i, hit := range hits {
@@ -157,7 +153,7 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	}
 	// The rewrite goes into the same patch as the count, so a crash cannot leave
 	// a counted hit without its reconsolidation (or the reverse).
-	p.patch = vectorstore.Patch{HitCountDelta: p.count, Metadata: map[string]any{MetaHitEvents: cognitive.ToAnyList(seen)}}
+	p.patch = vectorstore.Patch{HitCountDelta: p.count, Metadata: map[string]any{records.MetaHitEvents: records.ToAnyList(seen)}}
 	if rec.MemoryType != vectorstore.Episodic {
 		return p, nil
 	}
@@ -166,16 +162,11 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	if err != nil {
 		return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 	}
-	updates := append(cognitive.AnyList(rec.Metadata[cognitive.MetaUpdates]), map[string]any{
-		cognitive.UpdateTS:           now.Format(time.RFC3339Nano),
-		cognitive.UpdateContext:      newContext,
-		cognitive.UpdatePreviousText: rec.Text,
-	})
 	p.changes = append(p.changes, events.Change{TS: now, Op: OpReconsolidate, Text: text,
-		Detail: map[string]any{cognitive.UpdateContext: newContext, cognitive.UpdatePreviousText: rec.Text}})
+		Detail: map[string]any{records.UpdateContext: newContext, records.UpdatePreviousText: rec.Text}})
 	p.patch.Text = &text
-	p.patch.Metadata[cognitive.MetaThing] = text
-	p.patch.Metadata[cognitive.MetaUpdates] = updates
+	p.patch.Metadata[records.MetaThing] = text
+	p.patch.Metadata[records.MetaUpdates] = records.AppendUpdate(rec, now, newContext)
 	return p, nil
 }
 

@@ -12,8 +12,9 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -47,26 +48,26 @@ func TestApplyHitsCountsEachEventOnce(t *testing.T) {
 	if !got.TS.Equal(ep.TS) || got.ChatID != ep.ChatID || got.Who != ep.Who {
 		t.Errorf("time/chat/who changed: %s %s %s, was %s %s %s", got.TS, got.ChatID, got.Who, ep.TS, ep.ChatID, ep.Who)
 	}
-	for _, k := range []string{cognitive.MetaTime, cognitive.MetaChatID, cognitive.MetaWho} {
+	for _, k := range []string{records.MetaTime, records.MetaChatID, records.MetaWho} {
 		if got.Metadata[k] != ep.Metadata[k] {
 			t.Errorf("metadata %s changed: %v, was %v", k, got.Metadata[k], ep.Metadata[k])
 		}
 	}
-	updates, _ := got.Metadata[cognitive.MetaUpdates].([]any)
+	updates, _ := got.Metadata[records.MetaUpdates].([]any)
 	if len(updates) != 1 {
 		t.Fatalf("updates %v, want one entry", updates)
 	}
 	u, _ := updates[0].(map[string]any)
-	if u[cognitive.UpdateContext] != query || u[cognitive.UpdatePreviousText] != ep.Text {
+	if u[records.UpdateContext] != query || u[records.UpdatePreviousText] != ep.Text {
 		t.Errorf("update entry %v, want context %q and previous text %q", u, query, ep.Text)
 	}
-	if !strings.Contains(got.Text, query) || got.Metadata[cognitive.MetaThing] != got.Text {
-		t.Errorf("text %q (thing %v) not rewritten with the new context", got.Text, got.Metadata[cognitive.MetaThing])
+	if !strings.Contains(got.Text, query) || got.Metadata[records.MetaThing] != got.Text {
+		t.Errorf("text %q (thing %v) not rewritten with the new context", got.Text, got.Metadata[records.MetaThing])
 	}
-	if cognitive.Similarity(got.Vector, ep.Vector) > 0.9999 {
+	if consolidate.Similarity(got.Vector, ep.Vector) > 0.9999 {
 		t.Error("vector not re-embedded after the rewrite")
 	}
-	if hs := strs(got.Metadata[consolidate.MetaHitEvents]); !slices.Equal(hs, []string{hit.ID}) {
+	if hs := strs(got.Metadata[records.MetaHitEvents]); !slices.Equal(hs, []string{hit.ID}) {
 		t.Errorf("hit_events %v, want [%s]", hs, hit.ID)
 	}
 	if ops := e.ops(t, user, ep.ID); !slices.Equal(ops, []string{consolidate.OpHit, consolidate.OpReconsolidate}) {
@@ -82,7 +83,7 @@ func TestApplyHitsCountsEachEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = e.get(t, user, ep.ID)
-	updates, _ = got.Metadata[cognitive.MetaUpdates].([]any)
+	updates, _ = got.Metadata[records.MetaUpdates].([]any)
 	if got.HitCount != 2 || len(updates) != 2 {
 		t.Errorf("after a second event: hit_count %d, %d updates; want 2 and 2", got.HitCount, len(updates))
 	}
@@ -174,11 +175,11 @@ func TestPropertyEachHitEventCountsOnce(t *testing.T) {
 			}
 		}
 		got := e.get(t, user, ep.ID)
-		updates, _ := got.Metadata[cognitive.MetaUpdates].([]any)
+		updates, _ := got.Metadata[records.MetaUpdates].([]any)
 		if got.HitCount != len(first) || len(updates) != len(first) {
 			rt.Fatalf("deliveries %v: hit_count %d, %d updates; want %d", order, got.HitCount, len(updates), len(first))
 		}
-		if hs := strs(got.Metadata[consolidate.MetaHitEvents]); !slices.Equal(hs, first) {
+		if hs := strs(got.Metadata[records.MetaHitEvents]); !slices.Equal(hs, first) {
 			rt.Fatalf("hit_events %v, want %v", hs, first)
 		}
 		if !got.TS.Equal(ep.TS) || got.ChatID != ep.ChatID || got.Who != ep.Who {
@@ -202,7 +203,7 @@ func TestHitEventsWindowIsBounded(t *testing.T) {
 		}
 	}
 	got := e.get(t, user, ep.ID)
-	if hs := strs(got.Metadata[consolidate.MetaHitEvents]); !slices.Equal(hs, ids[3:]) {
+	if hs := strs(got.Metadata[records.MetaHitEvents]); !slices.Equal(hs, ids[3:]) {
 		t.Errorf("hit_events holds %d ids, want the last %d", len(hs), consolidate.HitEventWindow)
 	}
 	if got.HitCount != len(ids) {
@@ -251,7 +252,7 @@ func TestPropertyBatchedHitsCountOnceAndReconsolidateOncePerBatch(t *testing.T) 
 				wantTrail = append(wantTrail, q+"|"+text)
 				rec := ep
 				rec.Text = text
-				next, err := cognitive.NewRuleReconsolidator().Reconsolidate(ctx, rec, q)
+				next, err := processor.NewRuleReconsolidator().Reconsolidate(ctx, rec, q)
 				if err != nil {
 					rt.Fatal(err)
 				}
@@ -266,13 +267,13 @@ func TestPropertyBatchedHitsCountOnceAndReconsolidateOncePerBatch(t *testing.T) 
 		if trail := updateTrail(got); !slices.Equal(trail, wantTrail) {
 			rt.Fatalf("updates %v, want %v", trail, wantTrail)
 		}
-		if got.Text != text || got.Metadata[cognitive.MetaThing] != text {
-			rt.Fatalf("text %q (thing %q), want %q", got.Text, got.Metadata[cognitive.MetaThing], text)
+		if got.Text != text || got.Metadata[records.MetaThing] != text {
+			rt.Fatalf("text %q (thing %q), want %q", got.Text, got.Metadata[records.MetaThing], text)
 		}
 		if !got.TS.Equal(ep.TS) || got.ChatID != ep.ChatID || got.Who != ep.Who {
 			rt.Fatalf("time/chat/who changed: %v %q %q, were %v %q %q", got.TS, got.ChatID, got.Who, ep.TS, ep.ChatID, ep.Who)
 		}
-		if hs := len(strs(got.Metadata[consolidate.MetaHitEvents])); hs != len(applied) {
+		if hs := len(strs(got.Metadata[records.MetaHitEvents])); hs != len(applied) {
 			rt.Fatalf("hit_events holds %d ids, want %d", hs, len(applied))
 		}
 	})
@@ -281,9 +282,9 @@ func TestPropertyBatchedHitsCountOnceAndReconsolidateOncePerBatch(t *testing.T) 
 // updateTrail is a record's updates as "context|previous text" (their ts differ).
 func updateTrail(r vectorstore.Record) []string {
 	var out []string
-	for _, u := range cognitive.AnyList(r.Metadata[cognitive.MetaUpdates]) {
+	for _, u := range records.AnyList(r.Metadata[records.MetaUpdates]) {
 		m, _ := u.(map[string]any)
-		out = append(out, fmt.Sprint(m[cognitive.UpdateContext], "|", m[cognitive.UpdatePreviousText]))
+		out = append(out, fmt.Sprint(m[records.UpdateContext], "|", m[records.UpdatePreviousText]))
 	}
 	return out
 }

@@ -16,9 +16,9 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -77,7 +77,7 @@ type RunnerConfig struct {
 	// at least MinLeaseTTL. It is the bucket's TTL: use one value everywhere.
 	LeaseTTL time.Duration
 	// Thresholds of the merge/separate planner; zero fields take the SPEC values.
-	Thresholds cognitive.Thresholds
+	Thresholds Thresholds
 	// StateBucket keeps per-namespace state (last run, semantic watermark); default
 	// "agentmem_consolidation".
 	StateBucket string
@@ -99,7 +99,7 @@ func (c *RunnerConfig) setDefaults() {
 	if c.SemanticLookback == 0 {
 		c.SemanticLookback = DefaultSemanticLookback
 	}
-	d := cognitive.DefaultThresholds()
+	d := DefaultThresholds()
 	c.Thresholds.Merge = cmp.Or(c.Thresholds.Merge, d.Merge)
 	c.Thresholds.Separate = cmp.Or(c.Thresholds.Separate, d.Separate)
 	c.Thresholds.SameChatWindow = cmp.Or(c.Thresholds.SameChatWindow, d.SameChatWindow)
@@ -135,10 +135,10 @@ type RunnerDeps struct {
 	JS             jetstream.JetStream
 	Vectors        vectorstore.Store
 	Embedder       embed.Embedder
-	Merger         cognitive.Merger
-	Separator      cognitive.Separator
-	Semantic       cognitive.SemanticWriter
-	Reconsolidator cognitive.Reconsolidator
+	Merger         processor.Merger
+	Separator      processor.Separator
+	Semantic       processor.SemanticWriter
+	Reconsolidator processor.Reconsolidator
 	History        History
 	Sweeper        Sweeper
 	// Now stamps state, history and update entries; default time.Now.
@@ -150,16 +150,16 @@ type RunnerDeps struct {
 
 func (d *RunnerDeps) setDefaults() error {
 	if d.Merger == nil {
-		d.Merger = cognitive.NewRuleMerger()
+		d.Merger = processor.NewRuleMerger()
 	}
 	if d.Separator == nil {
-		d.Separator = cognitive.NewRuleSeparator()
+		d.Separator = processor.NewRuleSeparator()
 	}
 	if d.Semantic == nil {
-		d.Semantic = cognitive.NewRuleSemanticWriter()
+		d.Semantic = processor.NewRuleSemanticWriter()
 	}
 	if d.Reconsolidator == nil {
-		d.Reconsolidator = cognitive.NewRuleReconsolidator()
+		d.Reconsolidator = processor.NewRuleReconsolidator()
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -366,7 +366,7 @@ func (r *Runner) scroll(ctx context.Context, f vectorstore.Filter) ([]vectorstor
 	var all []vectorstore.Record
 	offset := ""
 	for {
-		page, next, err := r.deps.Vectors.Scroll(ctx, f, offset, cognitive.DefaultPageSize)
+		page, next, err := r.deps.Vectors.Scroll(ctx, f, offset, DefaultPageSize)
 		if err != nil {
 			return nil, err
 		}

@@ -12,8 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -25,7 +26,7 @@ func TestConsolidateMergesAFactToldInTwoChats(t *testing.T) {
 	ctx := testCtx(t)
 	a := e.episode(t, user, "c1", base, student)
 	b := e.episode(t, user, "c2", base.Add(72*time.Hour), student)
-	if sim := cognitive.Similarity(a.Vector, b.Vector); sim < cognitive.DefaultMergeThreshold {
+	if sim := consolidate.Similarity(a.Vector, b.Vector); sim < consolidate.DefaultMergeThreshold {
 		t.Fatalf("scenario needs close vectors, cosine %v", sim)
 	}
 	r := e.runner(t, "replica-1", nil)
@@ -42,24 +43,24 @@ func TestConsolidateMergesAFactToldInTwoChats(t *testing.T) {
 		t.Fatalf("%d episodic memories after the merge, want exactly one less than 2", len(eps))
 	}
 	m := eps[0]
-	if want := cognitive.MergedRecord(a, b, m.Text, nil).ID; m.ID != want {
+	if want := consolidate.MergedRecord(a, b, m.Text, nil).ID; m.ID != want {
 		t.Errorf("merged id %s, want %s", m.ID, want)
 	}
-	if got := sorted(strs(m.Metadata[cognitive.MetaSourceChatIDs])); !slices.Equal(got, []string{"c1", "c2"}) {
+	if got := sorted(strs(m.Metadata[records.MetaSourceChatIDs])); !slices.Equal(got, []string{"c1", "c2"}) {
 		t.Errorf("source_chat_ids %v, want both chats", got)
 	}
-	if got := sorted(strs(m.Metadata[cognitive.MetaMergedFromIDs])); !slices.Equal(got, sorted([]string{a.ID, b.ID})) {
+	if got := sorted(strs(m.Metadata[records.MetaMergedFromIDs])); !slices.Equal(got, sorted([]string{a.ID, b.ID})) {
 		t.Errorf("merged_from_ids %v, want %s and %s", got, a.ID, b.ID)
 	}
-	if !m.TS.Equal(base) || m.ChatID != "c1" || m.Metadata[cognitive.MetaTime] != base.Format(time.RFC3339Nano) {
-		t.Errorf("merged time %s chat %s (metadata %v), want the earliest %s in c1", m.TS, m.ChatID, m.Metadata[cognitive.MetaTime], base)
+	if !m.TS.Equal(base) || m.ChatID != "c1" || m.Metadata[records.MetaTime] != base.Format(time.RFC3339Nano) {
+		t.Errorf("merged time %s chat %s (metadata %v), want the earliest %s in c1", m.TS, m.ChatID, m.Metadata[records.MetaTime], base)
 	}
 	facts := e.records(t, user, vectorstore.Semantic)
 	if len(facts) != 1 || facts[0].Text != fact || facts[0].ChatID != "c1" || !facts[0].TS.Equal(base) {
 		t.Fatalf("facts %+v, want one %q first seen in c1 at %s", facts, fact, base)
 	}
-	if got := strs(facts[0].Metadata[cognitive.MetaSourceEventIDs]); !slices.Equal(got, strs(a.Metadata[cognitive.MetaSourceEventIDs])) {
-		t.Errorf("fact provenance %v, want the first episode's %v", got, a.Metadata[cognitive.MetaSourceEventIDs])
+	if got := strs(facts[0].Metadata[records.MetaSourceEventIDs]); !slices.Equal(got, strs(a.Metadata[records.MetaSourceEventIDs])) {
+		t.Errorf("fact provenance %v, want the first episode's %v", got, a.Metadata[records.MetaSourceEventIDs])
 	}
 	if got := e.ops(t, user, m.ID); !slices.Equal(got, []string{consolidate.OpMerge}) {
 		t.Errorf("merged memory history %v", got)
@@ -112,7 +113,7 @@ func TestConsolidateSweepsAndSeparates(t *testing.T) {
 	// Same chat, ten days apart: close vectors but failing the hard rules (C7).
 	a := e.episode(t, user, "c1", base, "I love hiking in the Alps with my sister")
 	b := e.episode(t, user, "c1", base.Add(240*time.Hour), "I love hiking in the Alps with my brother")
-	if sim := cognitive.Similarity(a.Vector, b.Vector); sim < cognitive.DefaultSeparateThreshold {
+	if sim := consolidate.Similarity(a.Vector, b.Vector); sim < consolidate.DefaultSeparateThreshold {
 		t.Fatalf("scenario needs similar vectors, cosine %v", sim)
 	}
 	r := e.runner(t, "", nil)
@@ -142,7 +143,7 @@ func TestConsolidateSweepsAndSeparates(t *testing.T) {
 // fails the test if two Merge calls ever overlap.
 type blockingMerger struct {
 	t       *testing.T
-	inner   cognitive.Merger
+	inner   processor.Merger
 	active  atomic.Int32
 	entered chan struct{}
 	release chan struct{}
@@ -150,7 +151,7 @@ type blockingMerger struct {
 }
 
 func newBlockingMerger(t *testing.T) *blockingMerger {
-	return &blockingMerger{t: t, inner: cognitive.NewRuleMerger(), entered: make(chan struct{}), release: make(chan struct{})}
+	return &blockingMerger{t: t, inner: processor.NewRuleMerger(), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (m *blockingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
@@ -214,7 +215,7 @@ func TestTwoReplicasNeverRunAtOnce(t *testing.T) {
 		t.Errorf("second replica after the first: %+v, %v; want nothing left to do", reply, err)
 	}
 	eps := e.records(t, user, vectorstore.Episodic)
-	if len(eps) != 1 || eps[0].ID != cognitive.MergedRecord(a, b, eps[0].Text, nil).ID {
+	if len(eps) != 1 || eps[0].ID != consolidate.MergedRecord(a, b, eps[0].Text, nil).ID {
 		t.Errorf("episodes %+v, want the one merged record", eps)
 	}
 	if n := len(e.records(t, user, vectorstore.Semantic)); n != 1 {
@@ -225,7 +226,7 @@ func TestTwoReplicasNeverRunAtOnce(t *testing.T) {
 // countingMerger fails the test when two merges overlap and counts them.
 type countingMerger struct {
 	t      *testing.T
-	inner  cognitive.Merger
+	inner  processor.Merger
 	active atomic.Int32
 	calls  atomic.Int32
 }
@@ -254,9 +255,9 @@ func TestConcurrentRunsMergeEachPairOnce(t *testing.T) {
 	for i, text := range texts {
 		a := e.episode(t, user, "c1", base.Add(time.Duration(i)*time.Hour), text)
 		b := e.episode(t, user, "c2", base.Add(time.Duration(i)*time.Hour+48*time.Hour), text)
-		want = append(want, cognitive.MergedRecord(a, b, "", nil).ID)
+		want = append(want, consolidate.MergedRecord(a, b, "", nil).ID)
 	}
-	merger := &countingMerger{t: t, inner: cognitive.NewRuleMerger()}
+	merger := &countingMerger{t: t, inner: processor.NewRuleMerger()}
 	replicas := []*consolidate.Runner{
 		e.runner(t, "replica-1", func(_ *consolidate.RunnerConfig, d *consolidate.RunnerDeps) { d.Merger = merger }),
 		e.runner(t, "replica-2", func(_ *consolidate.RunnerConfig, d *consolidate.RunnerDeps) { d.Merger = merger }),

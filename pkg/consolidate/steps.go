@@ -10,13 +10,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/obs"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // MetaSourceMemoryIDs links a fact to the episode it was found in (next to the
-// provenance keys cognitive.MetaSourceEventIDs and cognitive.MetaSourceMeta).
+// provenance keys records.MetaSourceEventIDs and records.MetaSourceMeta).
 const MetaSourceMemoryIDs = "source_memory_ids"
 
 // writeFacts is step 2: the semantic writer over the episodes after the
@@ -59,7 +60,7 @@ func (r *Runner) writeFacts(ctx context.Context, tenant, userID string, watermar
 		texts []string
 	)
 	for _, fact := range facts {
-		rec := cognitive.FactRecord(tenant, userID, fact)
+		rec := records.FactRecord(tenant, userID, fact)
 		if stored[rec.ID] {
 			continue
 		}
@@ -86,20 +87,20 @@ func (r *Runner) writeFacts(ctx context.Context, tenant, userID string, watermar
 	now := r.deps.Now().UTC()
 	for _, rec := range recs {
 		r.appendHistory(ctx, tenant, userID, rec.ID, events.Change{TS: now, Op: OpAdd, Text: rec.Text,
-			Detail: map[string]any{"source": "semantic_writer", cognitive.MetaSourceChatID: rec.ChatID}})
+			Detail: map[string]any{"source": "semantic_writer", records.MetaSourceChatID: rec.ChatID}})
 	}
 	return len(recs), next, nil
 }
 
 // addProvenance copies the provenance of the episode the fact was first seen in
 // (same chat and time) into the fact's record.
-func addProvenance(rec *vectorstore.Record, episodes []vectorstore.Record, fact cognitive.Fact) {
+func addProvenance(rec *vectorstore.Record, episodes []vectorstore.Record, fact records.Fact) {
 	for _, ep := range episodes {
 		if ep.ChatID != fact.SourceChatID || !ep.TS.Equal(fact.FirstSeen) {
 			continue
 		}
 		rec.Metadata[MetaSourceMemoryIDs] = []any{ep.ID}
-		for _, k := range []string{cognitive.MetaSourceEventIDs, cognitive.MetaSourceMeta} {
+		for _, k := range []string{records.MetaSourceEventIDs, records.MetaSourceMeta} {
 			if v, ok := ep.Metadata[k]; ok {
 				rec.Metadata[k] = v
 			}
@@ -113,10 +114,10 @@ func addProvenance(rec *vectorstore.Record, episodes []vectorstore.Record, fact 
 func (r *Runner) mergeAndSeparate(ctx context.Context, tenant, userID string) (merged, separated int, err error) {
 	rm := &recordingMerger{Merger: r.deps.Merger}
 	rs := &recordingSeparator{Separator: r.deps.Separator}
-	ex, err := cognitive.NewExecutor(cognitive.ExecutorConfig{Thresholds: r.cfg.Thresholds, Now: r.deps.Now},
+	ex, err := NewExecutor(ExecutorConfig{Thresholds: r.cfg.Thresholds, Now: r.deps.Now},
 		r.deps.Vectors, r.deps.Embedder, rm, rs, r.logger)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return 0, 0, err // ErrInvalidConfig
 	}
 	res, runErr := ex.Consolidate(ctx, tenant, userID)
 	// Record what reached the store even when the run failed part way.
@@ -135,7 +136,7 @@ func (r *Runner) recordMerges(ctx context.Context, tenant, userID string, calls 
 	}
 	ids := make([]string, len(calls))
 	for i, c := range calls {
-		ids[i] = cognitive.MergedRecord(c.a, c.b, c.text, nil).ID
+		ids[i] = MergedRecord(c.a, c.b, c.text, nil).ID
 	}
 	present, ok := r.present(ctx, tenant, userID, ids)
 	if !ok {
@@ -148,7 +149,7 @@ func (r *Runner) recordMerges(ctx context.Context, tenant, userID string, calls 
 			continue
 		}
 		r.appendHistory(ctx, tenant, userID, id, events.Change{TS: now, Op: OpMerge, Text: c.text,
-			Detail: map[string]any{cognitive.MetaMergedFromIDs: []any{c.a.ID, c.b.ID}}})
+			Detail: map[string]any{records.MetaMergedFromIDs: []any{c.a.ID, c.b.ID}}})
 		for _, orig := range []vectorstore.Record{c.a, c.b} {
 			r.appendHistory(ctx, tenant, userID, orig.ID, events.Change{TS: now, Op: OpMergedInto, Text: orig.Text,
 				Detail: map[string]any{"merged_into": id}})
@@ -174,8 +175,8 @@ func (r *Runner) recordSeparations(ctx context.Context, tenant, userID string, c
 	for _, c := range calls {
 		a, okA := present[c.a.ID]
 		b, okB := present[c.b.ID]
-		if !okA || !okB || !slices.Contains(cognitive.StringList(a.Metadata[cognitive.MetaSeparatedFromIDs]), b.ID) ||
-			!slices.Contains(cognitive.StringList(b.Metadata[cognitive.MetaSeparatedFromIDs]), a.ID) {
+		if !okA || !okB || !slices.Contains(records.StringList(a.Metadata[records.MetaSeparatedFromIDs]), b.ID) ||
+			!slices.Contains(records.StringList(b.Metadata[records.MetaSeparatedFromIDs]), a.ID) {
 			continue
 		}
 		for _, s := range []struct {
@@ -183,7 +184,7 @@ func (r *Runner) recordSeparations(ctx context.Context, tenant, userID string, c
 			text       string
 		}{{c.a, c.b, c.ta}, {c.b, c.a, c.tb}} {
 			r.appendHistory(ctx, tenant, userID, s.rec.ID, events.Change{TS: now, Op: OpSeparate, Text: s.text,
-				Detail: map[string]any{"separated_from": s.other.ID, cognitive.UpdatePreviousText: s.rec.Text}})
+				Detail: map[string]any{"separated_from": s.other.ID, records.UpdatePreviousText: s.rec.Text}})
 		}
 	}
 }
@@ -212,7 +213,7 @@ type mergeCall struct {
 // recordingMerger remembers the merges the executor asked for, so that their
 // history can be written after the run.
 type recordingMerger struct {
-	cognitive.Merger
+	processor.Merger
 	mu    sync.Mutex
 	calls []mergeCall
 }
@@ -240,7 +241,7 @@ type separateCall struct {
 
 // recordingSeparator remembers the separations the executor asked for.
 type recordingSeparator struct {
-	cognitive.Separator
+	processor.Separator
 	mu    sync.Mutex
 	calls []separateCall
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -22,7 +22,7 @@ func storedDiaIDs(ctx context.Context, vs vectorstore.Store, tenant, user string
 			return nil, fmt.Errorf("eval: list memories of %s: %w", tenant, err)
 		}
 		for _, r := range recs {
-			for _, m := range cognitive.MapList(r.Metadata[cognitive.MetaSourceMeta]) {
+			for _, m := range records.MapList(r.Metadata[records.MetaSourceMeta]) {
 				if id, ok := m[MetaDiaID].(string); ok {
 					ids[id] = true
 				}

@@ -15,7 +15,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/client"
-	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/records"
 )
 
 // Sentinel errors; every error of the package wraps one of them or a dependency's.
@@ -215,7 +215,7 @@ func (e *Evaluator) replay(ctx context.Context, cl *client.Client, user string, 
 			env := events.New(events.TypeObservation, cl.Tenant(), user, agentID, sessionID)
 			env.TS = ts
 			env.Observation = &events.Observation{Kind: events.KindMessage, Role: events.RoleUser, Text: t.Text,
-				Meta: map[string]any{cognitive.SpeakerMetaKey: t.Speaker, MetaDiaID: t.DiaID}}
+				Meta: map[string]any{records.SpeakerMetaKey: t.Speaker, MetaDiaID: t.DiaID}}
 			if err := cl.Publish(ctx, env); err != nil {
 				return fmt.Errorf("eval: %s %s: %w", c.SampleID, t.DiaID, err)
 			}

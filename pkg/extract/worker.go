@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
@@ -24,6 +23,8 @@ import (
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -83,8 +84,8 @@ type WorkerDeps struct {
 	Events    *eventstore.Store
 	Docs      *docstore.Store
 	Extractor Extractor
-	Decider   cognitive.WriteDecider
-	Semantic  cognitive.SemanticWriter
+	Decider   processor.WriteDecider
+	Semantic  processor.SemanticWriter
 	Vectors   vectorstore.Store
 	Embedder  embed.Embedder
 	Metrics   *obs.Metrics
@@ -371,9 +372,9 @@ func conversation(stored []eventstore.Stored) ([]Message, map[string]source) {
 		conv = append(conv, m)
 		src := source{}
 		if len(o.Meta) > 0 {
-			src.meta = cognitive.PlainMeta(o.Meta)
+			src.meta = records.PlainMeta(o.Meta)
 		}
-		src.who = cognitive.Speaker(o.Meta)
+		src.who = records.Speaker(o.Meta)
 		sources[m.EventID] = src
 	}
 	return conv, sources
@@ -389,13 +390,13 @@ func (w *Worker) facts(ctx context.Context, env events.Envelope, conv []Message,
 		if m.Role != RoleUser {
 			continue
 		}
-		cobs := cognitive.Observation{Role: m.Role, Text: m.Text, TS: m.TS, ChatID: env.SessionID, Who: sources[m.EventID].who, EventID: m.EventID}
+		cobs := records.Observation{Role: m.Role, Text: m.Text, TS: m.TS, ChatID: env.SessionID, Who: sources[m.EventID].who, EventID: m.EventID}
 		ep, err := w.deps.Decider.Decide(ctx, cobs)
 		if err != nil {
 			return nil, fmt.Errorf("extract: write decision for %s: %w", m.EventID, err)
 		}
 		if ep.Write {
-			rec := cognitive.EpisodeRecord(env.Tenant, env.UserID, cobs, ep)
+			rec := records.EpisodeRecord(env.Tenant, env.UserID, cobs, ep)
 			episodes = append(episodes, rec)
 			episodeEvent[rec.ID] = m.EventID
 		}
@@ -492,14 +493,14 @@ func (w *Worker) upsertFacts(ctx context.Context, env events.Envelope, facts []s
 	recs := make([]vectorstore.Record, len(facts))
 	ids := make([]string, len(facts))
 	for i, f := range facts {
-		rec := cognitive.FactRecord(env.Tenant, env.UserID, cognitive.Fact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen})
-		rec.Metadata[cognitive.MetaSourceEventIDs] = cognitive.ToAnyList(f.SourceEventIDs)
+		rec := records.FactRecord(env.Tenant, env.UserID, records.Fact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen})
+		rec.Metadata[records.MetaSourceEventIDs] = records.ToAnyList(f.SourceEventIDs)
 		if len(f.SourceMeta) > 0 {
 			metas := make([]any, len(f.SourceMeta))
 			for j, m := range f.SourceMeta {
 				metas[j] = m
 			}
-			rec.Metadata[cognitive.MetaSourceMeta] = metas
+			rec.Metadata[records.MetaSourceMeta] = metas
 		}
 		recs[i], ids[i] = rec, rec.ID
 	}

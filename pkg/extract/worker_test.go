@@ -20,7 +20,6 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
@@ -28,6 +27,8 @@ import (
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -126,7 +127,7 @@ func (r *rig) deps(x extract.Extractor) extract.WorkerDeps {
 			return nats.Connect("", nats.InProcessServer(r.srv), nats.Name(name))
 		},
 		JS: r.js, Events: r.events, Docs: r.docs, Extractor: x,
-		Decider: cognitive.NewRuleDecider(), Semantic: cognitive.NewRuleSemanticWriter(),
+		Decider: processor.NewRuleDecider(), Semantic: processor.NewRuleSemanticWriter(),
 		Vectors: r.vectors, Embedder: r.embed,
 	}
 }
@@ -375,14 +376,14 @@ func TestWorkerExtractsSessionOnceAcrossDuplicates(t *testing.T) {
 	if student == nil {
 		t.Fatalf("no fact %q among %d semantic memories", studentFact, len(facts))
 	}
-	if got := fmt.Sprint(student.Metadata[cognitive.MetaSourceEventIDs]); got != fmt.Sprint([]any{ids[9]}) {
+	if got := fmt.Sprint(student.Metadata[records.MetaSourceEventIDs]); got != fmt.Sprint([]any{ids[9]}) {
 		t.Errorf("student fact source_event_ids = %s, want [%s]", got, ids[9])
 	}
-	if got := fmt.Sprint(student.Metadata[cognitive.MetaSourceMeta]); got != "[map[dia_id:D1:9]]" {
+	if got := fmt.Sprint(student.Metadata[records.MetaSourceMeta]); got != "[map[dia_id:D1:9]]" {
 		t.Errorf("student fact source_meta = %s, want [map[dia_id:D1:9]]", got)
 	}
-	if student.Metadata[cognitive.MetaSourceChatID] != "s1" || len(student.Vector) != r.embed.Dimensions() {
-		t.Errorf("student fact chat %v, vector of %d", student.Metadata[cognitive.MetaSourceChatID], len(student.Vector))
+	if student.Metadata[records.MetaSourceChatID] != "s1" || len(student.Vector) != r.embed.Dimensions() {
+		t.Errorf("student fact chat %v, vector of %d", student.Metadata[records.MetaSourceChatID], len(student.Vector))
 	}
 
 	ws := written(t, r.js, "u1")

@@ -23,10 +23,11 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -46,7 +47,7 @@ type Config struct {
 	Batch  pipeline.BatchConfig
 	Router bus.RouterConfig
 	// ContextMessages is how many messages said before an observation in its
-	// session its episodic memory keeps as context (cognitive.Observation.Before);
+	// session its episodic memory keeps as context (records.Observation.Before);
 	// default DefaultContextMessages, negative for none.
 	ContextMessages int
 }
@@ -62,7 +63,7 @@ type Deps struct {
 	Dial     pipeline.Dialer
 	JS       jetstream.JetStream // publishes memory_written
 	Sessions *session.Store
-	Decider  cognitive.WriteDecider
+	Decider  processor.WriteDecider
 	Vectors  vectorstore.Store
 	Embedder embed.Embedder
 	Metrics  *obs.Metrics
@@ -239,14 +240,14 @@ func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs
 // episode context, oldest first. A message still in flight in another batch is
 // not in the state yet and is missed; the episode is then stored with less
 // context, never delayed.
-func messagesBefore(st session.State, env events.Envelope, n int) []cognitive.Utterance {
+func messagesBefore(st session.State, env events.Envelope, n int) []records.Utterance {
 	at := slices.IndexFunc(st.Recent, func(m session.Message) bool { return m.EventID == env.ID })
 	if n <= 0 || at <= 0 {
 		return nil
 	}
-	out := make([]cognitive.Utterance, 0, min(n, at))
+	out := make([]records.Utterance, 0, min(n, at))
 	for _, m := range st.Recent[max(0, at-n):at] {
-		out = append(out, cognitive.Utterance{Role: string(m.Role), Who: cognitive.Speaker(m.Meta), Text: m.Text, EventID: m.EventID, Meta: m.Meta})
+		out = append(out, records.Utterance{Role: string(m.Role), Who: records.Speaker(m.Meta), Text: m.Text, EventID: m.EventID, Meta: m.Meta})
 	}
 	return out
 }
@@ -256,17 +257,17 @@ type sessionOf struct{ tenant, userID, sessionID string }
 
 // episode runs the write decision for one observation and builds its episodic
 // record, without its vector, keeping before as its context, and the statement
-// to embed (cognitive.EpisodeStatement); write is false when the decider keeps
+// to embed (records.EpisodeStatement); write is false when the decider keeps
 // nothing. The record's id derives from the event id, so a redelivery upserts the
 // same record.
-func (w *Worker) episode(ctx context.Context, env events.Envelope, before []cognitive.Utterance) (rec vectorstore.Record, statement string, write bool, err error) {
+func (w *Worker) episode(ctx context.Context, env events.Envelope, before []records.Utterance) (rec vectorstore.Record, statement string, write bool, err error) {
 	o := env.Observation
-	cobs := cognitive.Observation{
+	cobs := records.Observation{
 		Role:    string(o.Role),
 		Text:    o.Text,
 		TS:      env.TS,
 		ChatID:  env.SessionID,
-		Who:     cognitive.Speaker(o.Meta),
+		Who:     records.Speaker(o.Meta),
 		EventID: env.ID,
 		Meta:    o.Meta,
 		Before:  before,
@@ -278,7 +279,7 @@ func (w *Worker) episode(ctx context.Context, env events.Envelope, before []cogn
 	if !ep.Write {
 		return rec, "", false, nil
 	}
-	return cognitive.EpisodeRecord(env.Tenant, env.UserID, cobs, ep), cognitive.EpisodeStatement(cobs, ep), true, nil
+	return records.EpisodeRecord(env.Tenant, env.UserID, cobs, ep), records.EpisodeStatement(cobs, ep), true, nil
 }
 
 // embed sets the vectors of recs, texts[i] being what recs[i] embeds, with one

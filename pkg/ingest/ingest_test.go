@@ -17,9 +17,10 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/ingest"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -59,7 +60,7 @@ func startIngestWith(t testing.TB, cfg ingest.Config) rig {
 		},
 		JS:       js,
 		Sessions: sessions,
-		Decider:  cognitive.NewRuleDecider(),
+		Decider:  processor.NewRuleDecider(),
 		Vectors:  vectors,
 		Embedder: emb,
 	}, nil)
@@ -154,10 +155,10 @@ func TestObservationsBecomeEpisodicMemories(t *testing.T) {
 	if ep.Who != "user" || ep.ChatID != "s1" || !ep.TS.Equal(remember.TS.Truncate(time.Microsecond)) {
 		t.Fatalf("episode = who %q chat %q ts %v", ep.Who, ep.ChatID, ep.TS)
 	}
-	ids, _ := ep.Metadata[cognitive.MetaSourceEventIDs].([]any)
-	metas, _ := ep.Metadata[cognitive.MetaSourceMeta].([]any)
+	ids, _ := ep.Metadata[records.MetaSourceEventIDs].([]any)
+	metas, _ := ep.Metadata[records.MetaSourceMeta].([]any)
 	if len(ids) != 1 || ids[0] != remember.ID || len(metas) != 1 || metas[0].(map[string]any)["dia_id"] != "D1:3" {
-		t.Fatalf("provenance = %v / %v", ep.Metadata[cognitive.MetaSourceEventIDs], ep.Metadata[cognitive.MetaSourceMeta])
+		t.Fatalf("provenance = %v / %v", ep.Metadata[records.MetaSourceEventIDs], ep.Metadata[records.MetaSourceMeta])
 	}
 	// The consolidator learns about the write.
 	bustest.Eventually(t, 10*time.Second, func() error {
@@ -258,7 +259,7 @@ func TestConcurrentObservationsOfManySessions(t *testing.T) {
 		for _, ep := range r.episodes(t, user) {
 			// The episode's own observation is its last source; the others are
 			// the context said before it, in the same session.
-			ids := cognitive.StringList(ep.Metadata[cognitive.MetaSourceEventIDs])
+			ids := records.StringList(ep.Metadata[records.MetaSourceEventIDs])
 			if len(ids) == 0 || len(ids) > 1+ingest.DefaultContextMessages || seen[ids[len(ids)-1]] {
 				t.Fatalf("episode %s of session %s has source %v: want its own observation last, stored once", ep.ID, ep.ChatID, ids)
 			}
@@ -354,7 +355,7 @@ func TestEpisodeKeepsTheMessagesBeforeIt(t *testing.T) {
 			ctx := context.Background()
 			var ids []string
 			for i, line := range [][2]string{{"Caroline", "Hey Mel!"}, {"Melanie", "hi!"}, {"Melanie", "How was your week?"}, {"Caroline", "I went to the LGBTQ support group yesterday."}} {
-				env := r.say(t, "u1", "s1", line[1], map[string]any{cognitive.SpeakerMetaKey: line[0], "dia_id": fmt.Sprintf("D1:%d", i+1)})
+				env := r.say(t, "u1", "s1", line[1], map[string]any{records.SpeakerMetaKey: line[0], "dia_id": fmt.Sprintf("D1:%d", i+1)})
 				ids = append(ids, env.ID)
 				// One at a time, so that each is in the session state before the next.
 				bustest.Eventually(t, 10*time.Second, func() error {
@@ -368,7 +369,7 @@ func TestEpisodeKeepsTheMessagesBeforeIt(t *testing.T) {
 			var ep vectorstore.Record
 			bustest.Eventually(t, 10*time.Second, func() error {
 				for _, e := range r.episodes(t, "u1") {
-					if src := cognitive.StringList(e.Metadata[cognitive.MetaSourceEventIDs]); len(src) > 0 && src[len(src)-1] == ids[3] {
+					if src := records.StringList(e.Metadata[records.MetaSourceEventIDs]); len(src) > 0 && src[len(src)-1] == ids[3] {
 						ep = e
 						return nil
 					}
@@ -379,7 +380,7 @@ func TestEpisodeKeepsTheMessagesBeforeIt(t *testing.T) {
 				t.Errorf("text %q, want %q", ep.Text, tc.want)
 			}
 			lines := strings.Count(tc.want, "\n") + 1
-			if src := cognitive.StringList(ep.Metadata[cognitive.MetaSourceEventIDs]); !slices.Equal(src, ids[4-lines:]) {
+			if src := records.StringList(ep.Metadata[records.MetaSourceEventIDs]); !slices.Equal(src, ids[4-lines:]) {
 				t.Errorf("source_event_ids %v, want %v", src, ids[4-lines:])
 			}
 			emb, err := embed.NewLocal(embed.LocalConfig{})
@@ -390,7 +391,7 @@ func TestEpisodeKeepsTheMessagesBeforeIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sim := cognitive.Similarity(ep.Vector, vecs[0]); sim < 0.9999 {
+			if sim := float64(embed.Cosine(ep.Vector, vecs[0])); sim < 0.9999 {
 				t.Errorf("vector is not the statement's (cosine %.4f)", sim)
 			}
 		})

@@ -3,22 +3,14 @@ package memory
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"time"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // Conversions between vector store records and the wire types, in one place.
-
-// metaUpdates is the episodic update list; metaHitEvents is where the
-// consolidator keeps the ids of the hit events it applied.
-const (
-	metaUpdates   = cognitive.MetaUpdates
-	metaHitEvents = "hit_events"
-)
 
 // reservedMeta are the metadata keys the service and the consolidator derive from
 // a record's own fields; a caller setting one would make the metadata contradict
@@ -26,10 +18,10 @@ const (
 // what the caller knows about the memory.
 var reservedMeta = map[vectorstore.MemoryType][]string{
 	vectorstore.Episodic: {
-		cognitive.MetaThing, cognitive.MetaTime, cognitive.MetaChatID, cognitive.MetaWho, metaUpdates,
-		cognitive.MetaSourceChatIDs, cognitive.MetaMergedFromIDs, cognitive.MetaSeparatedFromIDs, metaHitEvents,
+		records.MetaThing, records.MetaTime, records.MetaChatID, records.MetaWho, records.MetaUpdates,
+		records.MetaSourceChatIDs, records.MetaMergedFromIDs, records.MetaSeparatedFromIDs, records.MetaHitEvents,
 	},
-	vectorstore.Semantic: {cognitive.MetaFact, cognitive.MetaSourceChatID, cognitive.MetaFirstSeen, metaHitEvents},
+	vectorstore.Semantic: {records.MetaFact, records.MetaSourceChatID, records.MetaFirstSeen, records.MetaHitEvents},
 }
 
 func checkCallerMetadata(t vectorstore.MemoryType, md map[string]any) error {
@@ -67,13 +59,13 @@ func newRecord(tenant string, req events.AddRequest, now time.Time) (vectorstore
 		if who == "" {
 			who = "user" // the speaker the write decision gives a user's own statement
 		}
-		rec = cognitive.EpisodeRecord(tenant, req.UserID,
-			cognitive.Observation{Role: "user", Text: req.Text, TS: now, ChatID: req.ChatID, Who: who},
-			cognitive.Episode{Write: true, Context: apiContext(who, req.ChatID), Thing: req.Text, Who: who, Time: now})
+		rec = records.EpisodeRecord(tenant, req.UserID,
+			records.Observation{Role: "user", Text: req.Text, TS: now, ChatID: req.ChatID, Who: who},
+			records.Episode{Write: true, Context: apiContext(who, req.ChatID), Thing: req.Text, Who: who, Time: now})
 		rec.ID = addID(tenant, req.UserID, req.ChatID, req.Text)
 		rec.Text = req.Text // an API add stores exactly what it was given
 		if req.ChatID == "" {
-			rec.Metadata[cognitive.MetaSourceChatIDs] = []any{}
+			rec.Metadata[records.MetaSourceChatIDs] = []any{}
 		}
 	case vectorstore.Semantic:
 		if err := checkCallerMetadata(vectorstore.Semantic, req.Metadata); err != nil {
@@ -81,7 +73,7 @@ func newRecord(tenant string, req events.AddRequest, now time.Time) (vectorstore
 		}
 		// FactRecord's id is that of the normalised fact, shared with the semantic
 		// writer, so one fact is one record however it arrives (SPEC C8).
-		rec = cognitive.FactRecord(tenant, req.UserID, cognitive.Fact{Fact: req.Text, SourceChatID: req.ChatID, FirstSeen: now})
+		rec = records.FactRecord(tenant, req.UserID, records.Fact{Fact: req.Text, SourceChatID: req.ChatID, FirstSeen: now})
 		rec.Who = req.Who
 	}
 	maps.Copy(rec.Metadata, req.Metadata)
@@ -93,27 +85,11 @@ func newRecord(tenant string, req events.AddRequest, now time.Time) (vectorstore
 func setMirroredText(t vectorstore.MemoryType, md map[string]any, text string) {
 	switch t {
 	case vectorstore.Episodic:
-		md[cognitive.MetaThing] = text
+		md[records.MetaThing] = text
 	case vectorstore.Semantic:
-		md[cognitive.MetaFact] = text
+		md[records.MetaFact] = text
 	}
 }
-
-// appendUpdate returns rec's update list with one more entry, in the shape
-// reconsolidation writes.
-func appendUpdate(rec vectorstore.Record, now time.Time, why string) []any {
-	var updates []any
-	if l, ok := rec.Metadata[metaUpdates].([]any); ok {
-		updates = slices.Clone(l)
-	}
-	return append(updates, map[string]any{
-		cognitive.UpdateTS:           isoTime(now),
-		cognitive.UpdateContext:      why,
-		cognitive.UpdatePreviousText: rec.Text,
-	})
-}
-
-func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func cloneMap(m map[string]any) map[string]any {
 	if m == nil {
@@ -164,7 +140,7 @@ func ItemID(tenant, userID string, scope events.Scope, kind events.ItemKind, key
 // itemRecord is the record of a valid item whose timestamps are set.
 func itemRecord(tenant, userID string, it events.MemoryItem, vec []float32) vectorstore.Record {
 	md := map[string]any{
-		itemCreatedTS: isoTime(it.CreatedTS),
+		itemCreatedTS: records.FormatTime(it.CreatedTS),
 		itemTTLSec:    it.TTLSec,
 	}
 	if it.Data != nil {

@@ -13,8 +13,8 @@
 //
 //   - Add writes an episodic (default) or semantic memory. Episodic records carry
 //     the C1 metadata (context, thing, time, chatid, who, updates, source_chat_ids,
-//     merged_from_ids; built by cognitive.EpisodeRecord), semantic ones fact,
-//     source_chatid, first_seen (cognitive.FactRecord). The caller's metadata is
+//     merged_from_ids; built by records.EpisodeRecord), semantic ones fact,
+//     source_chatid, first_seen (records.FactRecord). The caller's metadata is
 //     merged in and returned unchanged; keys the service derives from the record
 //     (thing, time, fact, ...) are refused rather than silently overwritten. An
 //     added memory is written as asked: the write decision (C3) is ingest's, for
@@ -77,7 +77,7 @@
 //
 //   - episodic add: ("add", tenant, user, "episodic", chat, text); adding the same
 //     text in the same chat again finds the memory and changes nothing;
-//   - semantic add: cognitive.FactRecord's id of the normalised fact, the one the
+//   - semantic add: records.FactRecord's id of the normalised fact, the one the
 //     semantic writer uses, so a fact is one record however and from whichever
 //     chat it arrives (C8);
 //   - item: ItemID = ("item", tenant, user, scope, kind, key, session), so saving

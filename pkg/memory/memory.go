@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -369,7 +370,7 @@ func (s *Service) Update(ctx context.Context, tenant string, req events.UpdateRe
 	}
 	setMirroredText(rec.MemoryType, patch.Metadata, text)
 	if rec.MemoryType == vectorstore.Episodic {
-		patch.Metadata[metaUpdates] = appendUpdate(rec, now, "updated through the memory API")
+		patch.Metadata[records.MetaUpdates] = records.AppendUpdate(rec, now, "updated through the memory API")
 	}
 	if err := s.vectors.UpdatePayload(ctx, tenant, req.UserID, id, patch); err != nil {
 		return events.Memory{}, storeErr("update "+id, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/cognitive"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -42,7 +42,7 @@ func BenchmarkContext(b *testing.B) {
 			recs = append(recs, vectorstore.Record{
 				ID: vectorstore.DeterministicID(tenant, user, text), Tenant: tenant, UserID: user, MemoryType: []vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Semantic}[i%2],
 				Text: text, Vector: vecs[i], TS: r.now, ChatID: "s0",
-				Metadata: map[string]any{cognitive.MetaSourceEventIDs: []string{fmt.Sprintf("ev%d", i)}, cognitive.MetaSourceMeta: []map[string]any{{"dia_id": fmt.Sprintf("D1:%d", i)}}},
+				Metadata: map[string]any{records.MetaSourceEventIDs: []string{fmt.Sprintf("ev%d", i)}, records.MetaSourceMeta: []map[string]any{{"dia_id": fmt.Sprintf("D1:%d", i)}}},
 			})
 		}
 	}

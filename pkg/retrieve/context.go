@@ -11,10 +11,10 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bm25"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -286,9 +286,9 @@ func (s *Service) recall(ctx context.Context, tenant string, req events.ContextR
 // []map[string]any when written in-process, []any after a JSON round trip.
 func provenance(r vectorstore.Record) events.Provenance {
 	p := events.Provenance{
-		EventIDs:   cognitive.StringList(r.Metadata[cognitive.MetaSourceEventIDs]),
-		SessionIDs: cognitive.StringList(r.Metadata[cognitive.MetaSourceChatIDs]),
-		Meta:       cognitive.MapList(r.Metadata[cognitive.MetaSourceMeta]),
+		EventIDs:   records.StringList(r.Metadata[records.MetaSourceEventIDs]),
+		SessionIDs: records.StringList(r.Metadata[records.MetaSourceChatIDs]),
+		Meta:       records.MapList(r.Metadata[records.MetaSourceMeta]),
 	}
 	if len(p.SessionIDs) == 0 && r.ChatID != "" {
 		p.SessionIDs = []string{r.ChatID}

@@ -21,12 +21,12 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/cognitive"
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -168,7 +168,7 @@ func (r *rig) memory(user string, typ vectorstore.MemoryType, text string, event
 	id := vectorstore.DeterministicID(tenant, user, text)
 	rec := vectorstore.Record{
 		ID: id, Tenant: tenant, UserID: user, MemoryType: typ, Text: text, Vector: vec[0], TS: r.now, ChatID: "s1",
-		Metadata: map[string]any{cognitive.MetaSourceEventIDs: eventIDs, cognitive.MetaSourceMeta: meta},
+		Metadata: map[string]any{records.MetaSourceEventIDs: eventIDs, records.MetaSourceMeta: meta},
 	}
 	must(r.t, r.vectors.Upsert(context.Background(), rec))
 	return id

@@ -1,4 +1,4 @@
-package cognitive
+package records
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -31,6 +32,11 @@ const (
 	MetaSourceChatID = "source_chatid" // semantic: chat of the episode the fact came from
 	MetaFirstSeen    = "first_seen"    // semantic: ISO 8601 time of that episode
 )
+
+// MetaHitEvents lists the ids of the last memory_hit events applied to a record
+// (episodic or semantic), oldest first: the consolidator's dedupe of hits, which
+// keeps consolidate.HitEventWindow of them.
+const MetaHitEvents = "hit_events"
 
 // Provenance of every record built from observations; the retriever copies both into
 // each context-pack item, so a memory can be traced to what was said (e.g. a dia_id).
@@ -132,8 +138,20 @@ const (
 	UpdatePreviousText = "previous_text"
 )
 
-// isoTime is the one time format written into metadata.
-func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// AppendUpdate is rec's MetaUpdates list with one more entry, as a fresh list:
+// rec's text was rewritten at ts because of why, and the entry keeps the text it
+// had. Reconsolidation, separation and the memory API's update all write it.
+func AppendUpdate(rec vectorstore.Record, ts time.Time, why string) []any {
+	return append(AnyList(rec.Metadata[MetaUpdates]), map[string]any{
+		UpdateTS:           FormatTime(ts),
+		UpdateContext:      why,
+		UpdatePreviousText: rec.Text,
+	})
+}
+
+// FormatTime is the one time format written into metadata: RFC 3339 with
+// nanoseconds, in UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // EpisodeMetadata is the episodic metadata (SPEC C1) of a new memory from ep said
 // in chat chatID.
@@ -143,7 +161,7 @@ func EpisodeMetadata(ep Episode, chatID string) map[string]any {
 	md := make(map[string]any, episodeMetadataKeys)
 	md[MetaContext] = ep.Context
 	md[MetaThing] = ep.Thing
-	md[MetaTime] = isoTime(ep.Time)
+	md[MetaTime] = FormatTime(ep.Time)
 	md[MetaChatID] = chatID
 	md[MetaWho] = ep.Who
 	md[MetaUpdates] = []any{}
@@ -172,7 +190,7 @@ const episodeMetadataKeys = 10
 func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorstore.Record {
 	source := obs.EventID
 	if source == "" {
-		source = obs.ChatID + "\x00" + isoTime(obs.TS) + "\x00" + obs.Text
+		source = obs.ChatID + "\x00" + FormatTime(obs.TS) + "\x00" + obs.Text
 	}
 	rec := vectorstore.Record{
 		ID:         vectorstore.TimeOrderedID(ep.Time, "episodic", tenant, userID, source),
@@ -212,7 +230,7 @@ func episodeText(obs Observation, ep Episode) string {
 			b.WriteString(who)
 			b.WriteString(": ")
 		}
-		b.WriteString(shorten(text, maxContextBytes))
+		b.WriteString(textnorm.Shorten(text, maxContextBytes))
 		b.WriteByte('\n')
 	}
 	b.WriteString(statement)
@@ -283,7 +301,7 @@ func speakerName(who, role string) string {
 // twice (even by two consolidators at once) upserts one record (SPEC C8).
 func FactRecord(tenant, userID string, f Fact) vectorstore.Record {
 	return vectorstore.Record{
-		ID:         vectorstore.DeterministicID("semantic", tenant, userID, normalizeText(f.Fact)),
+		ID:         vectorstore.DeterministicID("semantic", tenant, userID, textnorm.Normalize(f.Fact)),
 		Tenant:     tenant,
 		UserID:     userID,
 		MemoryType: vectorstore.Semantic,
@@ -293,7 +311,7 @@ func FactRecord(tenant, userID string, f Fact) vectorstore.Record {
 		Metadata: map[string]any{
 			MetaFact:         f.Fact,
 			MetaSourceChatID: f.SourceChatID,
-			MetaFirstSeen:    isoTime(f.FirstSeen),
+			MetaFirstSeen:    FormatTime(f.FirstSeen),
 		},
 	}
 }
@@ -347,32 +365,4 @@ func ToAnyList(s []string) []any {
 		out[i] = x
 	}
 	return out
-}
-
-// union returns the sorted distinct non-empty strings of all lists.
-func union(lists ...[]string) []string {
-	var out []string
-	for _, l := range lists {
-		for _, s := range l {
-			if s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// recordText is the statement of a memory: its text, or its metadata thing/fact
-// when the text is empty.
-func recordText(r vectorstore.Record) string {
-	if r.Text != "" {
-		return r.Text
-	}
-	for _, k := range []string{MetaThing, MetaFact} {
-		if s, ok := r.Metadata[k].(string); ok && s != "" {
-			return s
-		}
-	}
-	return ""
 }

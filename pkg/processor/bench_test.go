@@ -1,20 +1,22 @@
-package cognitive
+package processor
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/agentmem/agentmem/pkg/records"
 )
 
 // benchObservation is an observation of agentmem bench's ingest phase, with the
 // two messages before it that ingest keeps as its context.
-func benchObservation() Observation {
+func benchObservation() records.Observation {
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	return Observation{
+	return records.Observation{
 		Role: "user", Text: "I have been leading the sales forecast project for 12 months.",
 		TS: at, ChatID: "s-00042", EventID: "01JD3QZ7X4K9M2N8P5R6S7T8V9",
 		Meta: map[string]any{"dia_id": "D43:7"},
-		Before: []Utterance{
+		Before: []records.Utterance{
 			{Role: "user", Text: "My sister moved to Lisbon last spring.", EventID: "01JD3QZ7X4K9M2N8P5R6S7T8V7", Meta: map[string]any{"dia_id": "D43:5"}},
 			{Role: "user", Text: "I prefer bar charts for the weekly report.", EventID: "01JD3QZ7X4K9M2N8P5R6S7T8V8", Meta: map[string]any{"dia_id": "D43:6"}},
 		},
@@ -42,7 +44,7 @@ func BenchmarkEpisodeRecord(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if rec := EpisodeRecord("acme", "u1", obs, ep); rec.ID == "" {
+		if rec := records.EpisodeRecord("acme", "u1", obs, ep); rec.ID == "" {
 			b.Fatal("record without id")
 		}
 	}

@@ -1,10 +1,13 @@
-package cognitive
+package processor
 
 import (
 	"context"
 	"iter"
 	"regexp"
 	"strings"
+
+	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/textnorm"
 )
 
 // RuleDecider is the offline write decision (SPEC C3). It is deterministic and
@@ -35,8 +38,8 @@ const minContentWords = 3
 
 // Decide applies the rules of doc.go to obs. It never fails; the error is there
 // for the interface.
-func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
-	ep := Episode{Who: speaker(obs), Time: obs.TS}
+func (RuleDecider) Decide(_ context.Context, obs records.Observation) (records.Episode, error) {
+	ep := records.Episode{Who: speaker(obs), Time: obs.TS}
 	text := strings.TrimSpace(obs.Text)
 	role := strings.ToLower(strings.TrimSpace(obs.Role))
 	machine := role == "assistant" || role == "tool" || role == "function"
@@ -114,7 +117,7 @@ func (RuleDecider) Decide(_ context.Context, obs Observation) (Episode, error) {
 // speaker is who said obs: the speaker's name when known (a conversation between
 // two people has two speakers, and C7 must not merge what they said into one), else
 // the role itself.
-func speaker(obs Observation) string {
+func speaker(obs records.Observation) string {
 	role := strings.ToLower(strings.TrimSpace(obs.Role))
 	switch {
 	case strings.TrimSpace(obs.Who) != "":
@@ -152,7 +155,7 @@ func rememberBody(text string) (string, bool) {
 	if !mentionsRemembering(text) {
 		return "", false
 	}
-	text = foldQuotes(text)
+	text = textnorm.FoldQuotes(text)
 	body := ""
 	if m := rememberPrefix.FindStringSubmatchIndex(text); m != nil {
 		body = text[m[1]:]

@@ -1,61 +1,18 @@
-package cognitive
+package processor
 
 import (
 	"iter"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/textnorm"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // The text helpers below serve the rule-based processors: they are lexical on
 // purpose (no model), and their limits are those documented in doc.go.
-
-// typographicQuotes are the apostrophes foldQuotes maps to ASCII ones.
-const typographicQuotes = "\u2019\u2018\u02bc"
-
-var quoteFolder = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u02bc", "'")
-
-// foldQuotes maps typographic apostrophes to ASCII ones so "I’m" and "I'm" match.
-// Most text has none; it is then returned as is, without the two allocations of a
-// Replace.
-func foldQuotes(s string) string {
-	if !hasTypographicQuote(s) {
-		return s
-	}
-	return quoteFolder.Replace(s)
-}
-
-// hasTypographicQuote is strings.ContainsAny(s, typographicQuotes), several times
-// faster: ContainsAny decodes every rune of s against a non-ASCII set, Contains
-// searches for each quote's first byte.
-func hasTypographicQuote(s string) bool {
-	return strings.Contains(s, "\u2019") || strings.Contains(s, "\u2018") || strings.Contains(s, "\u02bc")
-}
-
-// normalizeText is the comparison form of a statement: lower case, letters and
-// digits only, single spaces. Two statements that differ only in case,
-// punctuation or spacing normalise to the same string.
-func normalizeText(s string) string {
-	s = foldQuotes(strings.ToLower(s))
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		switch {
-		case r == '\'':
-			// "user's" and "users" should not collide with "user s"; dropping the
-			// apostrophe keeps the word whole.
-		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			if space && b.Len() > 0 {
-				b.WriteByte(' ')
-			}
-			space = false
-			b.WriteRune(r)
-		default:
-			space = true
-		}
-	}
-	return b.String()
-}
 
 // words splits s into lower-case word tokens; apostrophes inside a word are kept
 // ("i'm", "sister's") because the rules read contractions and possessives.
@@ -71,7 +28,7 @@ func appendWords(ws []string, s string) []string {
 
 // apostrophes are the runes a word is trimmed of: the ASCII one and those
 // foldQuotes maps to it.
-const apostrophes = "'" + typographicQuotes
+const apostrophes = "'" + textnorm.TypographicQuotes
 
 // eachWord yields the words of s, in order. It scans s once and lower-cases each
 // word on its own, so a word already in lower case is a substring of s, not a
@@ -109,7 +66,7 @@ func word(field string, ascii bool) string {
 	if ascii {
 		return strings.ToLower(strings.Trim(field, "'"))
 	}
-	return foldQuotes(strings.ToLower(strings.Trim(field, apostrophes)))
+	return textnorm.FoldQuotes(strings.ToLower(strings.Trim(field, apostrophes)))
 }
 
 // sentence is one sentence of a message and whether it asks something.
@@ -179,13 +136,13 @@ func isWordRune(r rune) bool {
 		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '\''
 	}
 	r = unicode.ToLower(r)
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(typographicQuotes, r)
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(textnorm.TypographicQuotes, r)
 }
 
 // cleanStatement is the stored form of a statement: single spaces, first letter
 // upper case, one final period (or the question mark it had).
 func cleanStatement(s string) string {
-	s = singleSpaced(s)
+	s = textnorm.SingleSpaced(s)
 	s = strings.TrimLeft(s, " ,:;-")
 	end := "."
 	if strings.HasSuffix(s, "?") {
@@ -199,53 +156,24 @@ func cleanStatement(s string) string {
 	return string(unicode.ToUpper(r)) + s[size:] + end
 }
 
-// shorten cuts s to at most n bytes at a word boundary, marking the cut with "…".
-func shorten(s string, n int) string {
-	s = singleSpaced(s)
-	if len(s) <= n {
-		return s
-	}
-	cut := strings.LastIndexByte(s[:n], ' ')
-	if cut <= 0 {
-		cut = n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-	}
-	return strings.TrimRight(s[:cut], " ,;:") + "…"
-}
-
-// singleSpaced is strings.Join(strings.Fields(s), " "), and s itself when it is
-// already single-spaced, as most statements are: that spares the split and the
-// join their allocations.
-func singleSpaced(s string) string {
-	if isSingleSpaced(s) {
-		return s
-	}
-	return strings.Join(strings.Fields(s), " ")
-}
-
-// isSingleSpaced reports whether the only white space of s is single ASCII
-// spaces between words.
-func isSingleSpaced(s string) bool {
-	afterSpace := true // a leading space counts as a double one
-	for _, r := range s {
-		if unicode.IsSpace(r) {
-			if afterSpace || r != ' ' {
-				return false
-			}
-			afterSpace = true
-		} else {
-			afterSpace = false
-		}
-	}
-	return !afterSpace || s == ""
-}
-
 func setOf(ws ...string) map[string]bool {
 	m := make(map[string]bool, len(ws))
 	for _, w := range ws {
 		m[w] = true
 	}
 	return m
+}
+
+// recordText is the statement of a memory: its text, or its metadata thing/fact
+// when the text is empty.
+func recordText(r vectorstore.Record) string {
+	if r.Text != "" {
+		return r.Text
+	}
+	for _, k := range []string{records.MetaThing, records.MetaFact} {
+		if s, ok := r.Metadata[k].(string); ok && s != "" {
+			return s
+		}
+	}
+	return ""
 }

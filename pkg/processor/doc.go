@@ -1,5 +1,8 @@
-// Package cognitive holds the processors of episodic and semantic memory (SPEC C3,
-// C5, C6, C7, C8) and the consolidation planner and executor.
+// Package processor holds the memory steps an LLM can do — write decision,
+// semantic facts, merge, separate, reconsolidate — each with an offline
+// rule-based twin (SPEC C3, C5, C6, C8). Their values and records are those of
+// pkg/records; the consolidator (pkg/consolidate) plans the merges and
+// separations and carries them out, and applies reconsolidation.
 //
 // # Processors
 //
@@ -16,8 +19,9 @@
 //   - WriteDecider (C3) decides whether an observation becomes an episode.
 //   - SemanticWriter (C8) turns episodes into stable facts, never duplicating a
 //     known fact or another new one (normalised comparison: case, punctuation and
-//     spacing ignored). FactRecord derives the record id from the normalised fact,
-//     so even two concurrent writers upsert one record.
+//     spacing ignored, textnorm.Normalize). records.FactRecord derives the record
+//     id from the same normalised fact, so even two concurrent writers upsert
+//     one record.
 //   - Merger writes the text replacing two near-duplicate episodes.
 //   - Separator rewrites two similar but distinct episodes so that they read as
 //     distinct.
@@ -88,35 +92,4 @@
 // twice gives the same texts. The reconsolidator appends "(recalled: <new
 // context, at most 80 bytes>)", replacing an earlier recall note so the text does
 // not grow with each use.
-//
-// # Consolidation (C6, C7)
-//
-// Plan is pure: over the user's episodes it takes pairs greedily by descending
-// cosine of their vectors (ties by ids), each record in at most one action. A
-// pair with cosine ≥ 0.85 that passes the hard rules (HardRulesPass: same who;
-// same chat within 30 minutes; different chats within 7 days) is merged; 0.65 ≤
-// cosine < 0.85, or ≥ 0.85 failing the hard rules, is separated; below 0.65
-// nothing happens. A pair whose records both list each other in
-// separated_from_ids is not paired again, so repeated runs converge instead of
-// rewriting the same pair forever.
-//
-// Executor.Consolidate carries a plan out. A merge upserts the merged record
-// (MergedRecord: id DeterministicID("merge", smaller id, larger id), earliest
-// time and its chat, summed hit counts, source_chat_ids and merged_from_ids the
-// union of both records' own lists and their chats and ids) and only then deletes
-// both originals. Crash safety: if the process stops between the two steps the
-// store holds the merged record and both originals, and nothing is lost. Every
-// run starts by deleting each record whose id is listed in another record's
-// merged_from_ids, so the next run removes those originals before planning and
-// the store ends as if the merge had completed; the same cleanup removes an
-// original that a redelivered observation re-created after its merge. Rerunning a
-// merge upserts the same id, so two concurrent runs cannot duplicate it. A
-// separation patches each record with its rewritten text, a new vector, an
-// update entry and the other's id in separated_from_ids; a run stopped between
-// the two patches leaves the pair half-marked, and the next run separates it
-// again.
-//
-// Executor.Reconsolidate (C5) rewrites episodes after use: new text and vector,
-// an update entry {ts, context, previous_text}; time, chat_id and who are never
-// in the patch, so they cannot change.
-package cognitive
+package processor

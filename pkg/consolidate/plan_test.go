@@ -1,4 +1,4 @@
-package cognitive
+package consolidate
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -53,7 +54,9 @@ func gapGen() *rapid.Generator[time.Duration] {
 	)
 }
 
-func testID(i int) string { return vectorstore.DeterministicID("cognitive-test", fmt.Sprint(i)) }
+// testID is a record id; with this seed testID(1) < testID(2), which pairGen
+// relies on (an action's A has the smaller id).
+func testID(i int) string { return vectorstore.DeterministicID("plan-test", fmt.Sprint(i)) }
 
 // pairGen draws two episodic records with a controlled cosine, speaker, chats and
 // time gap.
@@ -214,11 +217,11 @@ func TestPlanIsDeterministicWhateverTheInputOrder(t *testing.T) {
 func TestPlanSkipsPairsSeparatedFromEachOther(t *testing.T) {
 	a := vectorstore.Record{ID: testID(1), Who: "user", ChatID: "c1", TS: t0, Vector: axis(0)}
 	b := vectorstore.Record{ID: testID(2), Who: "user", ChatID: "c2", TS: t0, Vector: atCosine(0, 1, 0.7)}
-	a.Metadata = map[string]any{MetaSeparatedFromIDs: []any{b.ID}}
+	a.Metadata = map[string]any{records.MetaSeparatedFromIDs: []any{b.ID}}
 	if plan := Plan([]vectorstore.Record{a, b}, DefaultThresholds()); len(plan) != 1 {
 		t.Fatalf("half-separated pair: plan %v, want it separated again", plan)
 	}
-	b.Metadata = map[string]any{MetaSeparatedFromIDs: []string{a.ID}}
+	b.Metadata = map[string]any{records.MetaSeparatedFromIDs: []string{a.ID}}
 	if plan := Plan([]vectorstore.Record{a, b}, DefaultThresholds()); len(plan) != 0 {
 		t.Fatalf("separated pair planned again: %v", plan)
 	}
@@ -228,8 +231,8 @@ func TestMergedRecordKeepsEarliestTimeAndTracksSources(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		a, b, _ := pairGen(t)
 		a.HitCount, b.HitCount = rapid.IntRange(0, 9).Draw(t, "ha"), rapid.IntRange(0, 9).Draw(t, "hb")
-		a.Metadata = map[string]any{MetaSourceChatIDs: []any{"old-chat"}, MetaMergedFromIDs: []any{testID(7)},
-			MetaUpdates: []any{map[string]any{UpdateContext: "x"}}, "custom": "kept"}
+		a.Metadata = map[string]any{records.MetaSourceChatIDs: []any{"old-chat"}, records.MetaMergedFromIDs: []any{testID(7)},
+			records.MetaUpdates: []any{map[string]any{records.UpdateContext: "x"}}, "custom": "kept"}
 		if rapid.Bool().Draw(t, "swap") {
 			a, b = b, a
 		}
@@ -240,18 +243,18 @@ func TestMergedRecordKeepsEarliestTimeAndTracksSources(t *testing.T) {
 			earliest = b
 		}
 		switch {
-		case !m.TS.Equal(earliest.TS) || m.ChatID != earliest.ChatID || m.Metadata[MetaTime] != isoTime(earliest.TS):
+		case !m.TS.Equal(earliest.TS) || m.ChatID != earliest.ChatID || m.Metadata[records.MetaTime] != records.FormatTime(earliest.TS):
 			t.Fatalf("merged time %v chat %q, want the earliest %v %q", m.TS, m.ChatID, earliest.TS, earliest.ChatID)
 		case m.HitCount != a.HitCount+b.HitCount:
 			t.Fatalf("hit count %d, want %d", m.HitCount, a.HitCount+b.HitCount)
-		case m.Who != a.Who || m.Text != "merged" || m.Metadata[MetaThing] != "merged":
-			t.Fatalf("who %q text %q thing %v", m.Who, m.Text, m.Metadata[MetaThing])
+		case m.Who != a.Who || m.Text != "merged" || m.Metadata[records.MetaThing] != "merged":
+			t.Fatalf("who %q text %q thing %v", m.Who, m.Text, m.Metadata[records.MetaThing])
 		case m.ID != MergedRecord(b, a, "other", nil).ID || m.ID != vectorstore.DeterministicID("merge", min(a.ID, b.ID), max(a.ID, b.ID)):
 			t.Fatalf("merged id %s depends on argument order or is not the deterministic one", m.ID)
-		case m.Metadata["custom"] != "kept" || len(AnyList(m.Metadata[MetaUpdates])) != 1:
+		case m.Metadata["custom"] != "kept" || len(records.AnyList(m.Metadata[records.MetaUpdates])) != 1:
 			t.Fatalf("metadata not carried over: %v", m.Metadata)
 		}
-		sources, merged := StringList(m.Metadata[MetaSourceChatIDs]), StringList(m.Metadata[MetaMergedFromIDs])
+		sources, merged := records.StringList(m.Metadata[records.MetaSourceChatIDs]), records.StringList(m.Metadata[records.MetaMergedFromIDs])
 		for _, want := range []string{a.ChatID, b.ChatID, "old-chat"} {
 			if !slices.Contains(sources, want) {
 				t.Fatalf("source_chat_ids %v lacks %q", sources, want)

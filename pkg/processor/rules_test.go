@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -36,12 +38,12 @@ func TestRuleSemanticWriterFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Fact{
-		{"User is a student at Peking University.", "c1", t0},
-		{"User lives in Berlin with their wife.", "c2", t0.Add(time.Hour)},
-		{"User's sister's name is Ana.", "c2", t0.Add(2 * time.Hour)},
-		{"Caroline is from Sweden.", "c4", t0.Add(4 * time.Hour)},
-		{"User's sales files have columns date, product and qty.", "c5", t0.Add(5 * time.Hour)},
+	want := []records.Fact{
+		{Fact: "User is a student at Peking University.", SourceChatID: "c1", FirstSeen: t0},
+		{Fact: "User lives in Berlin with their wife.", SourceChatID: "c2", FirstSeen: t0.Add(time.Hour)},
+		{Fact: "User's sister's name is Ana.", SourceChatID: "c2", FirstSeen: t0.Add(2 * time.Hour)},
+		{Fact: "Caroline is from Sweden.", SourceChatID: "c4", FirstSeen: t0.Add(4 * time.Hour)},
+		{Fact: "User's sales files have columns date, product and qty.", SourceChatID: "c5", FirstSeen: t0.Add(5 * time.Hour)},
 	}
 	if !slices.Equal(facts, want) {
 		t.Fatalf("facts:\n%v\nwant:\n%v", facts, want)
@@ -71,7 +73,7 @@ func TestRuleSemanticWriterNeverDuplicates(t *testing.T) {
 		}
 		seen := knownFacts(known)
 		for _, f := range facts {
-			n := normalizeText(f.Fact)
+			n := textnorm.Normalize(f.Fact)
 			if seen[n] {
 				t.Fatalf("fact %q duplicates a known or earlier fact (known %v, facts %v)", f.Fact, known, facts)
 			}

@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/textnorm"
 )
 
 // decisionTable is the labelled corpus of SPEC C3: the SPEC examples plus the
@@ -71,7 +74,7 @@ func TestRuleDeciderLabelledTable(t *testing.T) {
 	d := NewRuleDecider()
 	ts := time.Date(2026, 11, 2, 10, 4, 0, 0, time.UTC)
 	for _, tc := range decisionTable {
-		obs := Observation{Role: tc.role, Text: tc.text, TS: ts, ChatID: "c1"}
+		obs := records.Observation{Role: tc.role, Text: tc.text, TS: ts, ChatID: "c1"}
 		if tc.role != "user" && tc.role != "assistant" && tc.role != "tool" && tc.role != "system" {
 			obs.Role, obs.Who = "speaker", tc.role
 		}
@@ -91,11 +94,11 @@ func TestRuleDeciderLabelledTable(t *testing.T) {
 func TestRuleDeciderSpecExample(t *testing.T) {
 	ts := time.Date(2026, 11, 2, 10, 4, 0, 0, time.UTC)
 	ep, err := NewRuleDecider().Decide(context.Background(),
-		Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: ts, ChatID: "c1"})
+		records.Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: ts, ChatID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Episode{
+	want := records.Episode{
 		Write: true, Who: "user", Time: ts, Reason: ReasonRemember,
 		Thing:   "I'm a student at Peking University.",
 		Context: "explicit remember request by user in chat c1",
@@ -114,7 +117,7 @@ func TestRuleDeciderSpeaker(t *testing.T) {
 		{"assistant", "", "assistant"},
 		{"", "", "user"},
 	} {
-		ep, _ := d.Decide(context.Background(), Observation{Role: tc.role, Who: tc.who, Text: "I moved to Berlin last year"})
+		ep, _ := d.Decide(context.Background(), records.Observation{Role: tc.role, Who: tc.who, Text: "I moved to Berlin last year"})
 		if ep.Who != tc.want {
 			t.Errorf("role %q who %q: speaker %q, want %q", tc.role, tc.who, ep.Who, tc.want)
 		}
@@ -142,7 +145,7 @@ func sentenceGen() *rapid.Generator[string] {
 func TestRuleDecisionIsDeterministicAndWritesAreComplete(t *testing.T) {
 	d := NewRuleDecider()
 	rapid.Check(t, func(t *rapid.T) {
-		obs := Observation{
+		obs := records.Observation{
 			Role:   rapid.SampledFrom([]string{"user", "assistant", "tool", "system", "speaker", ""}).Draw(t, "role"),
 			Who:    rapid.SampledFrom([]string{"", "Caroline"}).Draw(t, "who"),
 			Text:   sentenceGen().Draw(t, "text"),
@@ -175,7 +178,7 @@ func TestPropertyRememberFilterKeepsEveryMatch(t *testing.T) {
 		"take note", "note down", "NOTE", "please", "can you", "that", "this", ":", ",", " ", "?", "my files", "ſ", "K", "’"})
 	rapid.Check(t, func(t *rapid.T) {
 		parts := rapid.SliceOf(rapid.OneOf(piece, rapid.String())).Draw(t, "parts")
-		text := foldQuotes(strings.Join(parts, " "))
+		text := textnorm.FoldQuotes(strings.Join(parts, " "))
 		if (rememberPrefix.MatchString(text) || rememberSuffix.MatchString(text)) && !mentionsRemembering(text) {
 			t.Fatalf("%q matches a remember expression but the filter rejects it", text)
 		}

@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/llm"
+	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -49,7 +51,7 @@ type prompt struct {
 func loadPrompt(name string) prompt {
 	schema, err := promptFS.ReadFile("prompts/" + name + ".schema.json")
 	if err != nil {
-		panic(fmt.Sprintf("cognitive: embedded schema %s: %v", name, err))
+		panic(fmt.Sprintf("processor: embedded schema %s: %v", name, err))
 	}
 	return prompt{
 		name:   name,
@@ -93,10 +95,10 @@ func newCaller(cfg LLMConfig, logger *zap.Logger) (llmCaller, error) {
 func (c llmCaller) ask(ctx context.Context, p prompt, data, out any) (fallback bool, err error) {
 	var system, user strings.Builder
 	if err := p.tmpl.ExecuteTemplate(&system, "system", data); err != nil {
-		return false, fmt.Errorf("cognitive: %s prompt: %w", p.name, err)
+		return false, fmt.Errorf("processor: %s prompt: %w", p.name, err)
 	}
 	if err := p.tmpl.ExecuteTemplate(&user, "user", data); err != nil {
-		return false, fmt.Errorf("cognitive: %s prompt: %w", p.name, err)
+		return false, fmt.Errorf("processor: %s prompt: %w", p.name, err)
 	}
 	err = c.client.CompleteJSON(ctx, system.String(), user.String(), p.schema, out)
 	if errors.Is(err, llm.ErrBadReply) {
@@ -104,7 +106,7 @@ func (c llmCaller) ask(ctx context.Context, p prompt, data, out any) (fallback b
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("cognitive: %s: %w", p.name, err)
+		return false, fmt.Errorf("processor: %s: %w", p.name, err)
 	}
 	return false, nil
 }
@@ -120,7 +122,7 @@ type promptRecord struct {
 }
 
 func viewRecord(r vectorstore.Record) promptRecord {
-	return promptRecord{ID: r.ID, Time: isoTime(r.TS), ChatID: r.ChatID, Who: r.Who, Text: recordText(r)}
+	return promptRecord{ID: r.ID, Time: records.FormatTime(r.TS), ChatID: r.ChatID, Who: r.Who, Text: recordText(r)}
 }
 
 // LLMDecider is the write decision by a model (SPEC C3). An explicit remember
@@ -141,7 +143,7 @@ func NewLLMDecider(cfg LLMConfig, logger *zap.Logger) (*LLMDecider, error) {
 }
 
 // Decide asks the model; speaker and time always come from obs, never the model.
-func (d *LLMDecider) Decide(ctx context.Context, obs Observation) (Episode, error) {
+func (d *LLMDecider) Decide(ctx context.Context, obs records.Observation) (records.Episode, error) {
 	ruled, _ := d.rules.Decide(ctx, obs)
 	if strings.TrimSpace(obs.Text) == "" {
 		return ruled, nil
@@ -152,10 +154,10 @@ func (d *LLMDecider) Decide(ctx context.Context, obs Observation) (Episode, erro
 		Context string `json:"context"`
 		Reason  string `json:"reason"`
 	}
-	data := struct{ Role, Who, ChatID, Time, Text string }{obs.Role, obs.Who, obs.ChatID, isoTime(obs.TS), obs.Text}
+	data := struct{ Role, Who, ChatID, Time, Text string }{obs.Role, obs.Who, obs.ChatID, records.FormatTime(obs.TS), obs.Text}
 	fallback, err := d.c.ask(ctx, decidePrompt, data, &reply)
 	if err != nil {
-		return Episode{}, err
+		return records.Episode{}, err
 	}
 	if !fallback && reply.Write && strings.TrimSpace(reply.Thing) == "" {
 		d.c.badReply(decidePrompt, fmt.Errorf("%w: write without a thing", errUnusable))
@@ -164,7 +166,7 @@ func (d *LLMDecider) Decide(ctx context.Context, obs Observation) (Episode, erro
 	if fallback || (ruled.Reason == ReasonRemember && !reply.Write) {
 		return ruled, nil
 	}
-	ep := Episode{Write: reply.Write, Who: ruled.Who, Time: obs.TS, Reason: "model: " + reply.Reason}
+	ep := records.Episode{Write: reply.Write, Who: ruled.Who, Time: obs.TS, Reason: "model: " + reply.Reason}
 	if ep.Write {
 		ep.Thing = strings.TrimSpace(reply.Thing)
 		ep.Context = strings.TrimSpace(reply.Context)
@@ -194,7 +196,7 @@ func NewLLMSemanticWriter(cfg LLMConfig, logger *zap.Logger) (*LLMSemanticWriter
 }
 
 // Facts asks the model; no episodes means no call and no facts.
-func (w *LLMSemanticWriter) Facts(ctx context.Context, episodes []vectorstore.Record, known []vectorstore.Record) ([]Fact, error) {
+func (w *LLMSemanticWriter) Facts(ctx context.Context, episodes []vectorstore.Record, known []vectorstore.Record) ([]records.Fact, error) {
 	if len(episodes) == 0 {
 		return nil, nil
 	}
@@ -224,16 +226,16 @@ func (w *LLMSemanticWriter) Facts(ctx context.Context, episodes []vectorstore.Re
 		return w.rules.Facts(ctx, episodes, known)
 	}
 	seen := knownFacts(known)
-	var out []Fact
+	var out []records.Fact
 	for _, f := range reply.Facts {
 		ep, ok := byID[f.EpisodeID]
 		if !ok {
 			w.c.badReply(semanticPrompt, fmt.Errorf("%w: fact %q names unknown episode %q", errUnusable, f.Fact, f.EpisodeID))
 			return w.rules.Facts(ctx, episodes, known)
 		}
-		if n := normalizeText(f.Fact); n != "" && !seen[n] {
+		if n := textnorm.Normalize(f.Fact); n != "" && !seen[n] {
 			seen[n] = true
-			out = append(out, Fact{Fact: cleanStatement(f.Fact), SourceChatID: ep.ChatID, FirstSeen: ep.TS})
+			out = append(out, records.Fact{Fact: cleanStatement(f.Fact), SourceChatID: ep.ChatID, FirstSeen: ep.TS})
 		}
 	}
 	return out, nil
@@ -297,7 +299,7 @@ func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (s
 		return "", "", err
 	}
 	ta, tb := strings.TrimSpace(reply.A), strings.TrimSpace(reply.B)
-	if !fallback && normalizeText(ta) == normalizeText(tb) {
+	if !fallback && textnorm.Normalize(ta) == textnorm.Normalize(tb) {
 		s.c.badReply(separatePrompt, fmt.Errorf("%w: both rewrites say the same", errUnusable))
 		fallback = true
 	}

@@ -1,8 +1,9 @@
-package cognitive
+package processor
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,8 +15,12 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
+
+// testID is a record id, as the store would give it.
+func testID(i int) string { return vectorstore.DeterministicID("processor-test", fmt.Sprint(i)) }
 
 // llmFixture is a real llm.Client talking HTTP to a scripted OpenAI-compatible
 // server, and a logger whose entries the test reads.
@@ -61,11 +66,11 @@ func TestLLMDeciderUsesTheModelButNotForSpeakerAndTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := d.Decide(context.Background(), Observation{Role: "user", Text: "so yeah, Berlin since last year", TS: obsTS, ChatID: "c7"})
+	ep, err := d.Decide(context.Background(), records.Observation{Role: "user", Text: "so yeah, Berlin since last year", TS: obsTS, ChatID: "c7"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Episode{Write: true, Thing: "User moved to Berlin.", Context: "relocation talk", Who: "user", Time: obsTS, Reason: "model: personal event"}
+	want := records.Episode{Write: true, Thing: "User moved to Berlin.", Context: "relocation talk", Who: "user", Time: obsTS, Reason: "model: personal event"}
 	if ep != want {
 		t.Fatalf("got %+v\nwant %+v", ep, want)
 	}
@@ -86,7 +91,7 @@ func TestLLMDeciderFallsBackToRulesOnBadReplies(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg, _, logs, logger := llmFixture(t, llmtest.Reply{Content: content})
 			d, _ := NewLLMDecider(cfg, logger)
-			obs := Observation{Role: "user", Text: "I moved to Berlin last year", TS: obsTS, ChatID: "c1"}
+			obs := records.Observation{Role: "user", Text: "I moved to Berlin last year", TS: obsTS, ChatID: "c1"}
 			ep, err := d.Decide(context.Background(), obs)
 			if err != nil {
 				t.Fatal(err)
@@ -103,7 +108,7 @@ func TestLLMDeciderFallsBackToRulesOnBadReplies(t *testing.T) {
 func TestLLMDeciderAlwaysWritesExplicitRememberRequests(t *testing.T) {
 	cfg, _, _, logger := llmFixture(t, llmtest.Reply{Content: `{"write": false, "reason": "not interesting"}`})
 	d, _ := NewLLMDecider(cfg, logger)
-	ep, err := d.Decide(context.Background(), Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: obsTS})
+	ep, err := d.Decide(context.Background(), records.Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: obsTS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +120,7 @@ func TestLLMDeciderAlwaysWritesExplicitRememberRequests(t *testing.T) {
 func TestLLMProcessorsReturnTransientErrors(t *testing.T) {
 	cfg, _, logs, logger := llmFixture(t, llmtest.Reply{Status: http.StatusServiceUnavailable, Content: "overloaded"})
 	d, _ := NewLLMDecider(cfg, logger)
-	_, err := d.Decide(context.Background(), Observation{Role: "user", Text: "I moved to Berlin last year"})
+	_, err := d.Decide(context.Background(), records.Observation{Role: "user", Text: "I moved to Berlin last year"})
 	if !errors.Is(err, llm.ErrUnavailable) {
 		t.Fatalf("decide: error %v, want llm.ErrUnavailable", err)
 	}
@@ -142,9 +147,9 @@ func TestLLMSemanticWriterTakesChatAndTimeFromTheEpisodeAndDropsDuplicates(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Fact{
-		{"User is a student at Peking University.", "c1", obsTS},
-		{"User loves jazz.", "c2", obsTS.Add(time.Hour)},
+	want := []records.Fact{
+		{Fact: "User is a student at Peking University.", SourceChatID: "c1", FirstSeen: obsTS},
+		{Fact: "User loves jazz.", SourceChatID: "c2", FirstSeen: obsTS.Add(time.Hour)},
 	}
 	if len(facts) != len(want) || facts[0] != want[0] || facts[1] != want[1] {
 		t.Fatalf("facts %v, want %v", facts, want)
@@ -165,7 +170,7 @@ func TestLLMSemanticWriterFallsBackOnUnknownEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(facts) != 1 || facts[0] != (Fact{"User lives in Lisbon.", "c1", obsTS}) {
+	if len(facts) != 1 || facts[0] != (records.Fact{Fact: "User lives in Lisbon.", SourceChatID: "c1", FirstSeen: obsTS}) {
 		t.Fatalf("facts %v, want the rule-based fact", facts)
 	}
 	assertFellBack(t, logs, "semantic")

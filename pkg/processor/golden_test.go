@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentmem/agentmem/pkg/records"
 )
 
 // goldenExtraTexts add to decisionTable's texts what its rules see in the wild:
@@ -33,7 +35,7 @@ var goldenExtraTexts = []string{
 }
 
 // updateGolden rewrites testdata/rule_episodes.golden from the current rules:
-// go test ./pkg/cognitive -run TestRuleEpisodesGolden -update-golden
+// go test ./pkg/processor -run TestRuleEpisodesGolden -update-golden
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/rule_episodes.golden")
 
 // goldenFile holds the rule decider's episodes and the episodic records built from
@@ -52,13 +54,13 @@ func TestRuleEpisodesGolden(t *testing.T) {
 	var h bytes.Buffer
 	for i, text := range texts {
 		for _, who := range []struct{ role, name string }{{"user", ""}, {"assistant", ""}, {"speaker", "Caroline"}} {
-			obs := Observation{Role: who.role, Who: who.name, Text: text, TS: at.Add(time.Duration(i) * time.Minute), ChatID: "s-1"}
+			obs := records.Observation{Role: who.role, Who: who.name, Text: text, TS: at.Add(time.Duration(i) * time.Minute), ChatID: "s-1"}
 			if i%2 == 0 {
 				// Half the observations come from events, with meta and context.
 				obs.EventID = fmt.Sprintf("ev-%d", i)
 				obs.Meta = map[string]any{"dia_id": fmt.Sprintf("D1:%d", i), "n": json.Number("1.50")}
 				for j := max(0, i-2); j < i; j++ {
-					obs.Before = append(obs.Before, Utterance{Role: "user", Who: who.name, Text: texts[j] + " " + goldenExtraTexts[0],
+					obs.Before = append(obs.Before, records.Utterance{Role: "user", Who: who.name, Text: texts[j] + " " + goldenExtraTexts[0],
 						EventID: fmt.Sprintf("ev-%d", j), Meta: map[string]any{"dia_id": fmt.Sprintf("D1:%d", j)}})
 				}
 			}
@@ -70,12 +72,12 @@ func TestRuleEpisodesGolden(t *testing.T) {
 			if !ep.Write {
 				continue
 			}
-			rec := EpisodeRecord("acme", "u1", obs, ep)
+			rec := records.EpisodeRecord("acme", "u1", obs, ep)
 			md, err := json.Marshal(rec.Metadata)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&h, "%s\n%q\n%q\n%s\n", rec.ID, rec.Text, EpisodeStatement(obs, ep), md)
+			fmt.Fprintf(&h, "%s\n%q\n%q\n%s\n", rec.ID, rec.Text, records.EpisodeStatement(obs, ep), md)
 		}
 	}
 	if *updateGolden {

@@ -1,4 +1,4 @@
-package cognitive
+package consolidate
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -51,7 +53,7 @@ func stored(recs []vectorstore.Record) []vectorstore.Record {
 	out := make([]vectorstore.Record, len(recs))
 	for i, r := range recs {
 		r.Tenant, r.UserID = tenant, user
-		r.Metadata = EpisodeMetadata(Episode{Thing: r.Text, Who: r.Who, Time: r.TS, Context: "test"}, r.ChatID)
+		r.Metadata = records.EpisodeMetadata(records.Episode{Thing: r.Text, Who: r.Who, Time: r.TS, Context: "test"}, r.ChatID)
 		out[i] = r
 	}
 	return out
@@ -117,10 +119,10 @@ func TestConsolidateMergeCountLeavesNMinusMAndMergedRecordsKeepEarliestTimeAndSo
 			if act.B.TS.Before(earliest) {
 				earliest = act.B.TS
 			}
-			if !merged.TS.Equal(earliest) || merged.Metadata[MetaTime] != isoTime(earliest) {
-				rt.Fatalf("merged time %v (metadata %v), want the earliest %v", merged.TS, merged.Metadata[MetaTime], earliest)
+			if !merged.TS.Equal(earliest) || merged.Metadata[records.MetaTime] != records.FormatTime(earliest) {
+				rt.Fatalf("merged time %v (metadata %v), want the earliest %v", merged.TS, merged.Metadata[records.MetaTime], earliest)
 			}
-			sources, ids := StringList(merged.Metadata[MetaSourceChatIDs]), StringList(merged.Metadata[MetaMergedFromIDs])
+			sources, ids := records.StringList(merged.Metadata[records.MetaSourceChatIDs]), records.StringList(merged.Metadata[records.MetaMergedFromIDs])
 			if !slices.Contains(sources, act.A.ChatID) || !slices.Contains(sources, act.B.ChatID) {
 				rt.Fatalf("source_chat_ids %v lacks %q or %q", sources, act.A.ChatID, act.B.ChatID)
 			}
@@ -136,8 +138,8 @@ func TestConsolidateMergeCountLeavesNMinusMAndMergedRecordsKeepEarliestTimeAndSo
 				continue
 			}
 			a, b := after[act.A.ID], after[act.B.ID]
-			if a.Text == b.Text || len(AnyList(a.Metadata[MetaUpdates])) != 1 || !separated(a, b) {
-				rt.Fatalf("separated pair: texts %q / %q, updates %v", a.Text, b.Text, a.Metadata[MetaUpdates])
+			if a.Text == b.Text || len(records.AnyList(a.Metadata[records.MetaUpdates])) != 1 || !separated(a, b) {
+				rt.Fatalf("separated pair: texts %q / %q, updates %v", a.Text, b.Text, a.Metadata[records.MetaUpdates])
 			}
 		}
 	})
@@ -178,7 +180,7 @@ func TestConsolidateAfterACrashBetweenInsertAndDeleteLosesNothingAndDuplicatesNo
 		after := allEpisodes(rt, store)
 		mergedInto := map[string]string{}
 		for id, r := range after {
-			for _, from := range StringList(r.Metadata[MetaMergedFromIDs]) {
+			for _, from := range records.StringList(r.Metadata[records.MetaMergedFromIDs]) {
 				mergedInto[from] = id
 			}
 		}
@@ -225,21 +227,21 @@ func TestReconsolidationPreservesTimeChatAndWhoAndGrowsUpdates(t *testing.T) {
 			if !a.TS.Equal(b.TS) || a.ChatID != b.ChatID || a.Who != b.Who {
 				rt.Fatalf("time/chat/who changed: %v %q %q → %v %q %q", b.TS, b.ChatID, b.Who, a.TS, a.ChatID, a.Who)
 			}
-			for _, k := range []string{MetaTime, MetaChatID, MetaWho} {
+			for _, k := range []string{records.MetaTime, records.MetaChatID, records.MetaWho} {
 				if a.Metadata[k] != b.Metadata[k] {
 					rt.Fatalf("metadata %s changed: %v → %v", k, b.Metadata[k], a.Metadata[k])
 				}
 			}
-			ub, ua := AnyList(b.Metadata[MetaUpdates]), AnyList(a.Metadata[MetaUpdates])
+			ub, ua := records.AnyList(b.Metadata[records.MetaUpdates]), records.AnyList(a.Metadata[records.MetaUpdates])
 			if len(ua) != len(ub)+rounds {
 				rt.Fatalf("updates grew from %d to %d after %d reconsolidations", len(ub), len(ua), rounds)
 			}
 			first, _ := ua[len(ub)].(map[string]any)
-			if first[UpdatePreviousText] != b.Text || first[UpdateTS] == nil {
+			if first[records.UpdatePreviousText] != b.Text || first[records.UpdateTS] == nil {
 				rt.Fatalf("first update entry %v does not keep the previous text %q", first, b.Text)
 			}
-			if a.Text != a.Metadata[MetaThing] {
-				rt.Fatalf("text %q and thing %v differ", a.Text, a.Metadata[MetaThing])
+			if a.Text != a.Metadata[records.MetaThing] {
+				rt.Fatalf("text %q and thing %v differ", a.Text, a.Metadata[records.MetaThing])
 			}
 		}
 	})
@@ -249,7 +251,7 @@ func TestReconsolidateReportsMissingIDsAndSkipsFacts(t *testing.T) {
 	store := newStore(t)
 	e := newExecutor(t, store)
 	ep := stored([]vectorstore.Record{{ID: testID(1), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c1", TS: t0, Vector: axis(0), Text: "I live in Berlin."}})[0]
-	fact := FactRecord(tenant, user, Fact{Fact: "User lives in Berlin.", SourceChatID: "c1", FirstSeen: t0})
+	fact := records.FactRecord(tenant, user, records.Fact{Fact: "User lives in Berlin.", SourceChatID: "c1", FirstSeen: t0})
 	fact.Vector = axis(1)
 	if err := store.Upsert(context.Background(), ep, fact); err != nil {
 		t.Fatal(err)
@@ -286,21 +288,21 @@ func TestNewExecutorValidates(t *testing.T) {
 
 func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing.T) {
 	store := newStore(t)
-	obs := Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: t0, ChatID: "c1", EventID: "01JD3Q"}
-	ep, _ := NewRuleDecider().Decide(context.Background(), obs)
-	rec := EpisodeRecord(tenant, user, obs, ep)
+	obs := records.Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: t0, ChatID: "c1", EventID: "01JD3Q"}
+	ep, _ := processor.NewRuleDecider().Decide(context.Background(), obs)
+	rec := records.EpisodeRecord(tenant, user, obs, ep)
 	rec.Vector = axis(0)
-	if again := EpisodeRecord(tenant, user, obs, ep); again.ID != rec.ID {
+	if again := records.EpisodeRecord(tenant, user, obs, ep); again.ID != rec.ID {
 		t.Fatalf("redelivery gives id %s, first delivery %s", again.ID, rec.ID)
 	}
 	// Ids follow the observations' time, so that the store's id index grows at its end.
 	later, earlier := obs, obs
 	later.TS, later.EventID = obs.TS.Add(time.Millisecond), "01JD3R"
 	earlier.TS, earlier.EventID = obs.TS.Add(-time.Hour), "01JD3S"
-	for _, o := range []Observation{later, earlier} {
+	for _, o := range []records.Observation{later, earlier} {
 		e := ep
 		e.Time = o.TS
-		id := EpisodeRecord(tenant, user, o, e).ID
+		id := records.EpisodeRecord(tenant, user, o, e).ID
 		if (id > rec.ID) != o.TS.After(obs.TS) {
 			t.Errorf("episode of %s has id %s; of %s, %s: not in time order", o.TS, id, obs.TS, rec.ID)
 		}
@@ -316,18 +318,18 @@ func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing
 	}
 	r := got[rec.ID]
 	want := map[string]any{
-		MetaContext: "explicit remember request by user in chat c1", MetaThing: "I'm a student at Peking University.",
-		MetaTime: "2026-11-02T10:00:00Z", MetaChatID: "c1", MetaWho: "user",
+		records.MetaContext: "explicit remember request by user in chat c1", records.MetaThing: "I'm a student at Peking University.",
+		records.MetaTime: "2026-11-02T10:00:00Z", records.MetaChatID: "c1", records.MetaWho: "user",
 	}
 	for k, v := range want {
 		if r.Metadata[k] != v {
 			t.Errorf("metadata %s = %v, want %v", k, r.Metadata[k], v)
 		}
 	}
-	if l := StringList(r.Metadata[MetaSourceChatIDs]); !slices.Equal(l, []string{"c1"}) {
+	if l := records.StringList(r.Metadata[records.MetaSourceChatIDs]); !slices.Equal(l, []string{"c1"}) {
 		t.Errorf("source_chat_ids %v", l)
 	}
-	for _, k := range []string{MetaUpdates, MetaMergedFromIDs} {
+	for _, k := range []string{records.MetaUpdates, records.MetaMergedFromIDs} {
 		if l, ok := r.Metadata[k].([]any); !ok || len(l) != 0 {
 			t.Errorf("%s = %#v, want an empty list", k, r.Metadata[k])
 		}

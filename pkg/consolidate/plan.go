@@ -1,4 +1,4 @@
-package cognitive
+package consolidate
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -158,8 +159,8 @@ func Plan(episodes []vectorstore.Record, th Thresholds) []Action {
 // separated reports whether a and b were separated from each other before. Both
 // must say so: a run that stopped after rewriting only one of them redoes the pair.
 func separated(a, b vectorstore.Record) bool {
-	return slices.Contains(StringList(a.Metadata[MetaSeparatedFromIDs]), b.ID) &&
-		slices.Contains(StringList(b.Metadata[MetaSeparatedFromIDs]), a.ID)
+	return slices.Contains(records.StringList(a.Metadata[records.MetaSeparatedFromIDs]), b.ID) &&
+		slices.Contains(records.StringList(b.Metadata[records.MetaSeparatedFromIDs]), a.ID)
 }
 
 // MergedRecord is the record that replaces a and b (SPEC C6): id deterministic
@@ -180,20 +181,20 @@ func MergedRecord(a, b vectorstore.Record, text string, vec []float32) vectorsto
 	for k, v := range first.Metadata {
 		md[k] = v
 	}
-	md[MetaThing] = text
-	md[MetaTime] = isoTime(first.TS)
-	md[MetaChatID] = first.ChatID
-	md[MetaWho] = a.Who
-	md[MetaUpdates] = append(AnyList(first.Metadata[MetaUpdates]), AnyList(second.Metadata[MetaUpdates])...)
-	md[MetaSourceChatIDs] = ToAnyList(union([]string{a.ChatID, b.ChatID},
-		StringList(a.Metadata[MetaSourceChatIDs]), StringList(b.Metadata[MetaSourceChatIDs])))
-	md[MetaMergedFromIDs] = ToAnyList(union([]string{a.ID, b.ID},
-		StringList(a.Metadata[MetaMergedFromIDs]), StringList(b.Metadata[MetaMergedFromIDs])))
-	if sep := union(StringList(a.Metadata[MetaSeparatedFromIDs]), StringList(b.Metadata[MetaSeparatedFromIDs])); len(sep) > 0 {
-		md[MetaSeparatedFromIDs] = ToAnyList(sep)
+	md[records.MetaThing] = text
+	md[records.MetaTime] = records.FormatTime(first.TS)
+	md[records.MetaChatID] = first.ChatID
+	md[records.MetaWho] = a.Who
+	md[records.MetaUpdates] = append(records.AnyList(first.Metadata[records.MetaUpdates]), records.AnyList(second.Metadata[records.MetaUpdates])...)
+	md[records.MetaSourceChatIDs] = records.ToAnyList(union([]string{a.ChatID, b.ChatID},
+		records.StringList(a.Metadata[records.MetaSourceChatIDs]), records.StringList(b.Metadata[records.MetaSourceChatIDs])))
+	md[records.MetaMergedFromIDs] = records.ToAnyList(union([]string{a.ID, b.ID},
+		records.StringList(a.Metadata[records.MetaMergedFromIDs]), records.StringList(b.Metadata[records.MetaMergedFromIDs])))
+	if sep := union(records.StringList(a.Metadata[records.MetaSeparatedFromIDs]), records.StringList(b.Metadata[records.MetaSeparatedFromIDs])); len(sep) > 0 {
+		md[records.MetaSeparatedFromIDs] = records.ToAnyList(sep)
 	}
-	if _, ok := md[MetaContext]; !ok {
-		md[MetaContext] = "merged memory"
+	if _, ok := md[records.MetaContext]; !ok {
+		md[records.MetaContext] = "merged memory"
 	}
 
 	lo, hi := min(a.ID, b.ID), max(a.ID, b.ID)
@@ -219,4 +220,18 @@ func laterExpiry(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// union returns the sorted distinct non-empty strings of all lists.
+func union(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, s := range l {
+			if s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

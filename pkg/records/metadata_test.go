@@ -1,4 +1,4 @@
-package cognitive
+package records
 
 import (
 	"encoding/json"

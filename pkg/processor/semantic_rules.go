@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -20,14 +22,14 @@ func NewRuleSemanticWriter() *RuleSemanticWriter { return &RuleSemanticWriter{} 
 
 // Facts returns the stable facts stated in episodes, earliest episode first, none
 // of which duplicates a known fact or another returned fact.
-func (RuleSemanticWriter) Facts(_ context.Context, episodes []vectorstore.Record, known []vectorstore.Record) ([]Fact, error) {
+func (RuleSemanticWriter) Facts(_ context.Context, episodes []vectorstore.Record, known []vectorstore.Record) ([]records.Fact, error) {
 	seen := knownFacts(known)
 	// Earliest first, so a fact stated twice in the batch gets its first time.
 	ordered := slices.Clone(episodes)
 	slices.SortStableFunc(ordered, func(a, b vectorstore.Record) int {
 		return cmp.Or(a.TS.Compare(b.TS), cmp.Compare(a.ID, b.ID))
 	})
-	var out []Fact
+	var out []records.Fact
 	for _, ep := range ordered {
 		for _, s := range splitSentences(recordText(ep)) {
 			if s.question {
@@ -37,9 +39,9 @@ func (RuleSemanticWriter) Facts(_ context.Context, episodes []vectorstore.Record
 			if !ok {
 				continue
 			}
-			if n := normalizeText(f); !seen[n] {
+			if n := textnorm.Normalize(f); !seen[n] {
 				seen[n] = true
-				out = append(out, Fact{Fact: f, SourceChatID: ep.ChatID, FirstSeen: ep.TS})
+				out = append(out, records.Fact{Fact: f, SourceChatID: ep.ChatID, FirstSeen: ep.TS})
 			}
 		}
 	}
@@ -50,7 +52,7 @@ func (RuleSemanticWriter) Facts(_ context.Context, episodes []vectorstore.Record
 func knownFacts(known []vectorstore.Record) map[string]bool {
 	seen := make(map[string]bool, len(known))
 	for _, k := range known {
-		if n := normalizeText(recordText(k)); n != "" {
+		if n := textnorm.Normalize(recordText(k)); n != "" {
 			seen[n] = true
 		}
 	}
@@ -112,7 +114,7 @@ var possessives = []replacement{
 // stableFact rewrites sentence, said by who, as a third-person fact when it
 // states a stable attribute.
 func stableFact(sentence, who string) (string, bool) {
-	s := singleSpaced(foldQuotes(sentence))
+	s := textnorm.SingleSpaced(textnorm.FoldQuotes(sentence))
 	subject := who
 	switch strings.ToLower(who) {
 	case "", "user":

@@ -1,4 +1,4 @@
-package cognitive
+package consolidate
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -50,14 +52,14 @@ type Executor struct {
 	cfg    ExecutorConfig
 	store  vectorstore.Store
 	emb    embed.Embedder
-	merger Merger
-	sep    Separator
+	merger processor.Merger
+	sep    processor.Separator
 	logger *zap.Logger
 }
 
 // NewExecutor returns an Executor. A nil merger or separator takes the rule-based
 // one; a nil logger logs nothing.
-func NewExecutor(cfg ExecutorConfig, store vectorstore.Store, emb embed.Embedder, m Merger, s Separator, logger *zap.Logger) (*Executor, error) {
+func NewExecutor(cfg ExecutorConfig, store vectorstore.Store, emb embed.Embedder, m processor.Merger, s processor.Separator, logger *zap.Logger) (*Executor, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -66,10 +68,10 @@ func NewExecutor(cfg ExecutorConfig, store vectorstore.Store, emb embed.Embedder
 		return nil, fmt.Errorf("%w: the executor needs a store and an embedder", ErrInvalidConfig)
 	}
 	if m == nil {
-		m = NewRuleMerger()
+		m = processor.NewRuleMerger()
 	}
 	if s == nil {
-		s = NewRuleSeparator()
+		s = processor.NewRuleSeparator()
 	}
 	if logger == nil {
 		logger = zap.NewNop()
@@ -119,7 +121,7 @@ func (e *Executor) Consolidate(ctx context.Context, tenant, userID string) (Resu
 			}
 		}
 		if err != nil {
-			return res, fmt.Errorf("cognitive: consolidate %s/%s: %s %s and %s: %w", tenant, userID, act.Kind, act.A.ID, act.B.ID, err)
+			return res, fmt.Errorf("consolidate: consolidate %s/%s: %s %s and %s: %w", tenant, userID, act.Kind, act.A.ID, act.B.ID, err)
 		}
 	}
 	e.logger.Info("consolidated", zap.String("tenant", tenant), zap.String("user", userID),
@@ -139,7 +141,7 @@ func (e *Executor) episodes(ctx context.Context, tenant, userID string) ([]vecto
 	for {
 		page, next, err := e.store.Scroll(ctx, f, offset, e.cfg.PageSize)
 		if err != nil {
-			return nil, fmt.Errorf("cognitive: read episodes of %s/%s: %w", tenant, userID, err)
+			return nil, fmt.Errorf("consolidate: read episodes of %s/%s: %w", tenant, userID, err)
 		}
 		all = append(all, page...)
 		if next == "" {
@@ -154,7 +156,7 @@ func (e *Executor) episodes(ctx context.Context, tenant, userID string) ([]vecto
 func (e *Executor) cleanMerged(ctx context.Context, tenant, userID string, recs []vectorstore.Record) ([]vectorstore.Record, int, error) {
 	mergedInto := make(map[string]bool)
 	for _, r := range recs {
-		for _, id := range StringList(r.Metadata[MetaMergedFromIDs]) {
+		for _, id := range records.StringList(r.Metadata[records.MetaMergedFromIDs]) {
 			if id != r.ID {
 				mergedInto[id] = true
 			}
@@ -174,7 +176,7 @@ func (e *Executor) cleanMerged(ctx context.Context, tenant, userID string, recs 
 	}
 	n, err := e.store.Delete(ctx, tenant, userID, stale...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("cognitive: delete already merged records of %s/%s: %w", tenant, userID, err)
+		return nil, 0, fmt.Errorf("consolidate: delete already merged records of %s/%s: %w", tenant, userID, err)
 	}
 	e.logger.Info("deleted originals of earlier merges", zap.String("tenant", tenant),
 		zap.String("user", userID), zap.Strings("ids", stale))
@@ -215,7 +217,7 @@ func (e *Executor) separate(ctx context.Context, act Action) (done bool, err err
 		text       string
 	}{{act.A, act.B, ta}, {act.B, act.A, tb}} {
 		patch := e.rewritePatch(r.rec, r.text, vecs[i], "separated from memory "+r.other.ID)
-		patch.Metadata[MetaSeparatedFromIDs] = ToAnyList(union(StringList(r.rec.Metadata[MetaSeparatedFromIDs]), []string{r.other.ID}))
+		patch.Metadata[records.MetaSeparatedFromIDs] = records.ToAnyList(union(records.StringList(r.rec.Metadata[records.MetaSeparatedFromIDs]), []string{r.other.ID}))
 		err := e.store.UpdatePayload(ctx, r.rec.Tenant, r.rec.UserID, r.rec.ID, patch)
 		if errors.Is(err, vectorstore.ErrNotFound) {
 			e.logger.Info("memory gone before it was separated", zap.String("id", r.rec.ID))
@@ -232,17 +234,12 @@ func (e *Executor) separate(ctx context.Context, act Action) (done bool, err err
 // keeps the previous text. Time, chat and speaker are not in the patch, so they
 // never change.
 func (e *Executor) rewritePatch(rec vectorstore.Record, text string, vec []float32, why string) vectorstore.Patch {
-	entry := map[string]any{
-		UpdateTS:           isoTime(e.cfg.Now()),
-		UpdateContext:      why,
-		UpdatePreviousText: rec.Text,
-	}
 	return vectorstore.Patch{
 		Text:   &text,
 		Vector: vec,
 		Metadata: map[string]any{
-			MetaThing:   text,
-			MetaUpdates: append(AnyList(rec.Metadata[MetaUpdates]), entry),
+			records.MetaThing:   text,
+			records.MetaUpdates: records.AppendUpdate(rec, e.cfg.Now(), why),
 		},
 	}
 }
@@ -269,16 +266,16 @@ func (e *Executor) embed(ctx context.Context, texts ...string) ([][]float32, err
 //
 // The append is a read-modify-write of the updates list: two reconsolidations of
 // one memory at the same instant may keep only one of their entries.
-func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids []string, newContext string, r Reconsolidator) error {
+func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids []string, newContext string, r processor.Reconsolidator) error {
 	if err := vectorstore.ValidatePartition(tenant, userID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	if r == nil {
-		r = NewRuleReconsolidator()
+		r = processor.NewRuleReconsolidator()
 	}
 	recs, err := e.store.Get(ctx, tenant, userID, ids...)
 	if err != nil {
-		return fmt.Errorf("cognitive: reconsolidate %s/%s: %w", tenant, userID, err)
+		return fmt.Errorf("consolidate: reconsolidate %s/%s: %w", tenant, userID, err)
 	}
 	var (
 		targets []vectorstore.Record
@@ -292,19 +289,19 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 		}
 		text, err := r.Reconsolidate(ctx, rec, newContext)
 		if err != nil {
-			return fmt.Errorf("cognitive: reconsolidate %s: %w", rec.ID, err)
+			return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 		}
 		targets, texts = append(targets, rec), append(texts, text)
 	}
 	if len(targets) > 0 {
 		vecs, err := e.embed(ctx, texts...)
 		if err != nil {
-			return fmt.Errorf("cognitive: reconsolidate %s/%s: %w", tenant, userID, err)
+			return fmt.Errorf("consolidate: reconsolidate %s/%s: %w", tenant, userID, err)
 		}
 		for i, rec := range targets {
 			patch := e.rewritePatch(rec, texts[i], vecs[i], newContext)
 			if err := e.store.UpdatePayload(ctx, tenant, userID, rec.ID, patch); err != nil {
-				return fmt.Errorf("cognitive: reconsolidate %s: %w", rec.ID, err)
+				return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 			}
 		}
 	}
@@ -315,7 +312,7 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("cognitive: reconsolidate %s/%s: %w: %v", tenant, userID, vectorstore.ErrNotFound, slices.Compact(missing))
+		return fmt.Errorf("consolidate: reconsolidate %s/%s: %w: %v", tenant, userID, vectorstore.ErrNotFound, slices.Compact(missing))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"slices"
@@ -7,6 +7,8 @@ import (
 	"unicode"
 
 	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/textnorm"
 )
 
 // textGen draws texts made of arbitrary strings and of the runes the text helpers
@@ -25,7 +27,7 @@ func textGen() *rapid.Generator[string] {
 // lower-cased, quote-folded text at every rune that is not a letter, a digit or
 // an apostrophe, and trim the apostrophes of each field.
 func referenceWords(s string) []string {
-	fields := strings.FieldsFunc(foldQuotes(strings.ToLower(s)), func(r rune) bool {
+	fields := strings.FieldsFunc(textnorm.FoldQuotes(strings.ToLower(s)), func(r rune) bool {
 		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'')
 	})
 	var out []string
@@ -65,8 +67,8 @@ func TestPropertySentenceWordsAreTheTextsWords(t *testing.T) {
 func TestPropertySingleSpacedIsJoinFields(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := textGen().Draw(t, "text")
-		if got, want := singleSpaced(s), strings.Join(strings.Fields(s), " "); got != want {
-			t.Fatalf("singleSpaced(%q) = %q, want %q", s, got, want)
+		if got, want := textnorm.SingleSpaced(s), strings.Join(strings.Fields(s), " "); got != want {
+			t.Fatalf("textnorm.SingleSpaced(%q) = %q, want %q", s, got, want)
 		}
 	})
 }

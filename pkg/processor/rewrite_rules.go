@@ -1,4 +1,4 @@
-package cognitive
+package processor
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -108,7 +109,7 @@ var stripParens = strings.NewReplacer("(", "", ")", "")
 // leaves the statement as it is.
 func (RuleReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, newContext string) (string, error) {
 	base := recallNote.ReplaceAllString(recordText(m), "")
-	note := shorten(stripParens.Replace(newContext), maxRecallNote)
+	note := textnorm.Shorten(stripParens.Replace(newContext), maxRecallNote)
 	if note == "" {
 		return base, nil
 	}
