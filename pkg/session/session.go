@@ -124,9 +124,9 @@ type State struct {
 	FirstTS     time.Time           `json:"first_ts,omitzero"`
 	LastTS      time.Time           `json:"last_ts,omitzero"`
 	EndedAt     time.Time           `json:"ended_at,omitzero"`
-	Recent      []Message           `json:"recent,omitempty"`  // by event time, oldest first
+	Recent      []Message           `json:"recent,omitempty"` // by event time, oldest first
 	// Applied holds the recent events, oldest first, as "<id> <digest>" (digest:
-	// what the event says, ts aside; see appliedEntry). An entry written before
+	// what the event says, ts aside; see eventDigest). An entry written before
 	// digests existed is a bare id and matches that id whatever its content.
 	Applied []string `json:"applied,omitempty"`
 }
