@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/pkg/embed"
@@ -288,24 +289,36 @@ func TestNewExecutorValidates(t *testing.T) {
 
 func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing.T) {
 	store := newStore(t)
-	obs := records.Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: t0, ChatID: "c1", EventID: "01JD3Q"}
+	eventID := func(at time.Time) string { return ulid.MustNew(ulid.Timestamp(at), ulid.DefaultEntropy()).String() }
+	obs := records.Observation{Role: "user", Text: "Remember, I'm a student at Peking University", TS: t0, ChatID: "c1", EventID: eventID(t0)}
 	ep, _ := processor.NewRuleDecider().Decide(context.Background(), obs)
 	rec := records.EpisodeRecord(tenant, user, obs, ep)
 	rec.Vector = axis(0)
 	if again := records.EpisodeRecord(tenant, user, obs, ep); again.ID != rec.ID {
 		t.Fatalf("redelivery gives id %s, first delivery %s", again.ID, rec.ID)
 	}
-	// Ids follow the observations' time, so that the store's id index grows at its end.
-	later, earlier := obs, obs
-	later.TS, later.EventID = obs.TS.Add(time.Millisecond), "01JD3R"
-	earlier.TS, earlier.EventID = obs.TS.Add(-time.Hour), "01JD3S"
-	for _, o := range []records.Observation{later, earlier} {
-		e := ep
-		e.Time = o.TS
-		id := records.EpisodeRecord(tenant, user, o, e).ID
-		if (id > rec.ID) != o.TS.After(obs.TS) {
-			t.Errorf("episode of %s has id %s; of %s, %s: not in time order", o.TS, id, obs.TS, rec.ID)
+	// The event id alone is the identity: the same event re-sent with another ts
+	// (and so another episode time) upserts the same record.
+	resent, resentEp := obs, ep
+	resent.TS, resentEp.Time = obs.TS.Add(time.Hour), obs.TS.Add(time.Hour)
+	if again := records.EpisodeRecord(tenant, user, resent, resentEp); again.ID != rec.ID {
+		t.Fatalf("the same event with another ts gives id %s, first %s", again.ID, rec.ID)
+	}
+	// Ids follow the event ids' (ULID) time, so that the store's id index grows at
+	// its end as events arrive.
+	for _, at := range []time.Time{t0.Add(time.Millisecond), t0.Add(-time.Hour)} {
+		o := obs
+		o.EventID = eventID(at)
+		id := records.EpisodeRecord(tenant, user, o, ep).ID
+		if (id > rec.ID) != at.After(t0) {
+			t.Errorf("episode of an event id of %s has id %s; of %s, %s: not in time order", at, id, t0, rec.ID)
 		}
+	}
+	// An event id that is no ULID still gives one deterministic id.
+	plain := obs
+	plain.EventID = "ev-1"
+	if a, b := records.EpisodeRecord(tenant, user, plain, ep).ID, records.EpisodeRecord(tenant, user, plain, resentEp).ID; a != b {
+		t.Errorf("a non-ULID event id gives ids %s and %s", a, b)
 	}
 	for range 2 {
 		if err := store.Upsert(context.Background(), rec); err != nil {

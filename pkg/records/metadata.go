@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -176,10 +178,10 @@ const episodeMetadataKeys = 10
 
 // EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
 // vector (embed EpisodeStatement(obs, ep)). The id is deterministic from the source
-// observation (its event id when set, else chat, time and text), so a redelivered
+// observation (episodeID: its event id alone when set), so a redelivered or re-sent
 // observation upserts the same record instead of adding a duplicate; it is
-// time-ordered by ep.Time (vectorstore.TimeOrderedID), so the embedded store's id
-// index grows at its end as observations arrive.
+// time-ordered by the event id's ULID time, so the embedded store's id index grows
+// at its end as observations arrive.
 //
 // The record's text is the exchange: the messages of obs.Before, a line each, then
 // the statement. An answer is rarely understood, or found, without the question it
@@ -188,12 +190,8 @@ const episodeMetadataKeys = 10
 // (MetaSourceEventIDs, MetaSourceMeta) lists every message the text holds, oldest
 // first.
 func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorstore.Record {
-	source := obs.EventID
-	if source == "" {
-		source = obs.ChatID + "\x00" + FormatTime(obs.TS) + "\x00" + obs.Text
-	}
 	rec := vectorstore.Record{
-		ID:         vectorstore.TimeOrderedID(ep.Time, "episodic", tenant, userID, source),
+		ID:         episodeID(tenant, userID, obs),
 		Tenant:     tenant,
 		UserID:     userID,
 		MemoryType: vectorstore.Episodic,
@@ -205,6 +203,21 @@ func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorsto
 	}
 	addProvenance(rec.Metadata, obs)
 	return rec
+}
+
+// episodeID is the record id of the episode of obs: derived from the event id
+// alone, so that an event re-sent with another ts upserts the same record. It is
+// time-ordered by the event id's ULID time (events.New makes ULIDs); an event id
+// that is no ULID gives an id of no particular order. Without an event id, the
+// chat, time and text are the identity.
+func episodeID(tenant, userID string, obs Observation) string {
+	if obs.EventID == "" {
+		return vectorstore.TimeOrderedID(obs.TS, "episodic", tenant, userID, obs.ChatID+"\x00"+FormatTime(obs.TS)+"\x00"+obs.Text)
+	}
+	if id, err := ulid.ParseStrict(obs.EventID); err == nil {
+		return vectorstore.TimeOrderedID(ulid.Time(id.Time()), "episodic", tenant, userID, obs.EventID)
+	}
+	return vectorstore.DeterministicID("episodic", tenant, userID, obs.EventID)
 }
 
 // episodeText is the text of an episode: the messages of obs.Before, a line each,
