@@ -20,6 +20,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 const (
@@ -50,7 +51,7 @@ func newEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions()}, nil)
+	store, err := embedded.New(embedded.Config{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
