@@ -2,7 +2,9 @@
 // one collection of records, each with a dense vector, a sparse (BM25) side over its
 // text, and payload fields to filter on. Store is the interface; package embedded
 // is the one-machine backend (SQLite + in-memory vectors), and package qdrant
-// implements the same interface on Qdrant. Every backend must pass
+// implements the same interface on Qdrant. Both implement Backend and hand out only
+// the Store that Validating makes of it, so the argument checks of every call are
+// made once, here, for every backend. Every backend must pass
 // vectorstoretest.RunSuite.
 //
 // # Model

@@ -127,6 +127,19 @@ func (c Config) Validate() error {
 // Path+".lock", because the in-memory partitions would go stale if another process
 // wrote to the file.
 //
+// Every call goes through vectorstore.Validating, which checks and normalises its
+// arguments before the backend sees them.
+type Store struct {
+	vectorstore.Store
+	b *backend
+}
+
+// Checkpoint copies every committed write into the database file and empties the
+// WAL; see backend.Checkpoint.
+func (s *Store) Checkpoint(ctx context.Context) error { return s.b.Checkpoint(ctx) }
+
+// backend is the Store behind vectorstore.Validating.
+//
 // Locks: checkpointMu serialises checkpoints (SQLite runs one at a time, and a
 // second one fails at once instead of waiting); writeMu serialises writes and
 // partition loads (SQLite allows one writer anyway), so that a partition in memory
@@ -135,7 +148,7 @@ func (c Config) Validate() error {
 // (BM25 index, id order). Order: checkpointMu, then writeMu, then cacheMu, then
 // lazyMu; never the reverse. Reads take only cacheMu (shared), once their
 // partition is loaded.
-type Store struct {
+type backend struct {
 	cfg    Config
 	db     *sql.DB
 	lock   *flock.Flock
@@ -160,7 +173,7 @@ type Store struct {
 	checkpointsDone chan struct{}
 }
 
-var _ vectorstore.Store = (*Store)(nil)
+var _ vectorstore.Backend = (*backend)(nil)
 
 // maxCachedStmts bounds the prepared statement cache; statement shapes depend only
 // on which filter fields are set, so real workloads use a handful.
@@ -175,7 +188,7 @@ func New(cfg Config, logger *zap.Logger) (*Store, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	s := &Store{
+	s := &backend{
 		cfg:     cfg,
 		logger:  logger.With(zap.String("vectorstore", cfg.Path)),
 		parts:   make(map[partKey]*partition),
@@ -201,10 +214,13 @@ func New(cfg Config, logger *zap.Logger) (*Store, error) {
 		s.startCheckpoints()
 	}
 	s.logger.Info("vector store opened", zap.Int("dimensions", cfg.Dimensions))
-	return s, nil
+	return &Store{Store: vectorstore.Validating(s), b: s}, nil
 }
 
-func (s *Store) open() error {
+// Dimensions implements vectorstore.Backend.
+func (s *backend) Dimensions() int { return s.cfg.Dimensions }
+
+func (s *backend) open() error {
 	dsn := s.cfg.Path + "?_txlock=immediate" +
 		"&_pragma=busy_timeout(" + strconv.FormatInt(s.cfg.BusyTimeout.Milliseconds(), 10) + ")" +
 		// page_size takes effect only while the file is new: the driver runs the
@@ -253,7 +269,7 @@ func (s *Store) open() error {
 
 // checkDimensions records the dimension count in a new file and refuses a file
 // made with another: its vectors would not be comparable with the queries.
-func (s *Store) checkDimensions(ctx context.Context) error {
+func (s *backend) checkDimensions(ctx context.Context) error {
 	want := strconv.Itoa(s.cfg.Dimensions)
 	if _, err := s.db.ExecContext(ctx,
 		`INSERT INTO store_info(name, value) VALUES ('dimensions', ?) ON CONFLICT(name) DO NOTHING`, want); err != nil {
@@ -269,7 +285,7 @@ func (s *Store) checkDimensions(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) unlock() {
+func (s *backend) unlock() {
 	if s.lock != nil {
 		if err := s.lock.Unlock(); err != nil {
 			s.logger.Warn("releasing the store lock", zap.Error(err))
@@ -277,8 +293,8 @@ func (s *Store) unlock() {
 	}
 }
 
-// Close implements Store. Later calls fail with ErrClosed.
-func (s *Store) Close() error {
+// Close implements vectorstore.Backend. Later calls fail with ErrClosed.
+func (s *backend) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -301,7 +317,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) checkOpen() error {
+func (s *backend) checkOpen() error {
 	if s.closed.Load() {
 		return vectorstore.ErrClosed
 	}
@@ -311,7 +327,7 @@ func (s *Store) checkOpen() error {
 // cachedStmt returns a prepared statement for query from the cache, preparing it
 // if the cache has room; nil when it has none. Preparing is a large share of a small
 // query's cost in SQLite.
-func (s *Store) cachedStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+func (s *backend) cachedStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.stmtMu.Lock()
 	defer s.stmtMu.Unlock()
 	if s.stmts == nil {
@@ -340,7 +356,7 @@ func txStmt(ctx context.Context, tx *sql.Tx, cached *sql.Stmt, query string) (*s
 }
 
 // query runs a read, through the statement cache when it can.
-func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+func (s *backend) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	st, err := s.cachedStmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -353,7 +369,7 @@ func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, er
 
 // writeTx runs fn in an immediate transaction under writeMu, then (still under
 // writeMu, after the commit) after, which updates the partition cache.
-func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after func()) error {
+func (s *backend) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after func()) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -381,11 +397,11 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after fu
 }
 
 // cachedPartition returns the partition if it is loaded; the caller holds cacheMu.
-func (s *Store) cachedPartition(k partKey) *partition { return s.parts[k] }
+func (s *backend) cachedPartition(k partKey) *partition { return s.parts[k] }
 
 // cachePut puts rec (storedForm) with its encoded metadata, committed at rid,
 // into its partition if that is loaded; the caller holds cacheMu.
-func (s *Store) cachePut(rid int64, rec vectorstore.Record, meta string) {
+func (s *backend) cachePut(rid int64, rec vectorstore.Record, meta string) {
 	if p := s.parts[partKey{rec.Tenant, rec.UserID}]; p != nil {
 		p.put(newEntry(rid, rec, meta))
 	}
@@ -394,7 +410,7 @@ func (s *Store) cachePut(rid int64, rec vectorstore.Record, meta string) {
 // read runs fn on k's partition with cacheMu held shared, loading the partition
 // first if needed, and returns fn's error. fn must not keep the partition or
 // change it.
-func (s *Store) read(ctx context.Context, k partKey, fn func(p *partition) error) error {
+func (s *backend) read(ctx context.Context, k partKey, fn func(p *partition) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -418,7 +434,7 @@ func (s *Store) read(ctx context.Context, k partKey, fn func(p *partition) error
 // writeMu so no write commits between reading the rows and publishing the
 // partition. An empty partition is returned but not kept, so that reads for users
 // without records (any valid id can be asked for) cannot grow the cache.
-func (s *Store) loadPartition(ctx context.Context, k partKey) (*partition, error) {
+func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.cacheMu.RLock()
@@ -452,8 +468,9 @@ func (s *Store) loadPartition(ctx context.Context, k partKey) (*partition, error
 	return p, nil
 }
 
-// wrap adds the store's context to a backend error; sentinel errors keep matching.
-func (s *Store) wrap(op string, err error) error {
+// Wrap implements vectorstore.Backend: it adds the store's context to an error;
+// sentinel errors keep matching.
+func (s *backend) Wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -501,20 +518,17 @@ func upsertSQL(n int) string {
 	RETURNING id, rid`
 }
 
-// Upsert implements Store; recs are written in one transaction.
+// Upsert implements vectorstore.Backend; recs are written in one transaction.
 //
 // Metadata is encoded once: the same JSON is the row's column and the partition's
 // copy, so the stored form needs no decode until a read asks for it.
-func (s *Store) Upsert(ctx context.Context, recs ...vectorstore.Record) error {
+func (s *backend) Upsert(ctx context.Context, recs []vectorstore.Record) error {
 	norm := make([]vectorstore.Record, len(recs))
 	metas := make([]string, len(recs))
-	for i, r := range recs {
-		n, err := r.Normalize(s.cfg.Dimensions)
-		if err != nil {
-			return s.wrap("upsert", err)
-		}
+	for i, n := range recs {
+		var err error
 		if metas[i], err = encodeMetadata(n.ID, n.Metadata); err != nil {
-			return s.wrap("upsert", err)
+			return s.Wrap("upsert", err)
 		}
 		norm[i] = storedForm(n)
 	}
@@ -527,7 +541,7 @@ func (s *Store) Upsert(ctx context.Context, recs ...vectorstore.Record) error {
 		k := upsertShape(rest)
 		var err error
 		if cached[k], err = s.cachedStmt(ctx, upsertSQLs[k]); err != nil {
-			return s.wrap("upsert", err)
+			return s.Wrap("upsert", err)
 		}
 		rest -= upsertChunk >> k
 	}
@@ -571,7 +585,7 @@ func (s *Store) Upsert(ctx context.Context, recs ...vectorstore.Record) error {
 			s.cachePut(rids[i], r, metas[i])
 		}
 	})
-	return s.wrap("upsert", err)
+	return s.Wrap("upsert", err)
 }
 
 // upsertRows writes recs with st, an upsertSQLs statement of len(recs) rows, and
@@ -615,21 +629,11 @@ func upsertRows(ctx context.Context, st *sql.Stmt, args *rowArgs, recs []vectors
 	return nil
 }
 
-// Get implements Store.
-func (s *Store) Get(ctx context.Context, tenant, userID string, ids ...string) ([]vectorstore.Record, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids}.Normalize()
-	if err != nil {
-		return nil, s.wrap("get", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
+// Get implements vectorstore.Backend.
+func (s *backend) Get(ctx context.Context, f vectorstore.Filter) ([]vectorstore.Record, error) {
 	m := newMatcher(f, time.Now())
 	var out []vectorstore.Record
-	err = s.read(ctx, partKey{tenant, userID}, func(p *partition) error {
+	err := s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
 		for j, id := range f.IDs {
 			i, ok := p.byID[id]
 			// An id asked twice is returned once.
@@ -643,32 +647,17 @@ func (s *Store) Get(ctx context.Context, tenant, userID string, ids ...string) (
 		}
 		return nil
 	})
-	return out, s.wrap("get", err)
+	return out, s.Wrap("get", err)
 }
 
-// Scroll implements Store.
-func (s *Store) Scroll(ctx context.Context, f vectorstore.Filter, offset string, limit int) ([]vectorstore.Record, string, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, "", err
-	}
-	f, err := f.Normalize()
-	if err != nil {
-		return nil, "", s.wrap("scroll", err)
-	}
-	if limit < 1 {
-		return nil, "", s.wrap("scroll", fmt.Errorf("%w: limit %d, want > 0", vectorstore.ErrInvalidQuery, limit))
-	}
-	if offset != "" {
-		if offset, err = vectorstore.CanonicalID(offset); err != nil {
-			return nil, "", s.wrap("scroll", fmt.Errorf("offset: %w", err))
-		}
-	}
+// Scroll implements vectorstore.Backend.
+func (s *backend) Scroll(ctx context.Context, f vectorstore.Filter, offset string, limit int) ([]vectorstore.Record, string, error) {
 	m := newMatcher(f, time.Now())
 	var (
 		recs []vectorstore.Record
 		next string
 	)
-	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
+	err := s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
 		page := p.selectEntries(m, offset, limit+1)
 		if len(page) > limit {
 			next = page[limit].rec.ID
@@ -684,7 +673,7 @@ func (s *Store) Scroll(ctx context.Context, f vectorstore.Filter, offset string,
 		return nil
 	})
 	if err != nil {
-		return nil, "", s.wrap("scroll", err)
+		return nil, "", s.Wrap("scroll", err)
 	}
 	return recs, next, nil
 }
@@ -698,15 +687,6 @@ const updateSQL = `UPDATE records SET memory_type = ?, scope = ?, kind = ?, key 
 // vectorArg is the index of the vector among rowArgs.set's values.
 const vectorArg = 8
 
-// UpdatePayload implements Store: UpdatePayloads of one patch.
-func (s *Store) UpdatePayload(ctx context.Context, tenant, userID, id string, patch vectorstore.Patch) error {
-	missing, err := s.UpdatePayloads(ctx, tenant, userID, map[string]vectorstore.Patch{id: patch})
-	if err == nil && len(missing) > 0 {
-		err = s.wrap("update", fmt.Errorf("%w: record %s", vectorstore.ErrNotFound, missing[0]))
-	}
-	return err
-}
-
 // patched is a record as an update writes it: its rid, its stored form and its
 // encoded metadata. normalized marks a record read from its loaded partition
 // whose vector the patch leaves alone: its Vector is the cache's normalised copy,
@@ -718,7 +698,7 @@ type patched struct {
 	normalized bool
 }
 
-// UpdatePayloads implements Store in one transaction: every patched record is
+// UpdatePayloads implements vectorstore.Backend in one transaction: every patched record is
 // read (from its partition when that is loaded, else by one select), every patch
 // is applied and validated, then each row is rewritten and the transaction
 // commits once. A patch that fails validation rolls the whole transaction back.
@@ -727,17 +707,7 @@ type patched struct {
 // exactly the committed rows, so reading it instead of SQLite is exact, and it
 // saves the select, which was most of a batch's cost when the records' pages had
 // left SQLite's cache.
-func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patches map[string]vectorstore.Patch) ([]string, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	ids, byID, err := vectorstore.NormalizePatches(tenant, userID, patches, s.cfg.Dimensions)
-	if err != nil {
-		return nil, s.wrap("update", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
+func (s *backend) UpdatePayloads(ctx context.Context, tenant, userID string, ids []string, byID map[string]vectorstore.Patch) ([]string, error) {
 	// Both statements are prepared once, and the select's shape does not depend
 	// on the number of ids (one JSON list parameter): parsing them again per call
 	// cost as much as running them, and hit-count updates come by the thousand.
@@ -746,11 +716,11 @@ func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patch
 	selectSQL := `SELECT ` + recordCols + ` FROM records r WHERE ` + where
 	cachedSelect, err := s.cachedStmt(ctx, selectSQL)
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	cachedUpdate, err := s.cachedStmt(ctx, updateSQL)
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	var out []patched
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
@@ -790,7 +760,7 @@ func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patch
 		}
 	})
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	found := make(map[string]bool, len(out))
 	for _, p := range out {
@@ -808,7 +778,7 @@ func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patch
 // patchLoaded returns the unexpired records of ids in k's partition with their
 // patches from byID applied, read from the partition; loaded is false (and out
 // nil) when the partition is not in memory. The caller holds writeMu.
-func (s *Store) patchLoaded(k partKey, ids []string, byID map[string]vectorstore.Patch, now time.Time) (out []patched, loaded bool, err error) {
+func (s *backend) patchLoaded(k partKey, ids []string, byID map[string]vectorstore.Patch, now time.Time) (out []patched, loaded bool, err error) {
 	s.cacheMu.RLock()
 	defer s.cacheMu.RUnlock()
 	p := s.cachedPartition(k)
@@ -893,30 +863,19 @@ func applyPatch(rec vectorstore.Record, meta string, p vectorstore.Patch, dims i
 	return rec, meta, err
 }
 
-// Delete implements Store.
-func (s *Store) Delete(ctx context.Context, tenant, userID string, ids ...string) (int, error) {
-	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids, IncludeExpired: true}.Normalize()
-	if err != nil {
-		return 0, s.wrap("delete", err)
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
+// Delete implements vectorstore.Backend.
+func (s *backend) Delete(ctx context.Context, f vectorstore.Filter) (int, error) {
 	n, err := s.deleteWhere(ctx, f)
-	return n, s.wrap("delete", err)
+	return n, s.Wrap("delete", err)
 }
 
-// DeleteByFilter implements Store.
-func (s *Store) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
-	f, err := f.Normalize()
-	if err != nil {
-		return 0, s.wrap("delete by filter", err)
-	}
+// DeleteByFilter implements vectorstore.Backend.
+func (s *backend) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
 	n, err := s.deleteWhere(ctx, f)
-	return n, s.wrap("delete by filter", err)
+	return n, s.Wrap("delete by filter", err)
 }
 
-func (s *Store) deleteWhere(ctx context.Context, f vectorstore.Filter) (int, error) {
+func (s *backend) deleteWhere(ctx context.Context, f vectorstore.Filter) (int, error) {
 	var rids []int64
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		where, args := whereFilter(f, time.Now())
@@ -949,15 +908,8 @@ func (s *Store) deleteWhere(ctx context.Context, f vectorstore.Filter) (int, err
 	return len(rids), nil
 }
 
-// Count implements Store.
-func (s *Store) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
-	if err := s.checkOpen(); err != nil {
-		return 0, err
-	}
-	f, err := f.Normalize()
-	if err != nil {
-		return 0, s.wrap("count", err)
-	}
+// Count implements vectorstore.Backend.
+func (s *backend) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
 	now := time.Now()
 	k := partKey{f.Tenant, f.UserID}
 	s.cacheMu.RLock()
@@ -973,7 +925,7 @@ func (s *Store) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
 	var n int
 	rows, err := s.query(ctx, `SELECT count(*) FROM records r WHERE `+where, args...)
 	if err != nil {
-		return 0, s.wrap("count", err)
+		return 0, s.Wrap("count", err)
 	}
 	defer rows.Close()
 	if rows.Next() {
@@ -982,5 +934,5 @@ func (s *Store) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
 	if err == nil {
 		err = rows.Err()
 	}
-	return n, s.wrap("count", err)
+	return n, s.Wrap("count", err)
 }

@@ -91,9 +91,9 @@ func TestCountAgreesLoadedOrNot(t *testing.T) {
 		return n
 	}
 	loaded := func() bool {
-		s.cacheMu.RLock()
-		defer s.cacheMu.RUnlock()
-		return s.parts[partKey{"acme", "u1"}] != nil
+		s.b.cacheMu.RLock()
+		defer s.b.cacheMu.RUnlock()
+		return s.b.parts[partKey{"acme", "u1"}] != nil
 	}
 	for _, c := range filters {
 		if got := count(c.f); got != c.want {

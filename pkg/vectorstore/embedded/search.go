@@ -28,16 +28,9 @@ type ranked struct {
 	score float64
 }
 
-// Search implements Store. The filter selects the candidates once, from the
-// partition in memory; both sides rank only those.
-func (s *Store) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.Hit, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	q, err := q.Normalize(s.cfg.Dimensions)
-	if err != nil {
-		return nil, s.wrap("search", err)
-	}
+// Search implements vectorstore.Backend. The filter selects the candidates once,
+// from the partition in memory; both sides rank only those.
+func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.Hit, error) {
 	var terms []string
 	if q.Mode != vectorstore.Dense {
 		terms = bm25.Tokenize(q.Text)
@@ -49,7 +42,7 @@ func (s *Store) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.
 	}
 	m := newMatcher(q.Filter, time.Now())
 	var hits []vectorstore.Hit
-	err = s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) error {
+	err := s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) error {
 		candidates := p.candidates(m)
 		if len(candidates) == 0 {
 			return nil
@@ -82,7 +75,7 @@ func (s *Store) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.
 		}
 		return nil
 	})
-	return hits, s.wrap("search", err)
+	return hits, s.Wrap("search", err)
 }
 
 // denseRanking scores the candidates by cosine similarity, exactly.

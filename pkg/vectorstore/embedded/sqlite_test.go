@@ -29,16 +29,16 @@ func TestEmbeddedNewFileSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if got := pragma[int](t, s.db, "page_size"); got != pageBytes {
+	if got := pragma[int](t, s.b.db, "page_size"); got != pageBytes {
 		t.Errorf("page_size = %d, want %d", got, pageBytes)
 	}
-	if got := pragma[string](t, s.db, "journal_mode"); got != "wal" {
+	if got := pragma[string](t, s.b.db, "journal_mode"); got != "wal" {
 		t.Errorf("journal_mode = %q, want wal", got)
 	}
-	if got := pragma[int](t, s.db, "synchronous"); got != 1 {
+	if got := pragma[int](t, s.b.db, "synchronous"); got != 1 {
 		t.Errorf("synchronous = %d, want 1 (NORMAL)", got)
 	}
-	if got := pragma[int](t, s.db, "wal_autocheckpoint"); got != 0 {
+	if got := pragma[int](t, s.b.db, "wal_autocheckpoint"); got != 0 {
 		t.Errorf("wal_autocheckpoint = %d, want 0 (checkpoints run in the background)", got)
 	}
 }
@@ -62,7 +62,7 @@ func TestEmbeddedOpensFileWithOtherPageSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if got := pragma[int](t, s.db, "page_size"); got != 4096 {
+	if got := pragma[int](t, s.b.db, "page_size"); got != 4096 {
 		t.Errorf("page_size = %d, want the file's 4096", got)
 	}
 	ctx := context.Background()
