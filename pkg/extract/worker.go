@@ -20,6 +20,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -171,7 +172,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 
 // Run provisions the state bucket and consumes until ctx ends; see pipeline.Worker.Run.
 func (w *Worker) Run(ctx context.Context) error {
-	kv, err := bus.EnsureKV(ctx, w.deps.JS, jetstream.KeyValueConfig{
+	kv, err := kvcas.EnsureKV(ctx, w.deps.JS, jetstream.KeyValueConfig{
 		Bucket:      w.cfg.StateBucket,
 		Description: "agentmem extractor: one extraction record per session",
 		History:     1,
