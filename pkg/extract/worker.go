@@ -546,7 +546,7 @@ func (w *Worker) publishWritten(ctx context.Context, ended events.Envelope, extr
 	env := events.New(events.TypeMemoryWritten, ended.Tenant, ended.UserID, ended.AgentID, ended.SessionID)
 	env.ID = writtenID(extractedBy)
 	env.MemoryWritten = body
-	msg, err := bus.EventMsg(env)
+	msg, err := eventstore.Msg(env)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("extract: memory_written for %s: %w", ended.ID, err))
 	}
