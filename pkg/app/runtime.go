@@ -29,6 +29,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/pipeline"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 	"github.com/agentmem/agentmem/pkg/vectorstore/qdrant"
 )
 
@@ -194,7 +195,7 @@ func (rt *Runtime) newVectors(ctx context.Context) (vectorstore.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(v.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("app: vector store directory: %w", err)
 	}
-	return vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: v.Path, Dimensions: rt.Embedder.Dimensions()}, rt.Logger)
+	return embedded.New(embedded.Config{Path: v.Path, Dimensions: rt.Embedder.Dimensions()}, rt.Logger)
 }
 
 // Connect opens a client connection with the configuration's URL, credentials and

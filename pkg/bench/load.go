@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 const (
@@ -76,7 +77,7 @@ func (b *bencher) load(ctx context.Context, res *Result) error {
 	// The file alone, every write copied into it: the WAL's length at any moment
 	// depends on when the background checkpoint last ran, and counting it made
 	// this figure swing by a third from run to run.
-	if e, ok := b.rt.Vectors.(*vectorstore.Embedded); ok {
+	if e, ok := b.rt.Vectors.(*embedded.Store); ok {
 		if err := e.Checkpoint(ctx); err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}

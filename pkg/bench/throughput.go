@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -57,9 +58,9 @@ func observations(tenant string, n, users int, seed uint64) ([]*nats.Msg, error)
 	return msgs, nil
 }
 
-// envelopeMsg is env as producers publish it (bus.EventMsg).
+// envelopeMsg is env as producers publish it (eventstore.Msg).
 func envelopeMsg(env events.Envelope) (*nats.Msg, error) {
-	msg, err := bus.EventMsg(env)
+	msg, err := eventstore.Msg(env)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

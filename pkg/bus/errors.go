@@ -11,7 +11,7 @@ var (
 	// ErrConnect is returned when a client connection cannot be established; the
 	// message names the server URL, never the credentials.
 	ErrConnect = errors.New("bus: connect")
-	// ErrProvision is returned when a stream, consumer or KV bucket cannot be created
+	// ErrProvision is returned when a stream or consumer cannot be created
 	// or updated.
 	ErrProvision = errors.New("bus: provision")
 	// ErrPublish is returned when JetStream does not acknowledge a publish.

@@ -296,12 +296,3 @@ func WorkerConsumer(worker string, cfg ConsumerDefaults) ConsumerSpec {
 		FilterOnClient: filteredOnClient[worker],
 	}
 }
-
-// EnsureKV creates the key-value bucket of cfg, or updates it to cfg.
-func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: key-value bucket %q: %w", ErrProvision, cfg.Bucket, err)
-	}
-	return kv, nil
-}

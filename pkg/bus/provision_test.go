@@ -302,32 +302,6 @@ func TestProvisionLiftsAServerSideMaxDeliver(t *testing.T) {
 	}
 }
 
-func TestEnsureKVCreatesThenUpdates(t *testing.T) {
-	_, _, js := bustest.Provisioned(t)
-	ctx := testCtx(t)
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: "docs", History: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	kv, err = bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: "docs", History: 5})
-	if err != nil {
-		t.Fatalf("update: %v", err)
-	}
-	st, err := kv.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.History() != 5 || st.Values() != 1 {
-		t.Errorf("history %d values %d, want 5 and the 1 kept value", st.History(), st.Values())
-	}
-	if _, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: "bad.name"}); !errors.Is(err, bus.ErrProvision) {
-		t.Errorf("bad bucket: got %v, want ErrProvision", err)
-	}
-}
-
 // KEDA reads the durable's lag from /jsz on the monitoring port.
 func TestMonitoringServesConsumerLag(t *testing.T) {
 	srv := bustest.StartServerWith(t, bus.EmbeddedConfig{MonitorListen: "127.0.0.1:0"})

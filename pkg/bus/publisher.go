@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/agentmem/agentmem/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -178,17 +177,4 @@ func drainConn(nc *nats.Conn) error {
 	}
 	<-closed
 	return nil
-}
-
-// EventMsg is env as producers publish it: validated, on its subject, JSON, with
-// its id as Nats-Msg-Id so that JetStream stores a repeated publish once.
-func EventMsg(env events.Envelope) (*nats.Msg, error) {
-	subject, data, err := env.Encode()
-	if err != nil {
-		return nil, err
-	}
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	msg.Header.Set(events.HeaderMsgID, env.ID)
-	return msg, nil
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/retrieve"
 	"github.com/agentmem/agentmem/pkg/session"
-	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 // retrieverStack is a real retriever over real stores: embedded NATS, the
@@ -46,7 +46,7 @@ func startRetriever(t *testing.T) *retrieverStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vectors, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions()}, logger)
+	vectors, err := embedded.New(embedded.Config{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions()}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

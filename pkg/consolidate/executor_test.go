@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 const (
@@ -26,7 +27,7 @@ func newStore(t interface {
 	Fatal(...any)
 	Cleanup(func())
 }) vectorstore.Store {
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: vectorstore.MemoryPath, Dimensions: testDims}, nil)
+	s, err := embedded.New(embedded.Config{Path: embedded.MemoryPath, Dimensions: testDims}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,14 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 const (
@@ -51,7 +52,7 @@ func newEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions()}, nil)
+	store, err := embedded.New(embedded.Config{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func (e *testEnv) snapshot(t *testing.T, userID string) string {
 // publish sends env on its subject with its id as Nats-Msg-Id, as producers do.
 func publish(t testing.TB, js jetstream.JetStream, env events.Envelope) {
 	t.Helper()
-	msg, err := bus.EventMsg(env)
+	msg, err := eventstore.Msg(env)
 	if err != nil {
 		t.Fatal(err)
 	}

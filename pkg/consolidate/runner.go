@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -216,7 +216,7 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	leaseKV, err := bus.EnsureKV(ctx, deps.JS, jetstream.KeyValueConfig{
+	leaseKV, err := kvcas.EnsureKV(ctx, deps.JS, jetstream.KeyValueConfig{
 		Bucket:      cfg.LeaseBucket,
 		Description: "agentmem consolidator namespace leases",
 		TTL:         cfg.LeaseTTL,
@@ -225,7 +225,7 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 	if err != nil {
 		return nil, fmt.Errorf("consolidate: %w", err)
 	}
-	stateKV, err := bus.EnsureKV(ctx, deps.JS, jetstream.KeyValueConfig{
+	stateKV, err := kvcas.EnsureKV(ctx, deps.JS, jetstream.KeyValueConfig{
 		Bucket:      cfg.StateBucket,
 		Description: "agentmem consolidator state per namespace",
 		History:     1,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
 )
@@ -176,7 +177,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 // Run consumes events and runs the timer until ctx ends, then drains and returns
 // nil; an error means it could not start.
 func (w *Worker) Run(ctx context.Context) error {
-	kv, err := bus.EnsureKV(ctx, w.deps.JS, jetstream.KeyValueConfig{
+	kv, err := kvcas.EnsureKV(ctx, w.deps.JS, jetstream.KeyValueConfig{
 		Bucket:      w.cfg.NamespacesBucket,
 		Description: "agentmem namespaces with their last memory write",
 		History:     1,
@@ -264,7 +265,7 @@ type dirtyMark struct {
 // back, whichever replica writes last.
 func (w *Worker) markDirty(ctx context.Context, tenant, userID string) error {
 	now := w.deps.Runner.deps.Now().UTC()
-	_, err := bus.UpdateKV(ctx, w.dirty, namespaceKey(tenant, userID), 0, func(old []byte, exists bool) ([]byte, error) {
+	_, err := kvcas.UpdateKV(ctx, w.dirty, namespaceKey(tenant, userID), 0, func(old []byte, exists bool) ([]byte, error) {
 		var m dirtyMark
 		if exists && json.Unmarshal(old, &m) == nil && m.LastWrite.After(now) {
 			return old, nil

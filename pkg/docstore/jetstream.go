@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -194,7 +194,7 @@ func (j *JetStream) Update(ctx context.Context, ns Namespace, name string, fn fu
 		return fmt.Errorf("docstore: update %s: %w", name, err)
 	}
 	defer unlock()
-	_, err = bus.UpdateKV(ctx, j.kv, key, maxUpdateAttempts, func(old []byte, exists bool) ([]byte, error) {
+	_, err = kvcas.UpdateKV(ctx, j.kv, key, maxUpdateAttempts, func(old []byte, exists bool) ([]byte, error) {
 		data, err := fn(old, exists)
 		if err != nil {
 			return nil, err
@@ -207,7 +207,7 @@ func (j *JetStream) Update(ctx context.Context, ns Namespace, name string, fn fu
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, bus.ErrCASConflict):
+	case errors.Is(err, kvcas.ErrCASConflict):
 		return fmt.Errorf("%w: %s changed under %d consecutive update attempts", ErrConflict, name, maxUpdateAttempts)
 	case errors.Is(err, nats.ErrMaxPayload):
 		return j.writeError(name, err)

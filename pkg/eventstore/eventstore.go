@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
 )
 
 // ErrNotFound is returned when an event does not exist in the stream.
@@ -59,10 +58,23 @@ func New(cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error)
 	return &Store{js: js, stream: cfg.Stream, logger: logger}, nil
 }
 
+// Msg is env as producers publish it: validated, on its subject, JSON, with
+// its id as Nats-Msg-Id so that JetStream stores a repeated publish once.
+func Msg(env events.Envelope) (*nats.Msg, error) {
+	subject, data, err := env.Encode()
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	msg.Header.Set(events.HeaderMsgID, env.ID)
+	return msg, nil
+}
+
 // Save validates env and publishes it on its subject with Nats-Msg-Id = env.ID, so a
 // repeated Save within the stream's duplicate window is stored once.
 func (s *Store) Save(ctx context.Context, env events.Envelope) (uint64, error) {
-	msg, err := bus.EventMsg(env)
+	msg, err := Msg(env)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: save: %w", err)
 	}

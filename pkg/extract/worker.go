@@ -19,6 +19,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -172,7 +173,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 
 // Run provisions the state bucket and consumes until ctx ends; see pipeline.Worker.Run.
 func (w *Worker) Run(ctx context.Context) error {
-	kv, err := bus.EnsureKV(ctx, w.deps.JS, jetstream.KeyValueConfig{
+	kv, err := kvcas.EnsureKV(ctx, w.deps.JS, jetstream.KeyValueConfig{
 		Bucket:      w.cfg.StateBucket,
 		Description: "agentmem extractor: one extraction record per session",
 		History:     1,
@@ -546,7 +547,7 @@ func (w *Worker) publishWritten(ctx context.Context, ended events.Envelope, extr
 	env := events.New(events.TypeMemoryWritten, ended.Tenant, ended.UserID, ended.AgentID, ended.SessionID)
 	env.ID = writtenID(extractedBy)
 	env.MemoryWritten = body
-	msg, err := bus.EventMsg(env)
+	msg, err := eventstore.Msg(env)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("extract: memory_written for %s: %w", ended.ID, err))
 	}

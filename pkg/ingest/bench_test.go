@@ -11,6 +11,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/ingest"
 )
 
@@ -23,7 +24,7 @@ func benchObservations(b *testing.B, n int) []*nats.Msg {
 		s := i / 20
 		env := events.New(events.TypeObservation, "acme", fmt.Sprintf("u%03d", s%100), "bot", fmt.Sprintf("s-%05d", s))
 		env.Observation = &events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("Remember: my project number %d uses the %d-column layout", i, i%7+2)}
-		msg, err := bus.EventMsg(env)
+		msg, err := eventstore.Msg(env)
 		if err != nil {
 			b.Fatal(err)
 		}

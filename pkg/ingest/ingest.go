@@ -24,6 +24,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
 	"github.com/agentmem/agentmem/pkg/processor"
@@ -360,7 +361,7 @@ func (w *Worker) publishWritten(ctx context.Context, envs []events.Envelope, rec
 	}
 	for n, k := range order {
 		a := byKey[k]
-		msg, err := bus.EventMsg(writtenEvent(a.src, a.ids))
+		msg, err := eventstore.Msg(writtenEvent(a.src, a.ids))
 		if err != nil {
 			fail(a, bus.Permanent(err))
 			continue

@@ -23,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 type rig struct {
@@ -49,7 +50,7 @@ func startIngestWith(t testing.TB, cfg ingest.Config) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vectors, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(t.TempDir(), "v.db"), Dimensions: emb.Dimensions()}, nil)
+	vectors, err := embedded.New(embedded.Config{Path: filepath.Join(t.TempDir(), "v.db"), Dimensions: emb.Dimensions()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

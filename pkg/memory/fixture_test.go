@@ -15,6 +15,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 // t0 is the fixtures' starting time, away from the wall clock on purpose: the
@@ -41,7 +42,7 @@ func (c *clock) Advance(d time.Duration) {
 
 type fixture struct {
 	svc   *memory.Service
-	store *vectorstore.Embedded
+	store *embedded.Store
 	emb   embed.Embedder
 	clock *clock
 }
@@ -55,7 +56,7 @@ func newFixture(t testing.TB, cfg memory.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{
+	store, err := embedded.New(embedded.Config{
 		Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions(),
 	}, zaptest.NewLogger(t))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/pipeline"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkBatchWorker(b *testing.B) {
 		env := events.New(events.TypeObservation, "acme", fmt.Sprintf("u%03d", i/20%100), "bot", fmt.Sprintf("s-%05d", i/20))
 		env.Observation = &events.Observation{Role: events.RoleUser, Text: fmt.Sprintf("I have been leading project %d for %d months.", i, i%30+2),
 			Meta: map[string]any{"dia_id": fmt.Sprintf("D%d:%d", i/20+1, i%20+1)}}
-		msg, err := bus.EventMsg(env)
+		msg, err := eventstore.Msg(env)
 		if err != nil {
 			b.Fatal(err)
 		}

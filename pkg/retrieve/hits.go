@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/obs"
 )
 
@@ -151,7 +151,7 @@ func (p *hitPublisher) send(ev hitEvent) (sentHit, bool) {
 	env.TS = ev.ts
 	env.MemoryHit = &events.MemoryHit{MemoryIDs: ev.ids, Query: ev.req.Query}
 	h := sentHit{ev: ev, id: env.ID, deadline: time.Now().Add(p.timeout)}
-	msg, err := bus.EventMsg(env)
+	msg, err := eventstore.Msg(env)
 	if err == nil {
 		h.fut, err = p.js.PublishMsgAsync(msg)
 	}

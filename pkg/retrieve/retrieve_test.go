@@ -29,6 +29,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 var _ Consolidator = (*consolidate.Runner)(nil)
@@ -46,7 +47,7 @@ type rig struct {
 	docs     *docstore.Store
 	events   *eventstore.Store
 	sessions *session.Store
-	vectors  *vectorstore.Embedded
+	vectors  *embedded.Store
 	emb      embed.Embedder
 	mem      *memory.Service
 	now      time.Time
@@ -65,7 +66,7 @@ func newRig(t testing.TB) *rig {
 	must(t, err)
 	r.sessions, err = session.New(ctx, session.Config{}, js, nil)
 	must(t, err)
-	r.vectors, err = vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: embed.DefaultLocalDimensions}, nil)
+	r.vectors, err = embedded.New(embedded.Config{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: embed.DefaultLocalDimensions}, nil)
 	must(t, err)
 	t.Cleanup(func() { _ = r.vectors.Close() })
 	r.emb, err = embed.NewLocal(embed.LocalConfig{})

@@ -23,7 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 )
 
 // ErrNotFound is returned for a session or turn that has no record.
@@ -149,11 +149,11 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	state, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.StateBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem session state"})
+	state, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.StateBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem session state"})
 	if err != nil {
 		return nil, fmt.Errorf("session: state bucket: %w", err)
 	}
-	turns, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.TurnBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem turns"})
+	turns, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.TurnBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem turns"})
 	if err != nil {
 		return nil, fmt.Errorf("session: turn bucket: %w", err)
 	}
@@ -240,7 +240,7 @@ func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelo
 			return State{}, err
 		}
 	}
-	revision, err := bus.UpdateKV(ctx, s.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
+	revision, err := kvcas.UpdateKV(ctx, s.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
 		st = State{Tenant: first.Tenant, UserID: first.UserID, SessionID: first.SessionID}
 		if exists {
 			if err := json.Unmarshal(old, &st); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 )
 
 func turnKey(sessionKey, turnID string) (string, error) {
@@ -51,7 +51,7 @@ func (s *Store) mergeTurn(ctx context.Context, t events.TurnRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = bus.UpdateKV(ctx, s.turns, key, 0, func(old []byte, exists bool) ([]byte, error) {
+	_, err = kvcas.UpdateKV(ctx, s.turns, key, 0, func(old []byte, exists bool) ([]byte, error) {
 		merged := t
 		if exists {
 			var cur events.TurnRecord

@@ -1,8 +1,11 @@
 // Package vectorstore is agentmem's store for episodic, semantic and item memories:
 // one collection of records, each with a dense vector, a sparse (BM25) side over its
-// text, and payload fields to filter on. Store is the interface; Embedded is the
-// one-machine backend (SQLite + in-memory vectors), and a Qdrant backend implements
-// the same interface. Every backend must pass vectorstoretest.RunSuite.
+// text, and payload fields to filter on. Store is the interface; package embedded
+// is the one-machine backend (SQLite + in-memory vectors), and package qdrant
+// implements the same interface on Qdrant. Both implement Backend and hand out only
+// the Store that Validating makes of it, so the argument checks of every call are
+// made once, here, for every backend. Every backend must pass
+// vectorstoretest.RunSuite.
 //
 // # Model
 //

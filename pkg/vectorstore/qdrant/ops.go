@@ -27,7 +27,7 @@ type partKey struct{ tenant, userID string }
 // withDense asks for the dense vector only: the sparse one is derived from the text.
 func withDense() *qc.WithVectorsSelector { return qc.NewWithVectorsInclude(vectorDense) }
 
-// Upsert implements vectorstore.Store.
+// Upsert implements vectorstore.Backend.
 //
 // Ownership is checked before anything is written: if any id belongs to another
 // partition (stored, or twice in the batch with different partitions), the call
@@ -36,34 +36,24 @@ func withDense() *qc.WithVectorsSelector { return qc.NewWithVectorsInclude(vecto
 // partition created between the check and the write is left alone rather than
 // overwritten. The batch is one request but not one transaction: Qdrant applies its
 // operations in order.
-func (s *Store) Upsert(ctx context.Context, recs ...vectorstore.Record) error {
-	if err := s.checkOpen(); err != nil {
-		return err
-	}
-	if len(recs) == 0 {
-		return nil
-	}
+func (s *backend) Upsert(ctx context.Context, recs []vectorstore.Record) error {
 	owner := make(map[string]partKey, len(recs))
 	var (
 		order  []partKey
 		points = make(map[partKey][]*qc.PointStruct)
 		ids    []string
 	)
-	for _, r := range recs {
-		n, err := r.Normalize(s.cfg.Dimensions)
-		if err != nil {
-			return s.wrap("upsert", err)
-		}
+	for _, n := range recs {
 		p, err := toPoint(n)
 		if err != nil {
-			return s.wrap("upsert", err)
+			return s.Wrap("upsert", err)
 		}
 		k := partKey{n.Tenant, n.UserID}
 		if prev, ok := owner[n.ID]; !ok {
 			owner[n.ID] = k
 			ids = append(ids, n.ID)
 		} else if prev != k {
-			return s.wrap("upsert", fmt.Errorf("%w: record %s appears in the batch for two partitions", vectorstore.ErrConflict, n.ID))
+			return s.Wrap("upsert", fmt.Errorf("%w: record %s appears in the batch for two partitions", vectorstore.ErrConflict, n.ID))
 		}
 		if _, ok := points[k]; !ok {
 			order = append(order, k)
@@ -79,16 +69,16 @@ func (s *Store) Upsert(ctx context.Context, recs ...vectorstore.Record) error {
 		WithVectors:    qc.NewWithVectors(false),
 	})
 	if err != nil {
-		return s.wrap("upsert: ownership check", err)
+		return s.Wrap("upsert: ownership check", err)
 	}
 	for _, p := range stored {
 		id, err := pointUUID(p.GetId())
 		if err != nil {
-			return s.wrap("upsert: ownership check", err)
+			return s.Wrap("upsert: ownership check", err)
 		}
 		got := partKey{p.GetPayload()[fieldTenant].GetStringValue(), p.GetPayload()[fieldUserID].GetStringValue()}
 		if got != owner[id] {
-			return s.wrap("upsert", fmt.Errorf("%w: record %s", vectorstore.ErrConflict, id))
+			return s.Wrap("upsert", fmt.Errorf("%w: record %s", vectorstore.ErrConflict, id))
 		}
 	}
 	ops := make([]*qc.PointsUpdateOperation, len(order))
@@ -98,11 +88,11 @@ func (s *Store) Upsert(ctx context.Context, recs ...vectorstore.Record) error {
 			UpdateFilter: partitionFilter(k.tenant, k.userID),
 		})
 	}
-	return s.wrap("upsert", s.update(ctx, ops...))
+	return s.Wrap("upsert", s.update(ctx, ops...))
 }
 
 // update runs write operations in one request and waits for them to be applied.
-func (s *Store) update(ctx context.Context, ops ...*qc.PointsUpdateOperation) error {
+func (s *backend) update(ctx context.Context, ops ...*qc.PointsUpdateOperation) error {
 	res, err := s.client.UpdateBatch(ctx, &qc.UpdateBatchPoints{
 		CollectionName: s.cfg.Collection,
 		Wait:           qc.PtrOf(true),
@@ -114,24 +104,14 @@ func (s *Store) update(ctx context.Context, ops ...*qc.PointsUpdateOperation) er
 	return checkUpdates(res...)
 }
 
-// Get implements vectorstore.Store. It reads through a filtered scroll, not by bare
+// Get implements vectorstore.Backend. It reads through a filtered scroll, not by bare
 // ids, so the partition and expiry are enforced by the server.
-func (s *Store) Get(ctx context.Context, tenant, userID string, ids ...string) ([]vectorstore.Record, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids}.Normalize()
-	if err != nil {
-		return nil, s.wrap("get", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
+func (s *backend) Get(ctx context.Context, f vectorstore.Filter) ([]vectorstore.Record, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	found, _, err := s.scroll(ctx, toFilter(f, time.Now()), nil, len(f.IDs))
 	if err != nil {
-		return nil, s.wrap("get", err)
+		return nil, s.Wrap("get", err)
 	}
 	byID := make(map[string]vectorstore.Record, len(found))
 	for _, r := range found {
@@ -148,7 +128,7 @@ func (s *Store) Get(ctx context.Context, tenant, userID string, ids ...string) (
 }
 
 // scroll reads one page in id order from offset (nil: the start).
-func (s *Store) scroll(ctx context.Context, filter *qc.Filter, offset *qc.PointId, limit int) ([]vectorstore.Record, *qc.PointId, error) {
+func (s *backend) scroll(ctx context.Context, filter *qc.Filter, offset *qc.PointId, limit int) ([]vectorstore.Record, *qc.PointId, error) {
 	pts, next, err := s.client.ScrollAndOffset(ctx, &qc.ScrollPoints{
 		CollectionName: s.cfg.Collection,
 		Filter:         filter,
@@ -169,27 +149,13 @@ func (s *Store) scroll(ctx context.Context, filter *qc.Filter, offset *qc.PointI
 	return recs, next, nil
 }
 
-// Scroll implements vectorstore.Store. Qdrant scrolls in point id order, and a UUID
+// Scroll implements vectorstore.Backend. Qdrant scrolls in point id order, and a UUID
 // id orders as its canonical string, so pages come in ascending id order; next is
 // the id Qdrant reports as the next page's first.
-func (s *Store) Scroll(ctx context.Context, f vectorstore.Filter, offset string, limit int) ([]vectorstore.Record, string, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, "", err
-	}
-	f, err := f.Normalize()
-	if err != nil {
-		return nil, "", s.wrap("scroll", err)
-	}
-	if limit < 1 {
-		return nil, "", s.wrap("scroll", fmt.Errorf("%w: limit %d, want > 0", vectorstore.ErrInvalidQuery, limit))
-	}
+func (s *backend) Scroll(ctx context.Context, f vectorstore.Filter, offset string, limit int) ([]vectorstore.Record, string, error) {
 	var from *qc.PointId
 	if offset != "" {
-		id, err := vectorstore.CanonicalID(offset)
-		if err != nil {
-			return nil, "", s.wrap("scroll", fmt.Errorf("offset: %w", err))
-		}
-		from = qc.NewIDUUID(id)
+		from = qc.NewIDUUID(offset)
 	}
 	if selectsNothing(f) {
 		return nil, "", nil
@@ -198,23 +164,16 @@ func (s *Store) Scroll(ctx context.Context, f vectorstore.Filter, offset string,
 	defer cancel()
 	recs, next, err := s.scroll(ctx, toFilter(f, time.Now()), from, limit)
 	if err != nil {
-		return nil, "", s.wrap("scroll", err)
+		return nil, "", s.Wrap("scroll", err)
 	}
 	return recs, next.GetUuid(), nil
 }
 
-// Search implements vectorstore.Store: one Query API call per search. Hybrid sends
+// Search implements vectorstore.Backend: one Query API call per search. Hybrid sends
 // two prefetches (dense and sparse, each 4×Limit deep, each with the filter) fused
 // by RRF; a query text without terms leaves only the dense prefetch, as the sparse
 // side would find nothing.
-func (s *Store) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.Hit, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	q, err := q.Normalize(s.cfg.Dimensions)
-	if err != nil {
-		return nil, s.wrap("search", err)
-	}
+func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.Hit, error) {
 	if selectsNothing(q.Filter) {
 		return nil, nil
 	}
@@ -251,29 +210,20 @@ func (s *Store) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.
 	defer cancel()
 	pts, err := s.client.Query(ctx, req)
 	if err != nil {
-		return nil, s.wrap("search", err)
+		return nil, s.Wrap("search", err)
 	}
 	hits := make([]vectorstore.Hit, len(pts))
 	for i, p := range pts {
 		rec, err := fromPoint(p.GetId(), p.GetPayload(), p.GetVectors())
 		if err != nil {
-			return nil, s.wrap("search", err)
+			return nil, s.Wrap("search", err)
 		}
 		hits[i] = vectorstore.Hit{Record: rec, Score: float64(p.GetScore())}
 	}
 	return hits, nil
 }
 
-// UpdatePayload implements vectorstore.Store: UpdatePayloads of one patch.
-func (s *Store) UpdatePayload(ctx context.Context, tenant, userID, id string, patch vectorstore.Patch) error {
-	missing, err := s.UpdatePayloads(ctx, tenant, userID, map[string]vectorstore.Patch{id: patch})
-	if err == nil && len(missing) > 0 {
-		err = s.wrap("update", fmt.Errorf("%w: record %s", vectorstore.ErrNotFound, missing[0]))
-	}
-	return err
-}
-
-// UpdatePayloads implements vectorstore.Store as read, merge, write: one scroll
+// UpdatePayloads implements vectorstore.Backend as read, merge, write: one scroll
 // reads every patched record of the partition (unexpired), every patch is
 // applied and validated, then one batch request writes only the changed payload
 // fields (a set-payload operation per record) and vectors (one update-vectors
@@ -285,22 +235,12 @@ func (s *Store) UpdatePayload(ctx context.Context, tenant, userID, id string, pa
 // HitCountDelta updates of one record racing here can lose one increment, as
 // Qdrant has no server-side increment. agentmem serialises hit updates per
 // namespace in the consolidator, which is the only writer of hit counts.
-func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patches map[string]vectorstore.Patch) ([]string, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	ids, byID, err := vectorstore.NormalizePatches(tenant, userID, patches, s.cfg.Dimensions)
-	if err != nil {
-		return nil, s.wrap("update", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
+func (s *backend) UpdatePayloads(ctx context.Context, tenant, userID string, ids []string, byID map[string]vectorstore.Patch) ([]string, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	found, _, err := s.scroll(ctx, toFilter(vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids}, time.Now()), nil, len(ids))
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	var (
 		ops     []*qc.PointsUpdateOperation
@@ -312,7 +252,7 @@ func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patch
 		patch := byID[rec.ID]
 		set, err := s.patchPayload(rec, patch)
 		if err != nil {
-			return nil, s.wrap("update", err)
+			return nil, s.Wrap("update", err)
 		}
 		if len(set) > 0 {
 			ops = append(ops, qc.NewPointsUpdateSetPayload(&qc.PointsUpdateOperation_SetPayload{
@@ -345,14 +285,14 @@ func (s *Store) UpdatePayloads(ctx context.Context, tenant, userID string, patch
 		err = fmt.Errorf("%w: a patched record was deleted during the update: %w", vectorstore.ErrNotFound, err)
 	}
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	return missing, nil
 }
 
 // patchPayload applies p to rec, validates the result, and returns the payload
 // fields that change.
-func (s *Store) patchPayload(rec vectorstore.Record, p vectorstore.Patch) (map[string]*qc.Value, error) {
+func (s *backend) patchPayload(rec vectorstore.Record, p vectorstore.Patch) (map[string]*qc.Value, error) {
 	set := make(map[string]*qc.Value)
 	if p.Text != nil {
 		rec.Text = *p.Text
@@ -390,43 +330,26 @@ func (s *Store) patchPayload(rec vectorstore.Record, p vectorstore.Patch) (map[s
 	return set, checkStrings(rec)
 }
 
-// Delete implements vectorstore.Store. The delete request always carries the
+// Delete implements vectorstore.Backend. The delete request always carries the
 // partition filter with the ids, never bare ids.
-func (s *Store) Delete(ctx context.Context, tenant, userID string, ids ...string) (int, error) {
-	if err := s.checkOpen(); err != nil {
-		return 0, err
-	}
-	f, err := vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids, IncludeExpired: true}.Normalize()
-	if err != nil {
-		return 0, s.wrap("delete", err)
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
+func (s *backend) Delete(ctx context.Context, f vectorstore.Filter) (int, error) {
 	n, err := s.deleteMatching(ctx, f)
-	return n, s.wrap("delete", err)
+	return n, s.Wrap("delete", err)
 }
 
-// DeleteByFilter implements vectorstore.Store.
-func (s *Store) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
-	if err := s.checkOpen(); err != nil {
-		return 0, err
-	}
-	f, err := f.Normalize()
-	if err != nil {
-		return 0, s.wrap("delete by filter", err)
-	}
+// DeleteByFilter implements vectorstore.Backend.
+func (s *backend) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
 	if selectsNothing(f) {
 		return 0, nil
 	}
 	n, err := s.deleteMatching(ctx, f)
-	return n, s.wrap("delete by filter", err)
+	return n, s.Wrap("delete by filter", err)
 }
 
 // deleteMatching counts, then deletes, what f selects, with one evaluation time for
 // both. Qdrant's delete does not report how many points it removed, so the count
 // is exact only without a concurrent writer in the partition.
-func (s *Store) deleteMatching(ctx context.Context, f vectorstore.Filter) (int, error) {
+func (s *backend) deleteMatching(ctx context.Context, f vectorstore.Filter) (int, error) {
 	filter := toFilter(f, time.Now())
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
@@ -448,25 +371,18 @@ func (s *Store) deleteMatching(ctx context.Context, f vectorstore.Filter) (int, 
 	return n, nil
 }
 
-// Count implements vectorstore.Store with an exact count.
-func (s *Store) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
-	if err := s.checkOpen(); err != nil {
-		return 0, err
-	}
-	f, err := f.Normalize()
-	if err != nil {
-		return 0, s.wrap("count", err)
-	}
+// Count implements vectorstore.Backend with an exact count.
+func (s *backend) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
 	if selectsNothing(f) {
 		return 0, nil
 	}
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	n, err := s.count(ctx, toFilter(f, time.Now()))
-	return n, s.wrap("count", err)
+	return n, s.Wrap("count", err)
 }
 
-func (s *Store) count(ctx context.Context, filter *qc.Filter) (int, error) {
+func (s *backend) count(ctx context.Context, filter *qc.Filter) (int, error) {
 	n, err := s.client.Count(ctx, &qc.CountPoints{
 		CollectionName: s.cfg.Collection,
 		Filter:         filter,

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // recorder is an in-process gRPC server implementing the parts of Qdrant's services
@@ -56,7 +58,7 @@ func startRecorder(t *testing.T, r *recorder, cfg Config) Config {
 }
 
 // newRecorded starts r and opens a store on it.
-func newRecorded(t *testing.T, r *recorder, cfg Config) (*Store, error) {
+func newRecorded(t *testing.T, r *recorder, cfg Config) (vectorstore.Store, error) {
 	t.Helper()
 	s, err := New(context.Background(), startRecorder(t, r, cfg), zaptest.NewLogger(t))
 	if err == nil {

@@ -30,7 +30,7 @@ var ctx = context.Background()
 func ready() *recorder { return &recorder{version: "1.17.1"} }
 
 // openStore opens a store (creating its collection) on a fresh recorder.
-func openStore(t *testing.T, cfg Config) (*Store, *recorder) {
+func openStore(t *testing.T, cfg Config) (vectorstore.Store, *recorder) {
 	t.Helper()
 	r := ready()
 	if cfg.Dimensions == 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	qc "github.com/qdrant/go-client/qdrant"
 	"go.uber.org/zap"
@@ -32,20 +31,21 @@ var (
 // ignore both, so New refuses it.
 var MinServerVersion = qc.Version{Major: 1, Minor: 16}
 
-// Store is a vectorstore.Store over one Qdrant collection. Safe for concurrent use.
-type Store struct {
+// backend is the vectorstore.Backend over one Qdrant collection. Safe for
+// concurrent use.
+type backend struct {
 	cfg    Config
 	client *qc.Client
 	logger *zap.Logger
-	closed atomic.Bool
 }
 
-var _ vectorstore.Store = (*Store)(nil)
+var _ vectorstore.Backend = (*backend)(nil)
 
 // New connects to Qdrant, checks the server version and makes sure the collection
 // exists with the expected layout (creating it and its payload indexes unless
-// cfg.SkipCreate).
-func New(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
+// cfg.SkipCreate). The store it returns is a vectorstore.Store over one Qdrant
+// collection, behind vectorstore.Validating; safe for concurrent use.
+func New(ctx context.Context, cfg Config, logger *zap.Logger) (vectorstore.Store, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vectorstore: qdrant %s: connecting: %w", cfg.Addr, err)
 	}
-	s := &Store{
+	s := &backend{
 		cfg:    cfg,
 		client: client,
 		logger: logger.With(zap.String("qdrant", cfg.Addr), zap.String("collection", cfg.Collection)),
@@ -83,27 +83,30 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (*Store, error) {
 		_ = client.Close()
 		return nil, err
 	}
-	return s, nil
+	return vectorstore.Validating(s), nil
 }
 
-func (s *Store) start(ctx context.Context) error {
+// Dimensions implements vectorstore.Backend.
+func (s *backend) Dimensions() int { return s.cfg.Dimensions }
+
+func (s *backend) start(ctx context.Context) error {
 	callCtx, cancel := s.callCtx(ctx)
 	defer cancel()
 	health, err := s.client.HealthCheck(callCtx)
 	if err != nil {
-		return s.wrap("health check", err)
+		return s.Wrap("health check", err)
 	}
 	v, err := qc.ParseVersion(health.GetVersion())
 	if err != nil {
-		return s.wrap("health check", fmt.Errorf("%w: server version: %w", ErrIncompatible, err))
+		return s.Wrap("health check", fmt.Errorf("%w: server version: %w", ErrIncompatible, err))
 	}
 	if v.Major < MinServerVersion.Major || v.Major == MinServerVersion.Major && v.Minor < MinServerVersion.Minor {
-		return s.wrap("health check", fmt.Errorf("%w: server version %s, need %d.%d or later",
+		return s.Wrap("health check", fmt.Errorf("%w: server version %s, need %d.%d or later",
 			ErrIncompatible, health.GetVersion(), MinServerVersion.Major, MinServerVersion.Minor))
 	}
 	created, err := s.ensureCollection(callCtx, ctx)
 	if err != nil {
-		return s.wrap("collection", err)
+		return s.Wrap("collection", err)
 	}
 	s.logger.Info("vector store ready", zap.String("server_version", health.GetVersion()),
 		zap.Int("dimensions", s.cfg.Dimensions), zap.Bool("created", created))
@@ -111,7 +114,7 @@ func (s *Store) start(ctx context.Context) error {
 }
 
 // callCtx bounds one call by cfg.Timeout.
-func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *backend) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.Timeout)
 }
 
@@ -126,8 +129,8 @@ type opError struct {
 func (e *opError) Error() string { return e.msg }
 func (e *opError) Unwrap() error { return e.err }
 
-// wrap adds the endpoint and operation to err.
-func (s *Store) wrap(op string, err error) error {
+// Wrap implements vectorstore.Backend: it adds the endpoint and operation to err.
+func (s *backend) Wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -135,26 +138,16 @@ func (s *Store) wrap(op string, err error) error {
 	return &opError{msg: redact(msg, s.cfg.APIKey), err: err}
 }
 
-func (s *Store) checkOpen() error {
-	if s.closed.Load() {
-		return vectorstore.ErrClosed
-	}
-	return nil
-}
-
-// Close implements vectorstore.Store. Later calls fail with ErrClosed.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	return s.wrap("close", s.client.Close())
+// Close implements vectorstore.Backend.
+func (s *backend) Close() error {
+	return s.Wrap("close", s.client.Close())
 }
 
 // ensureCollection creates the collection if needed and allowed, then checks its
 // layout and (unless SkipCreate) its payload indexes. It reports whether it created
 // the collection. ctx bounds the collection calls; each index creation is bounded
 // separately under parent.
-func (s *Store) ensureCollection(ctx, parent context.Context) (bool, error) {
+func (s *backend) ensureCollection(ctx, parent context.Context) (bool, error) {
 	exists, err := s.client.CollectionExists(ctx, s.cfg.Collection)
 	if err != nil {
 		return false, err
@@ -199,7 +192,7 @@ func (s *Store) ensureCollection(ctx, parent context.Context) (bool, error) {
 
 // createIndex gets a timeout of its own: building an index on a large existing
 // collection can take as long as a call is allowed to.
-func (s *Store) createIndex(ctx context.Context, ix payloadIndex) error {
+func (s *backend) createIndex(ctx context.Context, ix payloadIndex) error {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	_, err := s.client.CreateFieldIndex(ctx, &qc.CreateFieldIndexCollection{
@@ -215,7 +208,7 @@ func (s *Store) createIndex(ctx context.Context, ix payloadIndex) error {
 // createRequest is the collection layout: a named dense vector compared by cosine,
 // and a named sparse vector whose IDF Qdrant applies at query time (the BM25 IDF
 // that embed.Sparse leaves out).
-func (s *Store) createRequest() *qc.CreateCollection {
+func (s *backend) createRequest() *qc.CreateCollection {
 	return &qc.CreateCollection{
 		CollectionName: s.cfg.Collection,
 		VectorsConfig: qc.NewVectorsConfigMap(map[string]*qc.VectorParams{

@@ -1,4 +1,4 @@
-package vectorstore_test
+package embedded_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package vectorstore_test
+package embedded_test
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 	"github.com/agentmem/agentmem/pkg/vectorstore/vectorstoretest"
 	"go.uber.org/zap/zaptest"
 )
 
-func openEmbedded(t testing.TB, path string, dims int) *vectorstore.Embedded {
+func openEmbedded(t testing.TB, path string, dims int) *embedded.Store {
 	t.Helper()
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: dims}, zaptest.NewLogger(t))
+	s, err := embedded.New(embedded.Config{Path: path, Dimensions: dims}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestEmbeddedConformance(t *testing.T) {
 
 func TestEmbeddedConformanceInMemory(t *testing.T) {
 	vectorstoretest.RunSuite(t, func(t *testing.T) vectorstore.Store {
-		return openEmbedded(t, vectorstore.MemoryPath, vectorstoretest.Dimensions)
+		return openEmbedded(t, embedded.MemoryPath, vectorstoretest.Dimensions)
 	})
 }
 
@@ -49,7 +50,7 @@ func unit(dims, i int) []float32 {
 func TestEmbeddedPersistence(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "vectors.db")
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: 4}, nil)
+	s, err := embedded.New(embedded.Config{Path: path, Dimensions: 4}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,24 +105,24 @@ func TestEmbeddedPersistence(t *testing.T) {
 func TestEmbeddedRefusesSecondOpenAndOtherDimensions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vectors.db")
 	s := openEmbedded(t, path, 4)
-	if _, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: 4}, nil); err == nil {
+	if _, err := embedded.New(embedded.Config{Path: path, Dimensions: 4}, nil); err == nil {
 		t.Fatal("a second store opened the same file")
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: 8}, nil); !errors.Is(err, vectorstore.ErrDimension) {
+	if _, err := embedded.New(embedded.Config{Path: path, Dimensions: 8}, nil); !errors.Is(err, vectorstore.ErrDimension) {
 		t.Fatalf("reopening with other dimensions: %v, want ErrDimension", err)
 	}
 }
 
 func TestEmbeddedConfigValidate(t *testing.T) {
-	for _, cfg := range []vectorstore.EmbeddedConfig{
+	for _, cfg := range []embedded.Config{
 		{Dimensions: 4},
 		{Path: "x.db"},
 		{Path: "x.db?mode=ro", Dimensions: 4},
 	} {
-		if _, err := vectorstore.NewEmbedded(cfg, nil); !errors.Is(err, vectorstore.ErrInvalidConfig) {
+		if _, err := embedded.New(cfg, nil); !errors.Is(err, vectorstore.ErrInvalidConfig) {
 			t.Errorf("config %+v: %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
@@ -192,7 +193,7 @@ func TestEmbeddedUpdatePayloadsKeepsVectorsExactly(t *testing.T) {
 	if err := s.Upsert(ctx, recs...); err != nil {
 		t.Fatal(err)
 	}
-	read := func(s *vectorstore.Embedded) map[string]vectorstore.Record {
+	read := func(s *embedded.Store) map[string]vectorstore.Record {
 		t.Helper()
 		got, _, err := s.Scroll(ctx, f, "", 10)
 		if err != nil || len(got) != len(recs) {
@@ -315,7 +316,7 @@ func TestEmbeddedUpsertLargeBatches(t *testing.T) {
 	if err := s.Upsert(ctx, batch...); err != nil {
 		t.Fatal(err)
 	}
-	check := func(s *vectorstore.Embedded, when string) {
+	check := func(s *embedded.Store, when string) {
 		t.Helper()
 		// 85 from the batch, and the record written before it.
 		if n, err := s.Count(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil || n != 86 {

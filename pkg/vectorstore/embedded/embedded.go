@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"context"
@@ -17,13 +17,15 @@ import (
 	"github.com/gofrs/flock"
 	"go.uber.org/zap"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
-// MemoryPath is the EmbeddedConfig.Path of a store that lives only in memory.
+// MemoryPath is the Config.Path of a store that lives only in memory.
 const MemoryPath = ":memory:"
 
-// EmbeddedConfig configures the embedded store.
-type EmbeddedConfig struct {
+// Config configures the embedded store.
+type Config struct {
 	// Path is the SQLite database file, created if missing; MemoryPath keeps
 	// everything in memory (tests). Required.
 	Path string
@@ -43,7 +45,7 @@ type EmbeddedConfig struct {
 	WALRestartPages int
 }
 
-func (c *EmbeddedConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.BusyTimeout == 0 {
 		c.BusyTimeout = 5 * time.Second
 	}
@@ -56,7 +58,7 @@ func (c *EmbeddedConfig) setDefaults() {
 }
 
 // Validate reports configuration errors.
-func (c EmbeddedConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if c.Path == "" {
 		errs = append(errs, errors.New("Path is required"))
@@ -77,12 +79,12 @@ func (c EmbeddedConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("WALRestartPages is %d, want >= 0", c.WALRestartPages))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: embedded: %w", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: embedded: %w", vectorstore.ErrInvalidConfig, err)
 	}
 	return nil
 }
 
-// Embedded is the one-machine Store: records in SQLite (modernc.org/sqlite, pure Go,
+// Store is the one-machine vectorstore.Store: records in SQLite (modernc.org/sqlite, pure Go,
 // WAL) as the durable copy, and every read served from memory: a (tenant, user)
 // partition is loaded whole on its first read and then kept in sync by every write.
 //
@@ -121,9 +123,22 @@ func (c EmbeddedConfig) Validate() error {
 // search uses, cannot be injected into (no query language), and takes the
 // partition as the corpus, so one user's statistics never depend on another's.
 //
-// One process owns a database file: NewEmbedded takes an exclusive lock on
+// One process owns a database file: New takes an exclusive lock on
 // Path+".lock", because the in-memory partitions would go stale if another process
 // wrote to the file.
+//
+// Every call goes through vectorstore.Validating, which checks and normalises its
+// arguments before the backend sees them.
+type Store struct {
+	vectorstore.Store
+	b *backend
+}
+
+// Checkpoint copies every committed write into the database file and empties the
+// WAL; see backend.Checkpoint.
+func (s *Store) Checkpoint(ctx context.Context) error { return s.b.Checkpoint(ctx) }
+
+// backend is the Store behind vectorstore.Validating.
 //
 // Locks: checkpointMu serialises checkpoints (SQLite runs one at a time, and a
 // second one fails at once instead of waiting); writeMu serialises writes and
@@ -133,8 +148,8 @@ func (c EmbeddedConfig) Validate() error {
 // (BM25 index, id order). Order: checkpointMu, then writeMu, then cacheMu, then
 // lazyMu; never the reverse. Reads take only cacheMu (shared), once their
 // partition is loaded.
-type Embedded struct {
-	cfg    EmbeddedConfig
+type backend struct {
+	cfg    Config
 	db     *sql.DB
 	lock   *flock.Flock
 	logger *zap.Logger
@@ -158,14 +173,14 @@ type Embedded struct {
 	checkpointsDone chan struct{}
 }
 
-var _ Store = (*Embedded)(nil)
+var _ vectorstore.Backend = (*backend)(nil)
 
 // maxCachedStmts bounds the prepared statement cache; statement shapes depend only
 // on which filter fields are set, so real workloads use a handful.
 const maxCachedStmts = 256
 
-// NewEmbedded opens (creating if needed) the store at cfg.Path.
-func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
+// New opens (creating if needed) the store at cfg.Path.
+func New(cfg Config, logger *zap.Logger) (*Store, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -173,7 +188,7 @@ func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	s := &Embedded{
+	s := &backend{
 		cfg:     cfg,
 		logger:  logger.With(zap.String("vectorstore", cfg.Path)),
 		parts:   make(map[partKey]*partition),
@@ -199,10 +214,13 @@ func NewEmbedded(cfg EmbeddedConfig, logger *zap.Logger) (*Embedded, error) {
 		s.startCheckpoints()
 	}
 	s.logger.Info("vector store opened", zap.Int("dimensions", cfg.Dimensions))
-	return s, nil
+	return &Store{Store: vectorstore.Validating(s), b: s}, nil
 }
 
-func (s *Embedded) open() error {
+// Dimensions implements vectorstore.Backend.
+func (s *backend) Dimensions() int { return s.cfg.Dimensions }
+
+func (s *backend) open() error {
 	dsn := s.cfg.Path + "?_txlock=immediate" +
 		"&_pragma=busy_timeout(" + strconv.FormatInt(s.cfg.BusyTimeout.Milliseconds(), 10) + ")" +
 		// page_size takes effect only while the file is new: the driver runs the
@@ -251,7 +269,7 @@ func (s *Embedded) open() error {
 
 // checkDimensions records the dimension count in a new file and refuses a file
 // made with another: its vectors would not be comparable with the queries.
-func (s *Embedded) checkDimensions(ctx context.Context) error {
+func (s *backend) checkDimensions(ctx context.Context) error {
 	want := strconv.Itoa(s.cfg.Dimensions)
 	if _, err := s.db.ExecContext(ctx,
 		`INSERT INTO store_info(name, value) VALUES ('dimensions', ?) ON CONFLICT(name) DO NOTHING`, want); err != nil {
@@ -262,12 +280,12 @@ func (s *Embedded) checkDimensions(ctx context.Context) error {
 		return err
 	}
 	if got != want {
-		return fmt.Errorf("%w: the file holds %s-dimensional vectors, configured %s", ErrDimension, got, want)
+		return fmt.Errorf("%w: the file holds %s-dimensional vectors, configured %s", vectorstore.ErrDimension, got, want)
 	}
 	return nil
 }
 
-func (s *Embedded) unlock() {
+func (s *backend) unlock() {
 	if s.lock != nil {
 		if err := s.lock.Unlock(); err != nil {
 			s.logger.Warn("releasing the store lock", zap.Error(err))
@@ -275,8 +293,8 @@ func (s *Embedded) unlock() {
 	}
 }
 
-// Close implements Store. Later calls fail with ErrClosed.
-func (s *Embedded) Close() error {
+// Close implements vectorstore.Backend. Later calls fail with ErrClosed.
+func (s *backend) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -299,9 +317,9 @@ func (s *Embedded) Close() error {
 	return nil
 }
 
-func (s *Embedded) checkOpen() error {
+func (s *backend) checkOpen() error {
 	if s.closed.Load() {
-		return ErrClosed
+		return vectorstore.ErrClosed
 	}
 	return nil
 }
@@ -309,11 +327,11 @@ func (s *Embedded) checkOpen() error {
 // cachedStmt returns a prepared statement for query from the cache, preparing it
 // if the cache has room; nil when it has none. Preparing is a large share of a small
 // query's cost in SQLite.
-func (s *Embedded) cachedStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+func (s *backend) cachedStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.stmtMu.Lock()
 	defer s.stmtMu.Unlock()
 	if s.stmts == nil {
-		return nil, ErrClosed
+		return nil, vectorstore.ErrClosed
 	}
 	if st, ok := s.stmts[query]; ok || len(s.stmts) >= maxCachedStmts {
 		return st, nil
@@ -338,7 +356,7 @@ func txStmt(ctx context.Context, tx *sql.Tx, cached *sql.Stmt, query string) (*s
 }
 
 // query runs a read, through the statement cache when it can.
-func (s *Embedded) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+func (s *backend) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	st, err := s.cachedStmt(ctx, q)
 	if err != nil {
 		return nil, err
@@ -351,7 +369,7 @@ func (s *Embedded) query(ctx context.Context, q string, args ...any) (*sql.Rows,
 
 // writeTx runs fn in an immediate transaction under writeMu, then (still under
 // writeMu, after the commit) after, which updates the partition cache.
-func (s *Embedded) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after func()) error {
+func (s *backend) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after func()) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -379,11 +397,11 @@ func (s *Embedded) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after
 }
 
 // cachedPartition returns the partition if it is loaded; the caller holds cacheMu.
-func (s *Embedded) cachedPartition(k partKey) *partition { return s.parts[k] }
+func (s *backend) cachedPartition(k partKey) *partition { return s.parts[k] }
 
 // cachePut puts rec (storedForm) with its encoded metadata, committed at rid,
 // into its partition if that is loaded; the caller holds cacheMu.
-func (s *Embedded) cachePut(rid int64, rec Record, meta string) {
+func (s *backend) cachePut(rid int64, rec vectorstore.Record, meta string) {
 	if p := s.parts[partKey{rec.Tenant, rec.UserID}]; p != nil {
 		p.put(newEntry(rid, rec, meta))
 	}
@@ -392,7 +410,7 @@ func (s *Embedded) cachePut(rid int64, rec Record, meta string) {
 // read runs fn on k's partition with cacheMu held shared, loading the partition
 // first if needed, and returns fn's error. fn must not keep the partition or
 // change it.
-func (s *Embedded) read(ctx context.Context, k partKey, fn func(p *partition) error) error {
+func (s *backend) read(ctx context.Context, k partKey, fn func(p *partition) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -416,7 +434,7 @@ func (s *Embedded) read(ctx context.Context, k partKey, fn func(p *partition) er
 // writeMu so no write commits between reading the rows and publishing the
 // partition. An empty partition is returned but not kept, so that reads for users
 // without records (any valid id can be asked for) cannot grow the cache.
-func (s *Embedded) loadPartition(ctx context.Context, k partKey) (*partition, error) {
+func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.cacheMu.RLock()
@@ -450,8 +468,9 @@ func (s *Embedded) loadPartition(ctx context.Context, k partKey) (*partition, er
 	return p, nil
 }
 
-// wrap adds the store's context to a backend error; sentinel errors keep matching.
-func (s *Embedded) wrap(op string, err error) error {
+// Wrap implements vectorstore.Backend: it adds the store's context to an error;
+// sentinel errors keep matching.
+func (s *backend) Wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -499,20 +518,17 @@ func upsertSQL(n int) string {
 	RETURNING id, rid`
 }
 
-// Upsert implements Store; recs are written in one transaction.
+// Upsert implements vectorstore.Backend; recs are written in one transaction.
 //
 // Metadata is encoded once: the same JSON is the row's column and the partition's
 // copy, so the stored form needs no decode until a read asks for it.
-func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
-	norm := make([]Record, len(recs))
+func (s *backend) Upsert(ctx context.Context, recs []vectorstore.Record) error {
+	norm := make([]vectorstore.Record, len(recs))
 	metas := make([]string, len(recs))
-	for i, r := range recs {
-		n, err := r.Normalize(s.cfg.Dimensions)
-		if err != nil {
-			return s.wrap("upsert", err)
-		}
+	for i, n := range recs {
+		var err error
 		if metas[i], err = encodeMetadata(n.ID, n.Metadata); err != nil {
-			return s.wrap("upsert", err)
+			return s.Wrap("upsert", err)
 		}
 		norm[i] = storedForm(n)
 	}
@@ -525,7 +541,7 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 		k := upsertShape(rest)
 		var err error
 		if cached[k], err = s.cachedStmt(ctx, upsertSQLs[k]); err != nil {
-			return s.wrap("upsert", err)
+			return s.Wrap("upsert", err)
 		}
 		rest -= upsertChunk >> k
 	}
@@ -569,14 +585,14 @@ func (s *Embedded) Upsert(ctx context.Context, recs ...Record) error {
 			s.cachePut(rids[i], r, metas[i])
 		}
 	})
-	return s.wrap("upsert", err)
+	return s.Wrap("upsert", err)
 }
 
 // upsertRows writes recs with st, an upsertSQLs statement of len(recs) rows, and
 // sets rids to their rows' rids. The rows come back by id, in no promised order:
 // an id twice in recs comes back twice with one rid, and a record that comes back
 // fewer times than it appears was refused, a conflict.
-func upsertRows(ctx context.Context, st *sql.Stmt, args *rowArgs, recs []Record, metas []string, rids []int64) error {
+func upsertRows(ctx context.Context, st *sql.Stmt, args *rowArgs, recs []vectorstore.Record, metas []string, rids []int64) error {
 	args.reset()
 	for i, r := range recs {
 		args.add(r, metas[i])
@@ -607,27 +623,17 @@ func upsertRows(ctx context.Context, st *sql.Stmt, args *rowArgs, recs []Record,
 	}
 	for i, r := range recs {
 		if !written[i] {
-			return fmt.Errorf("%w: record %s", ErrConflict, r.ID)
+			return fmt.Errorf("%w: record %s", vectorstore.ErrConflict, r.ID)
 		}
 	}
 	return nil
 }
 
-// Get implements Store.
-func (s *Embedded) Get(ctx context.Context, tenant, userID string, ids ...string) ([]Record, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	f, err := Filter{Tenant: tenant, UserID: userID, IDs: ids}.Normalize()
-	if err != nil {
-		return nil, s.wrap("get", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
+// Get implements vectorstore.Backend.
+func (s *backend) Get(ctx context.Context, f vectorstore.Filter) ([]vectorstore.Record, error) {
 	m := newMatcher(f, time.Now())
-	var out []Record
-	err = s.read(ctx, partKey{tenant, userID}, func(p *partition) error {
+	var out []vectorstore.Record
+	err := s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
 		for j, id := range f.IDs {
 			i, ok := p.byID[id]
 			// An id asked twice is returned once.
@@ -641,38 +647,23 @@ func (s *Embedded) Get(ctx context.Context, tenant, userID string, ids ...string
 		}
 		return nil
 	})
-	return out, s.wrap("get", err)
+	return out, s.Wrap("get", err)
 }
 
-// Scroll implements Store.
-func (s *Embedded) Scroll(ctx context.Context, f Filter, offset string, limit int) ([]Record, string, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, "", err
-	}
-	f, err := f.Normalize()
-	if err != nil {
-		return nil, "", s.wrap("scroll", err)
-	}
-	if limit < 1 {
-		return nil, "", s.wrap("scroll", fmt.Errorf("%w: limit %d, want > 0", ErrInvalidQuery, limit))
-	}
-	if offset != "" {
-		if offset, err = CanonicalID(offset); err != nil {
-			return nil, "", s.wrap("scroll", fmt.Errorf("offset: %w", err))
-		}
-	}
+// Scroll implements vectorstore.Backend.
+func (s *backend) Scroll(ctx context.Context, f vectorstore.Filter, offset string, limit int) ([]vectorstore.Record, string, error) {
 	m := newMatcher(f, time.Now())
 	var (
-		recs []Record
+		recs []vectorstore.Record
 		next string
 	)
-	err = s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
+	err := s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
 		page := p.selectEntries(m, offset, limit+1)
 		if len(page) > limit {
 			next = page[limit].rec.ID
 			page = page[:limit]
 		}
-		recs = make([]Record, len(page))
+		recs = make([]vectorstore.Record, len(page))
 		for i, e := range page {
 			var err error
 			if recs[i], err = e.record(); err != nil {
@@ -682,7 +673,7 @@ func (s *Embedded) Scroll(ctx context.Context, f Filter, offset string, limit in
 		return nil
 	})
 	if err != nil {
-		return nil, "", s.wrap("scroll", err)
+		return nil, "", s.Wrap("scroll", err)
 	}
 	return recs, next, nil
 }
@@ -696,27 +687,18 @@ const updateSQL = `UPDATE records SET memory_type = ?, scope = ?, kind = ?, key 
 // vectorArg is the index of the vector among rowArgs.set's values.
 const vectorArg = 8
 
-// UpdatePayload implements Store: UpdatePayloads of one patch.
-func (s *Embedded) UpdatePayload(ctx context.Context, tenant, userID, id string, patch Patch) error {
-	missing, err := s.UpdatePayloads(ctx, tenant, userID, map[string]Patch{id: patch})
-	if err == nil && len(missing) > 0 {
-		err = s.wrap("update", fmt.Errorf("%w: record %s", ErrNotFound, missing[0]))
-	}
-	return err
-}
-
 // patched is a record as an update writes it: its rid, its stored form and its
 // encoded metadata. normalized marks a record read from its loaded partition
 // whose vector the patch leaves alone: its Vector is the cache's normalised copy,
 // neither written back nor normalised again.
 type patched struct {
 	rid        int64
-	rec        Record
+	rec        vectorstore.Record
 	meta       string
 	normalized bool
 }
 
-// UpdatePayloads implements Store in one transaction: every patched record is
+// UpdatePayloads implements vectorstore.Backend in one transaction: every patched record is
 // read (from its partition when that is loaded, else by one select), every patch
 // is applied and validated, then each row is rewritten and the transaction
 // commits once. A patch that fails validation rolls the whole transaction back.
@@ -725,30 +707,20 @@ type patched struct {
 // exactly the committed rows, so reading it instead of SQLite is exact, and it
 // saves the select, which was most of a batch's cost when the records' pages had
 // left SQLite's cache.
-func (s *Embedded) UpdatePayloads(ctx context.Context, tenant, userID string, patches map[string]Patch) ([]string, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	ids, byID, err := NormalizePatches(tenant, userID, patches, s.cfg.Dimensions)
-	if err != nil {
-		return nil, s.wrap("update", err)
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
+func (s *backend) UpdatePayloads(ctx context.Context, tenant, userID string, ids []string, byID map[string]vectorstore.Patch) ([]string, error) {
 	// Both statements are prepared once, and the select's shape does not depend
 	// on the number of ids (one JSON list parameter): parsing them again per call
 	// cost as much as running them, and hit-count updates come by the thousand.
 	now := time.Now()
-	where, args := whereFilter(Filter{Tenant: tenant, UserID: userID, IDs: ids}, now)
+	where, args := whereFilter(vectorstore.Filter{Tenant: tenant, UserID: userID, IDs: ids}, now)
 	selectSQL := `SELECT ` + recordCols + ` FROM records r WHERE ` + where
 	cachedSelect, err := s.cachedStmt(ctx, selectSQL)
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	cachedUpdate, err := s.cachedStmt(ctx, updateSQL)
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	var out []patched
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
@@ -788,7 +760,7 @@ func (s *Embedded) UpdatePayloads(ctx context.Context, tenant, userID string, pa
 		}
 	})
 	if err != nil {
-		return nil, s.wrap("update", err)
+		return nil, s.Wrap("update", err)
 	}
 	found := make(map[string]bool, len(out))
 	for _, p := range out {
@@ -806,14 +778,14 @@ func (s *Embedded) UpdatePayloads(ctx context.Context, tenant, userID string, pa
 // patchLoaded returns the unexpired records of ids in k's partition with their
 // patches from byID applied, read from the partition; loaded is false (and out
 // nil) when the partition is not in memory. The caller holds writeMu.
-func (s *Embedded) patchLoaded(k partKey, ids []string, byID map[string]Patch, now time.Time) (out []patched, loaded bool, err error) {
+func (s *backend) patchLoaded(k partKey, ids []string, byID map[string]vectorstore.Patch, now time.Time) (out []patched, loaded bool, err error) {
 	s.cacheMu.RLock()
 	defer s.cacheMu.RUnlock()
 	p := s.cachedPartition(k)
 	if p == nil {
 		return nil, false, nil
 	}
-	m := newMatcher(Filter{Tenant: k.tenant, UserID: k.userID, IDs: ids}, now)
+	m := newMatcher(vectorstore.Filter{Tenant: k.tenant, UserID: k.userID, IDs: ids}, now)
 	for _, id := range ids {
 		i, ok := p.byID[id]
 		if !ok || !m.match(p.entries[i]) {
@@ -832,7 +804,7 @@ func (s *Embedded) patchLoaded(k partKey, ids []string, byID map[string]Patch, n
 // readPatched reads the rows query (cached, or prepared on tx) selects with args
 // and returns each with its patch from byID applied. Every row is read before any
 // is written, so no write runs beside an open cursor.
-func readPatched(ctx context.Context, tx *sql.Tx, cached *sql.Stmt, query string, args []any, byID map[string]Patch, dims int) ([]patched, error) {
+func readPatched(ctx context.Context, tx *sql.Tx, cached *sql.Stmt, query string, args []any, byID map[string]vectorstore.Patch, dims int) ([]patched, error) {
 	sel, err := txStmt(ctx, tx, cached, query)
 	if err != nil {
 		return nil, err
@@ -860,7 +832,7 @@ func readPatched(ctx context.Context, tx *sql.Tx, cached *sql.Stmt, query string
 // applyPatch returns rec, whose metadata is meta (encodeMetadata), and its
 // metadata with p applied. Metadata is decoded and encoded again only when p
 // changes it: a hit-count update keeps the stored JSON.
-func applyPatch(rec Record, meta string, p Patch, dims int) (Record, string, error) {
+func applyPatch(rec vectorstore.Record, meta string, p vectorstore.Patch, dims int) (vectorstore.Record, string, error) {
 	if p.Text != nil {
 		rec.Text = *p.Text
 	}
@@ -891,30 +863,19 @@ func applyPatch(rec Record, meta string, p Patch, dims int) (Record, string, err
 	return rec, meta, err
 }
 
-// Delete implements Store.
-func (s *Embedded) Delete(ctx context.Context, tenant, userID string, ids ...string) (int, error) {
-	f, err := Filter{Tenant: tenant, UserID: userID, IDs: ids, IncludeExpired: true}.Normalize()
-	if err != nil {
-		return 0, s.wrap("delete", err)
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
+// Delete implements vectorstore.Backend.
+func (s *backend) Delete(ctx context.Context, f vectorstore.Filter) (int, error) {
 	n, err := s.deleteWhere(ctx, f)
-	return n, s.wrap("delete", err)
+	return n, s.Wrap("delete", err)
 }
 
-// DeleteByFilter implements Store.
-func (s *Embedded) DeleteByFilter(ctx context.Context, f Filter) (int, error) {
-	f, err := f.Normalize()
-	if err != nil {
-		return 0, s.wrap("delete by filter", err)
-	}
+// DeleteByFilter implements vectorstore.Backend.
+func (s *backend) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
 	n, err := s.deleteWhere(ctx, f)
-	return n, s.wrap("delete by filter", err)
+	return n, s.Wrap("delete by filter", err)
 }
 
-func (s *Embedded) deleteWhere(ctx context.Context, f Filter) (int, error) {
+func (s *backend) deleteWhere(ctx context.Context, f vectorstore.Filter) (int, error) {
 	var rids []int64
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		where, args := whereFilter(f, time.Now())
@@ -947,15 +908,8 @@ func (s *Embedded) deleteWhere(ctx context.Context, f Filter) (int, error) {
 	return len(rids), nil
 }
 
-// Count implements Store.
-func (s *Embedded) Count(ctx context.Context, f Filter) (int, error) {
-	if err := s.checkOpen(); err != nil {
-		return 0, err
-	}
-	f, err := f.Normalize()
-	if err != nil {
-		return 0, s.wrap("count", err)
-	}
+// Count implements vectorstore.Backend.
+func (s *backend) Count(ctx context.Context, f vectorstore.Filter) (int, error) {
 	now := time.Now()
 	k := partKey{f.Tenant, f.UserID}
 	s.cacheMu.RLock()
@@ -971,7 +925,7 @@ func (s *Embedded) Count(ctx context.Context, f Filter) (int, error) {
 	var n int
 	rows, err := s.query(ctx, `SELECT count(*) FROM records r WHERE `+where, args...)
 	if err != nil {
-		return 0, s.wrap("count", err)
+		return 0, s.Wrap("count", err)
 	}
 	defer rows.Close()
 	if rows.Next() {
@@ -980,5 +934,5 @@ func (s *Embedded) Count(ctx context.Context, f Filter) (int, error) {
 	if err == nil {
 		err = rows.Err()
 	}
-	return n, s.wrap("count", err)
+	return n, s.Wrap("count", err)
 }

@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 const (
@@ -27,61 +28,54 @@ type ranked struct {
 	score float64
 }
 
-// Search implements Store. The filter selects the candidates once, from the
-// partition in memory; both sides rank only those.
-func (s *Embedded) Search(ctx context.Context, q Query) ([]Hit, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	q, err := q.Normalize(s.cfg.Dimensions)
-	if err != nil {
-		return nil, s.wrap("search", err)
-	}
+// Search implements vectorstore.Backend. The filter selects the candidates once,
+// from the partition in memory; both sides rank only those.
+func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.Hit, error) {
 	var terms []string
-	if q.Mode != Dense {
+	if q.Mode != vectorstore.Dense {
 		terms = bm25.Tokenize(q.Text)
 	}
 	var qv []float32
-	if q.Mode != Sparse {
+	if q.Mode != vectorstore.Sparse {
 		qv = slices.Clone(q.Vector)
 		embed.Normalize(qv)
 	}
 	m := newMatcher(q.Filter, time.Now())
-	var hits []Hit
-	err = s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) error {
+	var hits []vectorstore.Hit
+	err := s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) error {
 		candidates := p.candidates(m)
 		if len(candidates) == 0 {
 			return nil
 		}
 		depth := q.Limit
-		if q.Mode == Hybrid {
+		if q.Mode == vectorstore.Hybrid {
 			depth *= hybridDepth
 		}
 		var top []ranked
 		switch q.Mode {
-		case Dense:
+		case vectorstore.Dense:
 			top = denseRanking(p, qv, candidates, depth)
-		case Sparse:
+		case vectorstore.Sparse:
 			top = sparseRanking(p, terms, candidates, depth)
-		case Hybrid:
+		case vectorstore.Hybrid:
 			top = fuseRRF(q.Limit, denseRanking(p, qv, candidates, depth), sparseRanking(p, terms, candidates, depth))
 		}
-		hits = make([]Hit, len(top))
+		hits = make([]vectorstore.Hit, len(top))
 		for i, r := range top {
 			e := p.entries[r.slot]
 			if q.WithoutMetadata {
-				hits[i] = Hit{Record: e.rec, Score: r.score}
+				hits[i] = vectorstore.Hit{Record: e.rec, Score: r.score}
 				continue
 			}
 			rec, err := e.record()
 			if err != nil {
 				return err
 			}
-			hits[i] = Hit{Record: rec, Score: r.score}
+			hits[i] = vectorstore.Hit{Record: rec, Score: r.score}
 		}
 		return nil
 	})
-	return hits, s.wrap("search", err)
+	return hits, s.Wrap("search", err)
 }
 
 // denseRanking scores the candidates by cosine similarity, exactly.

@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// DefaultCheckpointInterval is EmbeddedConfig.CheckpointInterval's default. Why a
+// DefaultCheckpointInterval is Config.CheckpointInterval's default. Why a
 // second: under a steady stream of writes every checkpoint copies the index leaves
 // that the commits since the last one touched (random UUIDs, the ids then, reached
 // most leaves of the id index), so the copying falls with the interval; going from
@@ -17,7 +17,7 @@ import (
 // tenth. The WAL bound (WALRestartPages) still caps the file between checkpoints.
 const DefaultCheckpointInterval = time.Second
 
-// DefaultWALRestartPages is EmbeddedConfig.WALRestartPages' default: 64 MiB of
+// DefaultWALRestartPages is Config.WALRestartPages' default: 64 MiB of
 // WAL (pageBytes pages). Why the bound needs a pause: a checkpoint running beside
 // the writers never catches up with them, and SQLite starts the WAL file over only
 // when a write begins with every frame copied, so without one the file would grow
@@ -44,7 +44,7 @@ const walPageBytes = pageBytes + 24
 // PASSIVE checkpoint on its own connection copies the same pages while writers go
 // on appending to the WAL, and one every interval copies a page written by many
 // commits (an index leaf) once.
-func (s *Embedded) startCheckpoints() {
+func (s *backend) startCheckpoints() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopCheckpoints, s.checkpointsDone = cancel, make(chan struct{})
 	go func() {
@@ -78,7 +78,7 @@ func (s *Embedded) startCheckpoints() {
 // data: before copying it elsewhere, or to measure it (agentmem bench's bytes per
 // memory, which counted a WAL of whatever length the last checkpoint left). A
 // MemoryPath store has nothing to copy.
-func (s *Embedded) Checkpoint(ctx context.Context) error {
+func (s *backend) Checkpoint(ctx context.Context) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (s *Embedded) Checkpoint(ctx context.Context) error {
 	}
 	if busy {
 		// The busy handler waited BusyTimeout for a reader still on the WAL.
-		return s.wrap("checkpoint", errors.New("a reader kept the WAL in use"))
+		return s.Wrap("checkpoint", errors.New("a reader kept the WAL in use"))
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func (s *Embedded) Checkpoint(ctx context.Context) error {
 // writes right after the first pass (a second of the pipeline's frames, ~9,000)
 // left ~1,000 frames for the held pass, 30-60 ms with every write waiting, once a
 // second; catching up first leaves 0-15 ms.
-func (s *Embedded) checkpoint(ctx context.Context) error {
+func (s *backend) checkpoint(ctx context.Context) error {
 	frames, copied, err := s.checkpointPassive(ctx)
 	if err != nil || frames < s.cfg.WALRestartPages {
 		return err
@@ -141,7 +141,7 @@ func (s *Embedded) checkpoint(ctx context.Context) error {
 // Why the file's size tells: journal_size_limit cuts the file back to the bound
 // when the writes start the WAL over, so it is longer than the bound only while
 // the WAL is. It costs a stat per transaction.
-func (s *Embedded) wakeIfWALFull() {
+func (s *backend) wakeIfWALFull() {
 	if s.walPath == "" {
 		return // MemoryPath: no WAL
 	}
@@ -167,7 +167,7 @@ const (
 
 // checkpointPassive runs one PASSIVE checkpoint and returns the WAL's length and
 // how many of its frames are in the database file, both in frames.
-func (s *Embedded) checkpointPassive(ctx context.Context) (walFrames, copied int, err error) {
+func (s *backend) checkpointPassive(ctx context.Context) (walFrames, copied int, err error) {
 	_, walFrames, copied, err = s.walCheckpoint(ctx, "PASSIVE")
 	return walFrames, copied, err
 }
@@ -175,10 +175,10 @@ func (s *Embedded) checkpointPassive(ctx context.Context) (walFrames, copied int
 // walCheckpoint runs PRAGMA wal_checkpoint in mode and returns its row: whether it
 // could not finish for a reader or writer (busy), the WAL's length and how many of
 // its frames are in the database file.
-func (s *Embedded) walCheckpoint(ctx context.Context, mode string) (busy bool, walFrames, copied int, err error) {
+func (s *backend) walCheckpoint(ctx context.Context, mode string) (busy bool, walFrames, copied int, err error) {
 	var b int
 	if err := s.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&b, &walFrames, &copied); err != nil {
-		return false, 0, 0, s.wrap("checkpoint", err)
+		return false, 0, 0, s.Wrap("checkpoint", err)
 	}
 	return b != 0, walFrames, copied, nil
 }

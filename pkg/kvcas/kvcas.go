@@ -1,4 +1,8 @@
-package bus
+// Package kvcas is read-modify-write with compare-and-set on JetStream KV keys
+// (UpdateKV: retried with jittered backoff when another writer wins the race), and
+// KV bucket provisioning (EnsureKV). It is the KV side of what pkg/bus was, so
+// stores that keep state in KV (session, docstore) need no Watermill plumbing.
+package kvcas
 
 import (
 	"context"
@@ -10,8 +14,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ErrCASConflict is returned by UpdateKV when the key kept changing under every attempt.
-var ErrCASConflict = errors.New("bus: key changed under every compare-and-set attempt")
+// Sentinel errors; the errors of this package wrap them with the key or bucket.
+var (
+	// ErrCASConflict is returned by UpdateKV when the key kept changing under every attempt.
+	ErrCASConflict = errors.New("kvcas: key changed under every compare-and-set attempt")
+	// ErrProvision is returned by EnsureKV when a bucket cannot be created or updated.
+	ErrProvision = errors.New("kvcas: provision")
+)
 
 // DefaultKVUpdateAttempts bounds UpdateKV's retries; contention in agentmem is a handful
 // of writers per key, so hitting the bound means something is wrong, not busy.
@@ -45,7 +54,7 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 			// A deleted key reports not-found, but Create still sees its delete marker
 			// as the last revision and succeeds, which is what we want.
 		default:
-			return 0, fmt.Errorf("bus: read key %s: %w", key, err)
+			return 0, fmt.Errorf("kvcas: read key %s: %w", key, err)
 		}
 		data, err := fn(old, exists)
 		if err != nil {
@@ -61,10 +70,10 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 			return rev, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, fmt.Errorf("bus: write key %s: %w", key, err)
+			return 0, fmt.Errorf("kvcas: write key %s: %w", key, err)
 		}
 		if err := sleepCtx(ctx, casBackoff(attempt)); err != nil {
-			return 0, fmt.Errorf("bus: update key %s: %w", key, err)
+			return 0, fmt.Errorf("kvcas: update key %s: %w", key, err)
 		}
 	}
 	return 0, fmt.Errorf("%w: %s, %d attempts", ErrCASConflict, key, attempts)
@@ -88,4 +97,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// EnsureKV creates the key-value bucket of cfg, or updates it to cfg.
+func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key-value bucket %q: %w", ErrProvision, cfg.Bucket, err)
+	}
+	return kv, nil
 }

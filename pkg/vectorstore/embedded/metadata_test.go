@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // sameAsEncodingJSON fails t unless decodeMetadata(doc) gives what json.Unmarshal
@@ -78,7 +80,7 @@ func TestPropertyEncodeMetadataMatchesMarshal(t *testing.T) {
 		if (err != nil) != (wantErr != nil) || wantErr == nil && got != string(want) {
 			t.Fatalf("encodeMetadata = %q, %v; json.Marshal: %q, %v", got, err, want, wantErr)
 		}
-		if err != nil && !errors.Is(err, ErrInvalidRecord) {
+		if err != nil && !errors.Is(err, vectorstore.ErrInvalidRecord) {
 			t.Fatalf("error %v is not ErrInvalidRecord", err)
 		}
 	})

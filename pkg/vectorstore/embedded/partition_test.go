@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
-func testStore(t *testing.T) *Embedded {
+func testStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := NewEmbedded(EmbeddedConfig{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: 3}, zaptest.NewLogger(t))
+	s, err := New(Config{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: 3}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,9 +22,9 @@ func testStore(t *testing.T) *Embedded {
 	return s
 }
 
-func testRecord(id string) Record {
-	return Record{
-		ID: id, Tenant: "acme", UserID: "u1", MemoryType: Episodic, Text: "tea in the morning", Vector: []float32{1, 0, 0},
+func testRecord(id string) vectorstore.Record {
+	return vectorstore.Record{
+		ID: id, Tenant: "acme", UserID: "u1", MemoryType: vectorstore.Episodic, Text: "tea in the morning", Vector: []float32{1, 0, 0},
 		TS: time.Unix(1, 0).UTC(), Metadata: map[string]any{"who": "user", "source_meta": []any{map[string]any{"dia_id": "D1:1"}}},
 	}
 }
@@ -32,7 +34,7 @@ func testRecord(id string) Record {
 func TestReadsReturnTheirOwnMetadata(t *testing.T) {
 	s := testStore(t)
 	ctx := context.Background()
-	rec := testRecord(DeterministicID("own"))
+	rec := testRecord(vectorstore.DeterministicID("own"))
 	if err := s.Upsert(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestReadsReturnTheirOwnMetadata(t *testing.T) {
 	}
 	first[0].Metadata["who"] = "changed"
 	first[0].Metadata["source_meta"].([]any)[0].(map[string]any)["dia_id"] = "changed"
-	hits, err := s.Search(ctx, Query{Filter: Filter{Tenant: "acme", UserID: "u1"}, Vector: []float32{1, 0, 0}, Mode: Dense, Limit: 1})
+	hits, err := s.Search(ctx, vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: "u1"}, Vector: []float32{1, 0, 0}, Mode: vectorstore.Dense, Limit: 1})
 	if err != nil || len(hits) != 1 {
 		t.Fatalf("search: %v %v", hits, err)
 	}
@@ -57,9 +59,9 @@ func TestCountAgreesLoadedOrNot(t *testing.T) {
 	s := testStore(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	var recs []Record
-	for i, mt := range []MemoryType{Episodic, Episodic, Semantic, Item} {
-		r := testRecord(DeterministicID("count", string(mt), time.Duration(i).String()))
+	var recs []vectorstore.Record
+	for i, mt := range []vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Episodic, vectorstore.Semantic, vectorstore.Item} {
+		r := testRecord(vectorstore.DeterministicID("count", string(mt), time.Duration(i).String()))
 		r.MemoryType, r.Metadata = mt, map[string]any{"n": float64(i), "who": "user"}
 		if i == 1 {
 			r.ExpiresAt = now.Add(-time.Hour)
@@ -70,17 +72,17 @@ func TestCountAgreesLoadedOrNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	filters := []struct {
-		f    Filter
+		f    vectorstore.Filter
 		want int
 	}{
-		{Filter{}, 3},
-		{Filter{IncludeExpired: true}, 4},
-		{Filter{ExpiredOnly: true}, 1},
-		{Filter{MemoryTypes: []MemoryType{Episodic}}, 1},
-		{Filter{Payload: map[string]any{"n": 2}}, 1},
-		{Filter{Payload: map[string]any{"who": "user"}, IDs: []string{recs[0].ID, recs[3].ID}}, 2},
+		{vectorstore.Filter{}, 3},
+		{vectorstore.Filter{IncludeExpired: true}, 4},
+		{vectorstore.Filter{ExpiredOnly: true}, 1},
+		{vectorstore.Filter{MemoryTypes: []vectorstore.MemoryType{vectorstore.Episodic}}, 1},
+		{vectorstore.Filter{Payload: map[string]any{"n": 2}}, 1},
+		{vectorstore.Filter{Payload: map[string]any{"who": "user"}, IDs: []string{recs[0].ID, recs[3].ID}}, 2},
 	}
-	count := func(f Filter) int {
+	count := func(f vectorstore.Filter) int {
 		f.Tenant, f.UserID = "acme", "u1"
 		n, err := s.Count(ctx, f)
 		if err != nil {
@@ -89,9 +91,9 @@ func TestCountAgreesLoadedOrNot(t *testing.T) {
 		return n
 	}
 	loaded := func() bool {
-		s.cacheMu.RLock()
-		defer s.cacheMu.RUnlock()
-		return s.parts[partKey{"acme", "u1"}] != nil
+		s.b.cacheMu.RLock()
+		defer s.b.cacheMu.RUnlock()
+		return s.b.parts[partKey{"acme", "u1"}] != nil
 	}
 	for _, c := range filters {
 		if got := count(c.f); got != c.want {
@@ -101,7 +103,7 @@ func TestCountAgreesLoadedOrNot(t *testing.T) {
 	if loaded() {
 		t.Fatal("Count loaded the partition")
 	}
-	if _, _, err := s.Scroll(ctx, Filter{Tenant: "acme", UserID: "u1"}, "", 1); err != nil || !loaded() {
+	if _, _, err := s.Scroll(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u1"}, "", 1); err != nil || !loaded() {
 		t.Fatalf("scroll did not load the partition: %v", err)
 	}
 	for _, c := range filters {
@@ -116,12 +118,12 @@ func TestCountAgreesLoadedOrNot(t *testing.T) {
 func TestSearchWithoutMetadata(t *testing.T) {
 	s := testStore(t)
 	ctx := context.Background()
-	a, b := testRecord(DeterministicID("a")), testRecord(DeterministicID("b"))
+	a, b := testRecord(vectorstore.DeterministicID("a")), testRecord(vectorstore.DeterministicID("b"))
 	b.Vector, b.Text = []float32{0, 1, 0}, "coffee at night"
 	if err := s.Upsert(ctx, a, b); err != nil {
 		t.Fatal(err)
 	}
-	q := Query{Filter: Filter{Tenant: "acme", UserID: "u1"}, Vector: []float32{1, 0.5, 0}, Text: "tea", Mode: Hybrid, Limit: 2}
+	q := vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: "u1"}, Vector: []float32{1, 0.5, 0}, Text: "tea", Mode: vectorstore.Hybrid, Limit: 2}
 	full, err := s.Search(ctx, q)
 	if err != nil || len(full) != 2 {
 		t.Fatalf("search: %v %v", full, err)

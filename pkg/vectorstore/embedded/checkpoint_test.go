@@ -1,4 +1,4 @@
-package vectorstore_test
+package embedded_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 // fileSize is the size of the file at path, 0 when it does not exist.
@@ -28,7 +29,7 @@ func fileSize(t *testing.T, path string) int64 {
 // upsertBatches writes batches of 20 records of checkpointDims dimensions (a
 // record fills about a third of a page), each batch its own transaction, and
 // returns how many records it wrote.
-func upsertBatches(t *testing.T, s *vectorstore.Embedded, batches int) int {
+func upsertBatches(t *testing.T, s *embedded.Store, batches int) int {
 	t.Helper()
 	n := 0
 	for range batches {
@@ -61,7 +62,7 @@ func testRecord(n, dims int) vectorstore.Record {
 // WALRestartPages the next writes start it over instead of growing it: under a
 // steady stream of writes the WAL file stays smaller than the data.
 func TestEmbeddedCheckpointsInTheBackground(t *testing.T) {
-	s, n := checkpointedUnderWrites(t, vectorstore.EmbeddedConfig{CheckpointInterval: 5 * time.Millisecond, WALRestartPages: 32})
+	s, n := checkpointedUnderWrites(t, embedded.Config{CheckpointInterval: 5 * time.Millisecond, WALRestartPages: 32})
 	got, err := s.Count(context.Background(), vectorstore.Filter{Tenant: "acme", UserID: "u1"})
 	if err != nil || got != n/5 {
 		t.Fatalf("count = %d, %v; want %d", got, err, n/5)
@@ -71,17 +72,17 @@ func TestEmbeddedCheckpointsInTheBackground(t *testing.T) {
 // A burst of writes does not wait for the interval: once the WAL reaches
 // WALRestartPages the checkpointer copies it and the writes start it over.
 func TestEmbeddedCheckpointsWhenTheWALReachesItsBound(t *testing.T) {
-	checkpointedUnderWrites(t, vectorstore.EmbeddedConfig{CheckpointInterval: time.Hour, WALRestartPages: 32})
+	checkpointedUnderWrites(t, embedded.Config{CheckpointInterval: time.Hour, WALRestartPages: 32})
 }
 
 // checkpointedUnderWrites opens a store with cfg's checkpoint settings in a new
 // file, writes 400 batches, and checks that the checkpointer copies them into the
 // database file and that the writes started the WAL over. It returns the store and
 // how many records it wrote.
-func checkpointedUnderWrites(t *testing.T, cfg vectorstore.EmbeddedConfig) (*vectorstore.Embedded, int) {
+func checkpointedUnderWrites(t *testing.T, cfg embedded.Config) (*embedded.Store, int) {
 	t.Helper()
 	cfg.Path, cfg.Dimensions = filepath.Join(t.TempDir(), "v.db"), checkpointDims
-	s, err := vectorstore.NewEmbedded(cfg, nil)
+	s, err := embedded.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func checkpointedUnderWrites(t *testing.T, cfg vectorstore.EmbeddedConfig) (*vec
 }
 
 func TestEmbeddedConfigRejectsNegativeCheckpointSettings(t *testing.T) {
-	for _, cfg := range []vectorstore.EmbeddedConfig{
+	for _, cfg := range []embedded.Config{
 		{Path: "x.db", Dimensions: 4, CheckpointInterval: -time.Second},
 		{Path: "x.db", Dimensions: 4, WALRestartPages: -1},
 	} {
@@ -119,7 +120,7 @@ func TestEmbeddedCheckpointEmptiesTheWAL(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "v.db")
 	// No background checkpoints within the test: the WAL keeps every commit.
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: checkpointDims, CheckpointInterval: time.Hour}, nil)
+	s, err := embedded.New(embedded.Config{Path: path, Dimensions: checkpointDims, CheckpointInterval: time.Hour}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestEmbeddedCheckpointEmptiesTheWAL(t *testing.T) {
 	if err := os.WriteFile(cp, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: cp, Dimensions: checkpointDims}, nil)
+	c, err := embedded.New(embedded.Config{Path: cp, Dimensions: checkpointDims}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestEmbeddedCheckpointEmptiesTheWAL(t *testing.T) {
 // refuses a second checkpoint at once, without waiting.
 func TestEmbeddedCheckpointBesideBackgroundCheckpoints(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v.db")
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: path, Dimensions: checkpointDims, CheckpointInterval: time.Millisecond, WALRestartPages: 8}, nil)
+	s, err := embedded.New(embedded.Config{Path: path, Dimensions: checkpointDims, CheckpointInterval: time.Millisecond, WALRestartPages: 8}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // errSlowPath makes decodeMetadata hand a document to encoding/json.
@@ -36,7 +38,7 @@ func encodeMetadata(id string, md map[string]any) (string, error) {
 	}
 	b, err := json.Marshal(md)
 	if err != nil {
-		return "", fmt.Errorf("%w: record %s: metadata is not JSON: %w", ErrInvalidRecord, id, err)
+		return "", fmt.Errorf("%w: record %s: metadata is not JSON: %w", vectorstore.ErrInvalidRecord, id, err)
 	}
 	return string(b), nil
 }

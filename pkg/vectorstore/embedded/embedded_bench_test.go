@@ -1,4 +1,4 @@
-package vectorstore_test
+package embedded_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 const (
@@ -43,7 +44,7 @@ func (b benchText) sentence(words int) string {
 
 // benchStore fills a store with benchRecords records, benchRecords/benchUsers per
 // user, embedded with the local embedder.
-func benchStore(b *testing.B) *vectorstore.Embedded {
+func benchStore(b *testing.B) *embedded.Store {
 	b.Helper()
 	s, emb := openBenchStore(b)
 	gen := newBenchText(1)
@@ -270,9 +271,9 @@ func reportPerRecord(b *testing.B, cpuBefore time.Duration, records int) {
 
 // openBenchStore opens an embedded store in b's temporary directory, closed when
 // b ends, and the offline embedder of its dimensions.
-func openBenchStore(b *testing.B) (*vectorstore.Embedded, *embed.Local) {
+func openBenchStore(b *testing.B) (*embedded.Store, *embed.Local) {
 	b.Helper()
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
+	s, err := embedded.New(embedded.Config{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

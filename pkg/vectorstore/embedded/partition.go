@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // partKey names a (tenant, user) partition.
@@ -28,7 +29,7 @@ type partKey struct{ tenant, userID string }
 // handed to a caller never changes under it.
 type entry struct {
 	rid int64
-	rec Record // Metadata nil (see meta); Vector normalised, so cosine similarity is a plain dot product
+	rec vectorstore.Record // Metadata nil (see meta); Vector normalised, so cosine similarity is a plain dot product
 	// meta is rec's Metadata as stored (encodeMetadata): the row's JSON, "" for nil.
 	meta string
 	// ts and expires are the stored microseconds the filters compare, exactly as
@@ -41,7 +42,7 @@ type entry struct {
 // newEntry builds the entry of rec, a record in its stored form (storedForm), whose
 // metadata is meta (encodeMetadata). The vector is normalised into a fresh slice,
 // so the caller's is never kept.
-func newEntry(rid int64, rec Record, meta string) *entry {
+func newEntry(rid int64, rec vectorstore.Record, meta string) *entry {
 	rec.Vector = slices.Clone(rec.Vector)
 	embed.Normalize(rec.Vector)
 	return newEntryNormalized(rid, rec, meta)
@@ -50,7 +51,7 @@ func newEntry(rid int64, rec Record, meta string) *entry {
 // newEntryNormalized is newEntry of a record whose Vector is normalised already
 // (another entry's, which it may share: entries never change their vectors).
 // Normalising a unit vector again could move its last bits.
-func newEntryNormalized(rid int64, rec Record, meta string) *entry {
+func newEntryNormalized(rid int64, rec vectorstore.Record, meta string) *entry {
 	e := &entry{rid: rid, rec: rec, meta: meta, ts: rec.TS.UnixMicro(), hasExpiry: !rec.ExpiresAt.IsZero()}
 	if e.hasExpiry {
 		e.expires = rec.ExpiresAt.UnixMicro()
@@ -63,15 +64,15 @@ func newEntryNormalized(rid int64, rec Record, meta string) *entry {
 	return e
 }
 
-var memoryTypes = []MemoryType{Episodic, Semantic, Item}
+var memoryTypes = []vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Semantic, vectorstore.Item}
 
 // record returns the entry's record as reads return it, with its own decoded
 // Metadata.
-func (e *entry) record() (Record, error) {
+func (e *entry) record() (vectorstore.Record, error) {
 	r := e.rec
 	md, err := decodeMetadata(e.meta)
 	if err != nil {
-		return Record{}, fmt.Errorf("record %s: cached metadata: %w", r.ID, err)
+		return vectorstore.Record{}, fmt.Errorf("record %s: cached metadata: %w", r.ID, err)
 	}
 	r.Metadata = md
 	return r, nil
@@ -229,7 +230,7 @@ func (p *partition) candidates(m *matcher) []int {
 // matcher is a normalised Filter compiled for matching entries in memory. Its
 // semantics are whereFilter's, which stays the definition for the SQL writes.
 type matcher struct {
-	f            Filter
+	f            vectorstore.Filter
 	ids          []string // f.IDs; nil when not constrained
 	since, until int64    // stored microseconds; 0 when not constrained
 	hasSince     bool
@@ -244,7 +245,7 @@ type payloadCond struct {
 }
 
 // newMatcher compiles f, which has been normalised.
-func newMatcher(f Filter, now time.Time) *matcher {
+func newMatcher(f vectorstore.Filter, now time.Time) *matcher {
 	m := &matcher{f: f, ids: f.IDs, now: now.UnixMicro()}
 	if !f.Since.IsZero() {
 		m.since, m.hasSince = ceilMicro(f.Since), true
@@ -253,7 +254,7 @@ func newMatcher(f Filter, now time.Time) *matcher {
 		m.until, m.hasUntil = ceilMicro(f.Until), true
 	}
 	for k, v := range f.Payload {
-		want, _ := PayloadValue(v) // Normalize checked it
+		want, _ := vectorstore.PayloadValue(v) // Normalize checked it
 		m.payload = append(m.payload, payloadCond{k, want})
 	}
 	return m

@@ -1,4 +1,4 @@
-package vectorstore_test
+package embedded_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 // BenchmarkPartitionHeap measures what the loaded partitions cost the garbage
@@ -21,7 +22,7 @@ import (
 // cycle of a serving process repeats over this heap. The timed loop is a Get of
 // three records, which decodes their metadata.
 func BenchmarkPartitionHeap(b *testing.B) {
-	s, err := vectorstore.NewEmbedded(vectorstore.EmbeddedConfig{Path: filepath.Join(b.TempDir(), "heap.db"), Dimensions: benchDims}, nil)
+	s, err := embedded.New(embedded.Config{Path: filepath.Join(b.TempDir(), "heap.db"), Dimensions: benchDims}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"database/sql"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // schema is the embedded store's layout. rid is the SQLite rowid (declared so VACUUM
@@ -71,7 +73,7 @@ type rowArgs struct {
 
 // set returns the column values of rec in schema order, from id to metadata (last:
 // meta, rec's metadata as encodeMetadata gives it), valid until the next set.
-func (a *rowArgs) set(rec Record, meta string) []any {
+func (a *rowArgs) set(rec vectorstore.Record, meta string) []any {
 	a.reset()
 	return a.add(rec, meta)
 }
@@ -81,7 +83,7 @@ func (a *rowArgs) reset() { a.vals, a.vec = a.vals[:0], a.vec[:0] }
 
 // add appends the column values of rec, as set gives them, to those of the
 // records added since the last reset, and returns them all.
-func (a *rowArgs) add(rec Record, meta string) []any {
+func (a *rowArgs) add(rec vectorstore.Record, meta string) []any {
 	var expires any
 	if !rec.ExpiresAt.IsZero() {
 		expires = rec.ExpiresAt.UnixMicro()
@@ -103,7 +105,7 @@ func (a *rowArgs) add(rec Record, meta string) []any {
 // metadata, which stays encoded beside it: times cut to the microsecond in UTC,
 // Metadata nil. The partition cache keeps this form, so a record reads the same
 // whether its partition was loaded before or after the write.
-func storedForm(rec Record) Record {
+func storedForm(rec vectorstore.Record) vectorstore.Record {
 	rec.TS = time.UnixMicro(rec.TS.UnixMicro()).UTC()
 	if !rec.ExpiresAt.IsZero() {
 		rec.ExpiresAt = time.UnixMicro(rec.ExpiresAt.UnixMicro()).UTC()
@@ -114,7 +116,7 @@ func storedForm(rec Record) Record {
 
 // scanRecord reads a row of recordCols: the record without its Metadata, its rid,
 // and its metadata as encodeMetadata writes it (decodeMetadata reads it).
-func scanRecord(sc interface{ Scan(...any) error }) (rec Record, rid int64, meta string, err error) {
+func scanRecord(sc interface{ Scan(...any) error }) (rec vectorstore.Record, rid int64, meta string, err error) {
 	var (
 		mt      string
 		vec     []byte
@@ -126,7 +128,7 @@ func scanRecord(sc interface{ Scan(...any) error }) (rec Record, rid int64, meta
 	if err != nil {
 		return rec, 0, "", err
 	}
-	rec.MemoryType = MemoryType(mt)
+	rec.MemoryType = vectorstore.MemoryType(mt)
 	rec.Vector = decodeVector(vec)
 	rec.TS = time.UnixMicro(ts).UTC()
 	if expires.Valid {
@@ -165,7 +167,7 @@ func jsonList[T any](vs []T) string {
 }
 
 // whereFilter renders f (already normalised) as a WHERE condition on records r.
-func whereFilter(f Filter, now time.Time) (string, []any) {
+func whereFilter(f vectorstore.Filter, now time.Time) (string, []any) {
 	conds := []string{"r.tenant = ?", "r.user_id = ?"}
 	if f.IDs != nil {
 		// Look the ids up in their unique index rather than scan the partition:
@@ -206,7 +208,7 @@ func whereFilter(f Filter, now time.Time) (string, []any) {
 	for _, k := range keys {
 		// Keys are [A-Za-z0-9_-] (checked by Normalize), safe inside a quoted path.
 		path := `$."` + k + `"`
-		switch v, _ := PayloadValue(f.Payload[k]); v := v.(type) {
+		switch v, _ := vectorstore.PayloadValue(f.Payload[k]); v := v.(type) {
 		case string:
 			add("json_type(r.metadata, ?) = 'text' AND json_extract(r.metadata, ?) = ?", path, path, v)
 		case bool:

@@ -1,4 +1,4 @@
-package vectorstore
+package embedded
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // pragma reads an integer or text PRAGMA on one of db's connections.
@@ -22,21 +24,21 @@ func pragma[T any](t *testing.T, db *sql.DB, name string) T {
 // page size has to be set before the switch to WAL creates the file, which the
 // driver's order of DSN parameters decides.
 func TestEmbeddedNewFileSettings(t *testing.T) {
-	s, err := NewEmbedded(EmbeddedConfig{Path: filepath.Join(t.TempDir(), "v.db"), Dimensions: 4}, nil)
+	s, err := New(Config{Path: filepath.Join(t.TempDir(), "v.db"), Dimensions: 4}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if got := pragma[int](t, s.db, "page_size"); got != pageBytes {
+	if got := pragma[int](t, s.b.db, "page_size"); got != pageBytes {
 		t.Errorf("page_size = %d, want %d", got, pageBytes)
 	}
-	if got := pragma[string](t, s.db, "journal_mode"); got != "wal" {
+	if got := pragma[string](t, s.b.db, "journal_mode"); got != "wal" {
 		t.Errorf("journal_mode = %q, want wal", got)
 	}
-	if got := pragma[int](t, s.db, "synchronous"); got != 1 {
+	if got := pragma[int](t, s.b.db, "synchronous"); got != 1 {
 		t.Errorf("synchronous = %d, want 1 (NORMAL)", got)
 	}
-	if got := pragma[int](t, s.db, "wal_autocheckpoint"); got != 0 {
+	if got := pragma[int](t, s.b.db, "wal_autocheckpoint"); got != 0 {
 		t.Errorf("wal_autocheckpoint = %d, want 0 (checkpoints run in the background)", got)
 	}
 }
@@ -55,16 +57,16 @@ func TestEmbeddedOpensFileWithOtherPageSize(t *testing.T) {
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewEmbedded(EmbeddedConfig{Path: path, Dimensions: 4}, nil)
+	s, err := New(Config{Path: path, Dimensions: 4}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if got := pragma[int](t, s.db, "page_size"); got != 4096 {
+	if got := pragma[int](t, s.b.db, "page_size"); got != 4096 {
 		t.Errorf("page_size = %d, want the file's 4096", got)
 	}
 	ctx := context.Background()
-	rec := Record{ID: DeterministicID("page-size", "1"), Tenant: "acme", UserID: "u1", MemoryType: Episodic,
+	rec := vectorstore.Record{ID: vectorstore.DeterministicID("page-size", "1"), Tenant: "acme", UserID: "u1", MemoryType: vectorstore.Episodic,
 		Text: "kept", Vector: []float32{1, 0, 0, 0}, TS: time.Unix(1, 0)}
 	if err := s.Upsert(ctx, rec); err != nil {
 		t.Fatal(err)
