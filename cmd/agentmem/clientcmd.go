@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -19,26 +18,18 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
-	"github.com/agentmem/agentmem/pkg/obs"
 )
 
-// loadConfig loads the configuration with flag overrides (dotted keys) applied as
-// if they were AGENTMEM_ variables, so they are validated like any other source.
+// loadConfig is app.LoadConfig with the global flags applied as overrides (dotted
+// keys): --nats-url, and --verbose for debug logs.
 func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *zap.Logger, error) {
-	path := g.configFile()
 	if g.natsURL != "" {
 		overrides["nats.url"] = g.natsURL
 	}
-	cfg, err := config.Load(path, config.WithOverrides(os.Environ(), overrides))
-	if err != nil {
-		return config.Config{}, nil, err
-	}
-	level := cfg.Log.Level
 	if g.verbose {
-		level = "debug"
+		overrides["log.level"] = "debug"
 	}
-	logger, err := obs.NewLogger(obs.LogConfig{Level: level, Format: cfg.Log.Format})
-	return cfg, logger, err
+	return app.LoadConfig(g.config, overrides)
 }
 
 // connection is what a client command needs: a connection and a client for a tenant.

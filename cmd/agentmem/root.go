@@ -57,8 +57,5 @@ func (g *globalFlags) processLogger() (*zap.Logger, error) {
 // configFile is the configuration file: --config, else $AGENTMEM_CONFIG ("" for
 // none).
 func (g *globalFlags) configFile() string {
-	if g.config != "" {
-		return g.config
-	}
-	return os.Getenv(config.EnvConfigFile)
+	return config.File(g.config, os.Environ())
 }

@@ -16,17 +16,14 @@ import (
 	"github.com/agentmem/agentmem/pkg/obs"
 )
 
-// LoadConfig loads the configuration from path (or $AGENTMEM_CONFIG when path is
-// empty) and the environment, and builds the logger it selects.
-func LoadConfig(path string) (config.Config, *zap.Logger, error) {
-	if path == "" {
-		path = os.Getenv(config.EnvConfigFile)
-	}
-	cfg, err := config.Load(path, os.Environ())
+// LoadConfig is how every agentmem binary and command starts: the configuration of
+// config.Load from the file path (--config; "" for $AGENTMEM_CONFIG), the process
+// environment and overrides (dotted key → value, e.g. from flags; they win over the
+// environment), validated there and only there, and the logger its log block selects.
+func LoadConfig(path string, overrides map[string]string) (config.Config, *zap.Logger, error) {
+	environ := os.Environ()
+	cfg, err := config.Load(config.File(path, environ), config.WithOverrides(environ, overrides))
 	if err != nil {
-		return config.Config{}, nil, err
-	}
-	if err := cfg.Validate(); err != nil {
 		return config.Config{}, nil, err
 	}
 	logger, err := obs.NewLogger(obs.LogConfig{Level: cfg.Log.Level, Format: cfg.Log.Format})
@@ -54,7 +51,7 @@ func RunWorker(name string, args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
-	cfg, logger, err := LoadConfig(*cfgPath)
+	cfg, logger, err := LoadConfig(*cfgPath, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
