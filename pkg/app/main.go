@@ -2,14 +2,13 @@ package app
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/config"
@@ -40,18 +39,52 @@ func SignalContext() (context.Context, context.CancelFunc) {
 
 // RunWorker is the whole main of a worker binary: it parses --config, loads the
 // configuration, connects and runs the named component until SIGINT/SIGTERM, and
-// returns the exit code.
+// returns the exit code: 0 after a graceful stop or --help, 1 when the component
+// fails, 2 for a bad flag or configuration.
 func RunWorker(name string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "configuration file (YAML); default $"+config.EnvConfigFile+"; AGENTMEM_* variables override it")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	var cfgPath string
+	code := 0
+	cmd := &cobra.Command{
+		Use:           name,
+		Short:         "Run agentmem's " + name + " component on its own, until SIGINT or SIGTERM",
+		Args:          cobra.ArbitraryArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(*cobra.Command, []string) error {
+			code = runWorker(name, cfgPath, stderr)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "configuration file (YAML); default $"+config.EnvConfigFile+"; AGENTMEM_* variables override it")
+	cmd.SetArgs(longFlags(args))
+	cmd.SetOut(stderr)
+	cmd.SetErr(stderr)
+	if err := cmd.Execute(); err != nil { // only flags and arguments fail here
+		fmt.Fprintf(stderr, "%s: %v\n%s", name, err, cmd.UsageString())
 		return 2
 	}
-	cfg, logger, err := LoadConfig(*cfgPath, nil)
+	return code
+}
+
+// longFlags spells the long flags given with one dash (-config FILE, -help), as Go's
+// flag package, which the worker binaries used before, accepted them, with two.
+func longFlags(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			a = "-" + a
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func runWorker(name, cfgPath string, stderr io.Writer) int {
+	cfg, logger, err := LoadConfig(cfgPath, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
