@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
@@ -34,11 +35,16 @@ func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *za
 }
 
 // dial connects to the configured NATS server as the command-line client; hint is
-// appended to a connection error.
+// appended to a connection error. A person running a client command wants its
+// output, not the connection's info lines: it logs warnings and errors only (or
+// less, as the configuration says), everything with --verbose.
 func dial(g *globalFlags, hint string) (*nats.Conn, error) {
 	cfg, logger, err := loadConfig(g, map[string]string{})
 	if err != nil {
 		return nil, err
+	}
+	if !g.verbose && logger.Core().Enabled(zapcore.InfoLevel) {
+		logger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 	}
 	nc, err := app.Connect(cfg.NATS, "agentmem-cli", logger)
 	if err != nil {

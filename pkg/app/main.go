@@ -90,19 +90,26 @@ func runWorker(name, cfgPath string, stderr io.Writer) int {
 		return 2
 	}
 	defer func() { _ = logger.Sync() }()
-	logger = logger.With(obs.Worker(name))
 	ctx, stop := SignalContext()
 	defer stop()
+	return serveWorker(ctx, name, cfg, logger)
+}
+
+// serveWorker runs the named component on a runtime of its own until ctx ends. Its
+// own lines name the worker; the runtime is given logger as it is, so that the
+// component's lines, which Component names, carry the worker field once.
+func serveWorker(ctx context.Context, name string, cfg config.Config, logger *zap.Logger) int {
+	log := logger.With(obs.Worker(name))
 	rt, err := NewRuntime(ctx, cfg, nil, logger)
 	if err != nil {
-		logger.Error("start failed", zap.Error(err))
+		log.Error("start failed", zap.Error(err))
 		return 1
 	}
 	defer func() { _ = rt.Close() }()
-	if err := Serve(ctx, rt, []string{name}, func() { logger.Info("ready") }); err != nil {
-		logger.Error("stopped with an error", zap.Error(err))
+	if err := Serve(ctx, rt, []string{name}, func() { log.Info("ready") }); err != nil {
+		log.Error("stopped with an error", zap.Error(err))
 		return 1
 	}
-	logger.Info("stopped")
+	log.Info("stopped")
 	return 0
 }

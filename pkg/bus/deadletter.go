@@ -116,7 +116,8 @@ type maxDeliveriesAdvisory struct {
 //
 // Advisories are core NATS messages: one sent while no watcher runs is not seen.
 // stop (or cancelling ctx) unsubscribes; stop returns once the watcher has exited,
-// abandoning a dead letter being written (it is logged).
+// abandoning a dead letter being written (it is logged). logger is the worker's,
+// which names it already.
 func WatchMaxDeliveries(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream string, spec ConsumerSpec, worker string, logger *zap.Logger) (stop func(), err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -128,7 +129,7 @@ func WatchMaxDeliveries(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	log := logger.With(zap.String("stream", stream), zap.String("consumer", spec.Durable), zap.String("worker", worker))
+	log := logger.With(zap.String("stream", stream), zap.String("consumer", spec.Durable))
 	str, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("%w: watch max deliveries: stream %s: %w", ErrProvision, stream, err)
