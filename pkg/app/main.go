@@ -15,10 +15,13 @@ import (
 	"github.com/agentmem/agentmem/pkg/obs"
 )
 
-// LoadConfig is how every agentmem binary and command starts: the configuration of
+// LoadConfig is how the worker binaries and the agentmem commands that run or reach
+// a deployment (up, the client commands, dlq) start: the configuration of
 // config.Load from the file path (--config; "" for $AGENTMEM_CONFIG), the process
 // environment and overrides (dotted key → value, e.g. from flags; they win over the
-// environment), validated there and only there, and the logger its log block selects.
+// environment), validated there and only there, and the logger its log block
+// selects. The in-process tools (demo, bench, eval) call config.Load themselves,
+// with their sandbox as overrides, and log through their own quiet logger.
 func LoadConfig(path string, overrides map[string]string) (config.Config, *zap.Logger, error) {
 	environ := os.Environ()
 	cfg, err := config.Load(config.File(path, environ), config.WithOverrides(environ, overrides))
