@@ -31,16 +31,8 @@ targets are ctx_vs_nats_p99 <= 5 and ingest_vs_raw >= 0.3.`,
 			if err != nil {
 				return err
 			}
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
 			cfg.Progress = cmd.ErrOrStderr()
 			cfg.ConfigFile, cfg.Environ = g.configFile(), os.Environ()
-			if cfg.ProfileDir != "" {
-				if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
-					return fmt.Errorf("profile dir: %w", err)
-				}
-			}
 			ctx, stop := app.SignalContext()
 			defer stop()
 			res, err := bench.Run(ctx, cfg, logger)

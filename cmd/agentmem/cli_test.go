@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/config"
 )
 
@@ -86,5 +90,44 @@ func TestClientCommandsAgainstARunningStack(t *testing.T) {
 	}
 	if out, err := run(t, "dlq", "replay", "999", "--nats-url", url); err == nil {
 		t.Fatalf("replaying an unknown dead letter succeeded:\n%s", out)
+	}
+}
+
+// stderrOf runs f and returns what was written to os.Stderr meanwhile, where the
+// commands log.
+func stderrOf(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		read <- string(b)
+	}()
+	saved := os.Stderr
+	os.Stderr = w
+	defer func() { os.Stderr = saved }()
+	f()
+	_ = w.Close()
+	return <-read
+}
+
+// A client command logs no connection lines at the configured info level; with -v
+// it logs them (debug).
+func TestClientCommandsLogQuietlyUnlessVerbose(t *testing.T) {
+	srv := bustest.StartServerWith(t, bus.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	t.Setenv("AGENTMEM_CONFIG", "")
+	t.Setenv("AGENTMEM_LOG_LEVEL", "info")
+	for _, verbose := range []bool{false, true} {
+		args := []string{"dlq", "list", "--nats-url", srv.ClientURL()}
+		if verbose {
+			args = append(args, "-v")
+		}
+		logs := stderrOf(t, func() { _, _ = run(t, args...) })
+		if got := strings.Contains(logs, "nats connected"); got != verbose {
+			t.Errorf("%v: logged the connection: %v, want %v; stderr:\n%s", args, got, verbose, logs)
+		}
 	}
 }

@@ -5,93 +5,73 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
-	"github.com/agentmem/agentmem/pkg/obs"
 )
 
-// loadConfig loads the configuration with flag overrides (dotted keys) applied as
-// if they were AGENTMEM_ variables, so they are validated like any other source.
+// loadConfig is app.LoadConfig with the global flags applied as overrides (dotted
+// keys): --nats-url, and --verbose for debug logs.
 func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *zap.Logger, error) {
-	path := g.configFile()
 	if g.natsURL != "" {
 		overrides["nats.url"] = g.natsURL
 	}
-	cfg, err := config.Load(path, config.WithOverrides(os.Environ(), overrides))
-	if err != nil {
-		return config.Config{}, nil, err
-	}
-	level := cfg.Log.Level
 	if g.verbose {
-		level = "debug"
+		overrides["log.level"] = "debug"
 	}
-	logger, err := obs.NewLogger(obs.LogConfig{Level: level, Format: cfg.Log.Format})
-	return cfg, logger, err
+	return app.LoadConfig(g.config, overrides)
 }
 
-// connection is what a client command needs: a connection and a client for a tenant.
-type connection struct {
-	nc     *nats.Conn
-	client *client.Client
-}
-
-func connect(g *globalFlags, tenant string) (*connection, error) {
+// dial connects to the configured NATS server as the command-line client; hint is
+// appended to a connection error. A person running a client command wants its
+// output, not the connection's info lines: it logs warnings and errors only (or
+// less, as the configuration says), everything with --verbose.
+func dial(g *globalFlags, hint string) (*nats.Conn, error) {
 	cfg, logger, err := loadConfig(g, map[string]string{})
 	if err != nil {
 		return nil, err
 	}
+	if !g.verbose && logger.Core().Enabled(zapcore.InfoLevel) {
+		logger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	}
 	nc, err := app.Connect(cfg.NATS, "agentmem-cli", logger)
 	if err != nil {
-		return nil, fmt.Errorf("%w (is `agentmem up` running? set --nats-url)", err)
+		return nil, fmt.Errorf("%w%s", err, hint)
 	}
-	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli"})
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return &connection{nc: nc, client: cl}, nil
+	return nc, nil
 }
 
-func (c *connection) Close() { c.nc.Close() }
-
 // withClient runs do with a client for tenant and a bounded context, and closes the
-// connection afterwards: the shape of every client command.
+// connection afterwards.
 func withClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *client.Client) error) error {
-	c, err := connect(g, tenant)
+	nc, err := dial(g, " (is `agentmem up` running? set --nats-url)")
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer nc.Close()
+	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli"})
+	if err != nil {
+		return err
+	}
 	ctx, cancel := withTimeout()
 	defer cancel()
-	return do(ctx, c.client)
+	return do(ctx, cl)
 }
 
 // ids are the namespace flags of client commands.
 type ids struct{ tenant, user, session string }
-
-func (i *ids) register(cmd *cobra.Command, withSession bool) {
-	cmd.Flags().StringVar(&i.tenant, "tenant", "", "tenant id (required)")
-	cmd.Flags().StringVar(&i.user, "user", "", "user id (required)")
-	_ = cmd.MarkFlagRequired("tenant")
-	_ = cmd.MarkFlagRequired("user")
-	if withSession {
-		cmd.Flags().StringVar(&i.session, "session", "", "session id (required)")
-		_ = cmd.MarkFlagRequired("session")
-	}
-}
 
 func withTimeout() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
@@ -103,18 +83,79 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func newObserveCmd(g *globalFlags) *cobra.Command {
-	var (
-		id   ids
-		role string
-		text string
-		meta []string
-	)
+// clientCommand describes a command that makes one call of the wire contract for a
+// tenant's user: adding such a command is one entry of clientCommands.
+type clientCommand struct {
+	use, short string
+	// session is the usage of the --session flag; "" for none.
+	session         string
+	sessionRequired bool
+	// flags registers the command's own flags; required lists those it needs.
+	flags    func(f *pflag.FlagSet)
+	required []string
+	// check, if set, vets the flags before connecting.
+	check func() error
+	// call makes the call and prints its result to out.
+	call func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error
+}
+
+func (c clientCommand) command(g *globalFlags) *cobra.Command {
+	var id ids
 	cmd := &cobra.Command{
-		Use:   "observe",
-		Short: "Publish one message observation",
+		Use:   c.use,
+		Short: c.short,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m := map[string]any{}
+			if c.check != nil {
+				if err := c.check(); err != nil {
+					return err
+				}
+			}
+			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+				return c.call(ctx, cl, id, cmd.OutOrStdout())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&id.tenant, "tenant", "", "tenant id (required)")
+	f.StringVar(&id.user, "user", "", "user id (required)")
+	required := append([]string{"tenant", "user"}, c.required...)
+	if c.session != "" {
+		f.StringVar(&id.session, "session", "", c.session)
+		if c.sessionRequired {
+			required = append(required, "session")
+		}
+	}
+	if c.flags != nil {
+		c.flags(f)
+	}
+	for _, name := range required {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+// clientCommands are the commands that make one call for a tenant's user.
+func clientCommands() []clientCommand {
+	return []clientCommand{observeCmd(), endCmd(), contextCmd(), searchCmd(), appendCmd(), topicCmd()}
+}
+
+func observeCmd() clientCommand {
+	var (
+		role, text string
+		meta       []string
+		m          map[string]any
+	)
+	return clientCommand{
+		use: "observe", short: "Publish one message observation",
+		session: "session id (required)", sessionRequired: true,
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&role, "role", "user", "user | assistant | tool | system")
+			f.StringVar(&text, "text", "", "the message (required)")
+			f.StringArrayVar(&meta, "meta", nil, "key=value kept in the observation's meta (repeatable)")
+		},
+		required: []string{"text"},
+		check: func() error {
+			m = map[string]any{}
 			for _, kv := range meta {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
@@ -122,158 +163,127 @@ func newObserveCmd(g *globalFlags) *cobra.Command {
 				}
 				m[k] = v
 			}
-			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
-				eid, err := cl.Say(ctx, id.user, id.session, events.Role(role), text, m)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), eid)
-				return nil
-			})
+			return nil
+		},
+		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
+			return printID(out)(cl.Say(ctx, id.user, id.session, events.Role(role), text, m))
 		},
 	}
-	id.register(cmd, true)
-	cmd.Flags().StringVar(&role, "role", "user", "user | assistant | tool | system")
-	cmd.Flags().StringVar(&text, "text", "", "the message (required)")
-	cmd.Flags().StringArrayVar(&meta, "meta", nil, "key=value kept in the observation's meta (repeatable)")
-	_ = cmd.MarkFlagRequired("text")
-	return cmd
 }
 
-func newEndCmd(g *globalFlags) *cobra.Command {
-	var id ids
-	cmd := &cobra.Command{
-		Use:   "end",
-		Short: "Publish session_ended: the extractor turns the session into Markdown memory",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
-				eid, err := cl.EndSession(ctx, id.user, id.session)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), eid)
-				return nil
-			})
+func endCmd() clientCommand {
+	return clientCommand{
+		use: "end", short: "Publish session_ended: the extractor turns the session into Markdown memory",
+		session: "session id (required)", sessionRequired: true,
+		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
+			return printID(out)(cl.EndSession(ctx, id.user, id.session))
 		},
 	}
-	id.register(cmd, true)
-	return cmd
 }
 
-func newContextCmd(g *globalFlags) *cobra.Command {
+// printID prints the id of a published event.
+func printID(out io.Writer) func(id string, err error) error {
+	return func(id string, err error) error {
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(out, id)
+		return err
+	}
+}
+
+func contextCmd() clientCommand {
 	var (
-		id          ids
-		query       string
-		asJSON      bool
-		lightweight bool
+		query               string
+		asJSON, lightweight bool
 	)
-	cmd := &cobra.Command{
-		Use:   "context",
-		Short: "Ask the retriever for a context pack",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
-				pack, err := cl.Context(ctx, events.ContextRequest{UserID: id.user, SessionID: id.session, Query: query, Lightweight: lightweight})
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), pack)
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), pack.Prompt)
-				return nil
-			})
+	return clientCommand{
+		use: "context", short: "Ask the retriever for a context pack",
+		session: "the asking session (its recent messages are included)",
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&query, "query", "", "what the agent is about to do")
+			f.BoolVar(&asJSON, "json", false, "print the whole pack as JSON instead of its prompt")
+			f.BoolVar(&lightweight, "lightweight", false, "core memory and session only, no search")
+		},
+		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
+			pack, err := cl.Context(ctx, events.ContextRequest{UserID: id.user, SessionID: id.session, Query: query, Lightweight: lightweight})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, pack)
+			}
+			_, err = fmt.Fprintln(out, pack.Prompt)
+			return err
 		},
 	}
-	id.register(cmd, false)
-	cmd.Flags().StringVar(&id.session, "session", "", "the asking session (its recent messages are included)")
-	cmd.Flags().StringVar(&query, "query", "", "what the agent is about to do")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole pack as JSON instead of its prompt")
-	cmd.Flags().BoolVar(&lightweight, "lightweight", false, "core memory and session only, no search")
-	return cmd
 }
 
-func newSearchCmd(g *globalFlags) *cobra.Command {
+func searchCmd() clientCommand {
 	var (
-		id    ids
 		query string
 		limit int
 		types []string
 	)
-	cmd := &cobra.Command{
-		Use:   "search",
-		Short: "Search memories (Markdown chunks, episodic and semantic)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
-				req := events.SearchRequest{UserID: id.user, Query: query, Limit: limit}
-				for _, t := range types {
-					req.MemoryTypes = append(req.MemoryTypes, events.MemoryType(t))
-				}
-				reply, err := cl.Search(ctx, req)
-				if err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), reply)
-			})
+	return clientCommand{
+		use: "search", short: "Search memories (Markdown chunks, episodic and semantic)",
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&query, "query", "", "search text (required)")
+			f.IntVar(&limit, "limit", 10, "at most this many results")
+			f.StringSliceVar(&types, "types", nil, "memory types: markdown, episodic, semantic, item (default all)")
+		},
+		required: []string{"query"},
+		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
+			req := events.SearchRequest{UserID: id.user, Query: query, Limit: limit}
+			for _, t := range types {
+				req.MemoryTypes = append(req.MemoryTypes, events.MemoryType(t))
+			}
+			reply, err := cl.Search(ctx, req)
+			if err != nil {
+				return err
+			}
+			return printJSON(out, reply)
 		},
 	}
-	id.register(cmd, false)
-	cmd.Flags().StringVar(&query, "query", "", "search text (required)")
-	cmd.Flags().IntVar(&limit, "limit", 10, "at most this many results")
-	cmd.Flags().StringSliceVar(&types, "types", nil, "memory types: markdown, episodic, semantic, item (default all)")
-	_ = cmd.MarkFlagRequired("query")
-	return cmd
 }
 
-func newAppendCmd(g *globalFlags) *cobra.Command {
-	var (
-		id      ids
-		content string
-		slot    string
-	)
-	cmd := &cobra.Command{
-		Use:   "append",
-		Short: "Append to MEMORY.md (long_term) or to today's daily note (today)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
-				rep, err := cl.Append(ctx, events.AppendRequest{UserID: id.user, Content: content, Slot: events.Slot(slot)})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "appended to %s\n", rep.File)
-				return nil
-			})
+func appendCmd() clientCommand {
+	var content, slot string
+	return clientCommand{
+		use: "append", short: "Append to MEMORY.md (long_term) or to today's daily note (today)",
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&content, "content", "", "what to remember (required)")
+			f.StringVar(&slot, "slot", "long_term", "long_term | today")
+		},
+		required: []string{"content"},
+		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
+			rep, err := cl.Append(ctx, events.AppendRequest{UserID: id.user, Content: content, Slot: events.Slot(slot)})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "appended to %s\n", rep.File)
+			return err
 		},
 	}
-	id.register(cmd, false)
-	cmd.Flags().StringVar(&content, "content", "", "what to remember (required)")
-	cmd.Flags().StringVar(&slot, "slot", "long_term", "long_term | today")
-	_ = cmd.MarkFlagRequired("content")
-	return cmd
 }
 
-func newTopicCmd(g *globalFlags) *cobra.Command {
-	var (
-		id    ids
-		topic string
-	)
-	cmd := &cobra.Command{
-		Use:   "topic",
-		Short: "Print a topic file (file_patterns or user_prefs)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
-				reply, err := cl.ReadTopic(ctx, events.TopicRequest{UserID: id.user, Topic: topic})
-				if err != nil {
-					return err
-				}
-				fmt.Fprint(cmd.OutOrStdout(), reply.Content)
-				return nil
-			})
+func topicCmd() clientCommand {
+	var topic string
+	return clientCommand{
+		use: "topic", short: "Print a topic file (file_patterns or user_prefs)",
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&topic, "topic", "", "file_patterns | user_prefs (required)")
+		},
+		required: []string{"topic"},
+		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
+			reply, err := cl.ReadTopic(ctx, events.TopicRequest{UserID: id.user, Topic: topic})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(out, reply.Content)
+			return err
 		},
 	}
-	id.register(cmd, false)
-	cmd.Flags().StringVar(&topic, "topic", "", "file_patterns | user_prefs (required)")
-	_ = cmd.MarkFlagRequired("topic")
-	return cmd
 }
 
 func newDLQCmd(g *globalFlags) *cobra.Command {
@@ -341,11 +351,7 @@ func newDLQCmd(g *globalFlags) *cobra.Command {
 }
 
 func jetStream(g *globalFlags) (jetstream.JetStream, func(), error) {
-	cfg, logger, err := loadConfig(g, map[string]string{})
-	if err != nil {
-		return nil, nil, err
-	}
-	nc, err := app.Connect(cfg.NATS, "agentmem-cli", logger)
+	nc, err := dial(g, "")
 	if err != nil {
 		return nil, nil, err
 	}

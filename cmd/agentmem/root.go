@@ -28,19 +28,11 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.config, "config", "", "configuration file (YAML); default $AGENTMEM_CONFIG; AGENTMEM_* variables override it")
 	pf.StringVar(&g.natsURL, "nats-url", "", "NATS server to connect to (client commands); default nats.url of the configuration")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log at debug level to stderr")
-	root.AddCommand(
-		newUpCmd(g),
-		newDemoCmd(g),
-		newObserveCmd(g),
-		newEndCmd(g),
-		newContextCmd(g),
-		newSearchCmd(g),
-		newAppendCmd(g),
-		newTopicCmd(g),
-		newDLQCmd(g),
-		newBenchCmd(g),
-		newEvalCmd(g),
-	)
+	root.AddCommand(newUpCmd(g), newDemoCmd(g))
+	for _, c := range clientCommands() {
+		root.AddCommand(c.command(g))
+	}
+	root.AddCommand(newDLQCmd(g), newBenchCmd(g), newEvalCmd(g))
 	return root
 }
 
@@ -57,8 +49,5 @@ func (g *globalFlags) processLogger() (*zap.Logger, error) {
 // configFile is the configuration file: --config, else $AGENTMEM_CONFIG ("" for
 // none).
 func (g *globalFlags) configFile() string {
-	if g.config != "" {
-		return g.config
-	}
-	return os.Getenv(config.EnvConfigFile)
+	return config.File(g.config, os.Environ())
 }

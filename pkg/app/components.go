@@ -3,7 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/config"
@@ -90,8 +93,44 @@ func (rt *Runtime) consumerDefaults() bus.ConsumerDefaults {
 	return bus.ConsumerDefaults{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, BackOff: c.Backoff}
 }
 
+// componentParts are what Component prepares for every component: the processors,
+// the component's metrics and its logger.
+type componentParts struct {
+	procs   processors
+	metrics *obs.Metrics
+	logger  *zap.Logger
+}
+
+// registryEntry is a component's name and constructor.
+type registryEntry struct {
+	name  string
+	build func(rt *Runtime, ctx context.Context, p componentParts) (Component, error)
+}
+
+// registry is every component, in start order: adding a component is one entry here
+// (and its name constant); Components is derived from it.
+var registry = []registryEntry{
+	{Ingest, (*Runtime).ingest},
+	{Extractor, (*Runtime).extractor},
+	{Consolidator, (*Runtime).consolidator},
+	{Retriever, (*Runtime).retriever},
+}
+
+// componentNames lists the registry's names, in its order.
+func componentNames() []string {
+	names := make([]string, len(registry))
+	for i, r := range registry {
+		names[i] = r.name
+	}
+	return names
+}
+
 // Component builds one component by name on the runtime.
 func (rt *Runtime) Component(ctx context.Context, name string) (Component, error) {
+	i := slices.IndexFunc(registry, func(r registryEntry) bool { return r.name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownComponent, name)
+	}
 	procs, err := rt.processors()
 	if err != nil {
 		return nil, err
@@ -100,62 +139,70 @@ func (rt *Runtime) Component(ctx context.Context, name string) (Component, error
 	if err != nil {
 		return nil, err
 	}
+	// The one place the worker field is added: the packages below log with the
+	// logger they are given, and rt.Logger is the process's (RunWorker's too).
 	logger := rt.Logger.With(obs.Worker(name))
-	switch name {
-	case Ingest:
-		in := rt.Config.Ingest
-		return ingest.New(ingest.Config{
-			Consumer:        bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
-			Concurrency:     in.Concurrency,
-			Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
-			ContextMessages: in.ContextMessages,
-		}, ingest.Deps{
-			Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
-			Decider: procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: metrics,
-		}, logger)
-	case Extractor:
-		return extract.NewWorker(extract.WorkerConfig{
-			Consumer: bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
-			Router:   bus.RouterConfig{HandlerTimeout: rt.llmBudget()},
-		}, extract.WorkerDeps{
-			Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: procs.extractor,
-			Decider: procs.decider, Semantic: procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: metrics,
-		}, logger)
-	case Consolidator:
-		runner, err := rt.runner(ctx, procs)
-		if err != nil {
-			return nil, err
-		}
-		return consolidate.NewWorker(consolidate.WorkerConfig{
-			Consumer: bus.WorkerConsumer(bus.WorkerConsolidator, rt.consumerDefaults()),
-			Interval: rt.Config.Vector.ConsolidateInterval,
-		}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: metrics}, logger)
-	case Retriever:
-		mem, err := rt.memories(ctx)
-		if err != nil {
-			return nil, err
-		}
-		runner, err := rt.runner(ctx, procs)
-		if err != nil {
-			return nil, err
-		}
-		conn, err := rt.Dial("agentmem-retriever")
-		if err != nil {
-			return nil, err
-		}
-		rt.onClose(func() error { conn.Close(); return nil })
-		m := rt.Config.Memory
-		return retrieve.New(retrieve.Config{
-			Policy:        m.Policy,
-			AutoLoadLines: m.AutoLoadLines,
-			KEpisodic:     rt.Config.Vector.KEpisodic,
-			KSemantic:     rt.Config.Vector.KSemantic,
-		}, retrieve.Deps{
-			Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
-			Memories: mem, Consolidator: runner,
-		}, logger)
+	return registry[i].build(rt, ctx, componentParts{procs: procs, metrics: metrics, logger: logger})
+}
+
+func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error) {
+	in := rt.Config.Ingest
+	return ingest.New(ingest.Config{
+		Consumer:        bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
+		Concurrency:     in.Concurrency,
+		Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
+		ContextMessages: in.ContextMessages,
+	}, ingest.Deps{
+		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
+		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
+	}, p.logger)
+}
+
+func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, error) {
+	return extract.NewWorker(extract.WorkerConfig{
+		Consumer: bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
+		Router:   bus.RouterConfig{HandlerTimeout: rt.llmBudget()},
+	}, extract.WorkerDeps{
+		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
+		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
+	}, p.logger)
+}
+
+func (rt *Runtime) consolidator(ctx context.Context, p componentParts) (Component, error) {
+	runner, err := rt.runner(ctx, p.procs)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownComponent, name)
+	return consolidate.NewWorker(consolidate.WorkerConfig{
+		Consumer: bus.WorkerConsumer(bus.WorkerConsolidator, rt.consumerDefaults()),
+		Interval: rt.Config.Vector.ConsolidateInterval,
+	}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: p.metrics}, p.logger)
+}
+
+func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, error) {
+	mem, err := rt.memories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runner, err := rt.runner(ctx, p.procs)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := rt.Dial("agentmem-retriever")
+	if err != nil {
+		return nil, err
+	}
+	rt.onClose(func() error { conn.Close(); return nil })
+	m := rt.Config.Memory
+	return retrieve.New(retrieve.Config{
+		Policy:        m.Policy,
+		AutoLoadLines: m.AutoLoadLines,
+		KEpisodic:     rt.Config.Vector.KEpisodic,
+		KSemantic:     rt.Config.Vector.KSemantic,
+	}, retrieve.Deps{
+		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
+		Memories: mem, Consolidator: runner,
+	}, p.logger)
 }
 
 // memories is the process's one memory service (the retriever and the consolidator's

@@ -1,26 +1,25 @@
-package app
+package app_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
 
-	"go.uber.org/zap"
+	"github.com/agentmem/agentmem/pkg/app"
 )
 
-// The processors are built once per Runtime and shared by its components.
-func TestProcessorsAreBuiltOncePerRuntime(t *testing.T) {
-	rt := &Runtime{Logger: zap.NewNop()}
-	first, err := rt.processors()
-	if err != nil {
-		t.Fatal(err)
+// Components, derived from the registry, names the four components in start order,
+// and a name outside it is ErrUnknownComponent, to Component and to Serve.
+func TestComponentRegistry(t *testing.T) {
+	if want := []string{app.Ingest, app.Extractor, app.Consolidator, app.Retriever}; !slices.Equal(app.Components, want) {
+		t.Fatalf("Components = %v, want %v", app.Components, want)
 	}
-	again, err := rt.processors()
-	if err != nil {
-		t.Fatal(err)
+	rt := &app.Runtime{}
+	if _, err := rt.Component(context.Background(), "indexer"); !errors.Is(err, app.ErrUnknownComponent) {
+		t.Fatalf("Component(indexer) = %v, want ErrUnknownComponent", err)
 	}
-	if first.extractor != again.extractor {
-		t.Fatal("a second component got processors of its own")
-	}
-	if other, _ := (&Runtime{Logger: zap.NewNop()}).processors(); other.extractor == first.extractor {
-		t.Fatal("two runtimes share processors")
+	if err := app.Serve(context.Background(), rt, []string{"indexer"}, nil); !errors.Is(err, app.ErrUnknownComponent) {
+		t.Fatalf("Serve(indexer) = %v, want ErrUnknownComponent", err)
 	}
 }

@@ -57,11 +57,10 @@ type Runtime struct {
 }
 
 // NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the
-// streams and builds the stores and models that cfg selects.
+// streams and builds the stores and models that cfg selects. cfg comes from
+// config.Load (or LoadConfig), the single point where a configuration is validated;
+// NewRuntime does not validate it again.
 func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logger *zap.Logger) (*Runtime, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if logger == nil {
 		logger = zap.NewNop()
 	}

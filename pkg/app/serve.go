@@ -21,8 +21,8 @@ const (
 	Retriever    = "retriever"
 )
 
-// Components lists every component, in start order.
-var Components = []string{Ingest, Extractor, Consolidator, Retriever}
+// Components lists every component, in start order (the registry's).
+var Components = componentNames()
 
 // ErrUnknownComponent is returned for a name not in Components.
 var ErrUnknownComponent = errors.New("app: unknown component")

@@ -99,3 +99,25 @@ func TestRunWorkerRejectsBadConfig(t *testing.T) {
 		t.Fatalf("missing config file: exit %d, want 2", code)
 	}
 }
+
+// The worker binaries' command line: --help (or -h, or Go flag's -help) exits 0, an
+// unknown flag exits 2, and --config may be spelled with one dash as before.
+func TestRunWorkerFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--help"}, 0, "--config"},
+		{[]string{"-h"}, 0, "--config"},
+		{[]string{"-help"}, 0, "--config"},
+		{[]string{"--no-such-flag"}, 2, "unknown flag"},
+		{[]string{"-config", "/nonexistent.yaml"}, 2, "/nonexistent.yaml"},
+		{[]string{"--config=/nonexistent.yaml"}, 2, "/nonexistent.yaml"},
+	} {
+		var stderr strings.Builder
+		if code := app.RunWorker(app.Ingest, c.args, &stderr); code != c.code || !strings.Contains(stderr.String(), c.out) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, stderr.String(), c.code, c.out)
+		}
+	}
+}

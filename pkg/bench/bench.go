@@ -92,9 +92,10 @@ type Config struct {
 	// Progress receives progress lines while the run loads and measures (a line
 	// rewritten with \r on a terminal); nil discards them.
 	Progress io.Writer
-	// ProfileDir, when set, receives a CPU profile of each phase (load.pprof,
-	// latency.pprof, raw.pprof, ingest.pprof, extraction.pprof): a whole-run
-	// profile mixes what limits one figure with the others' work.
+	// ProfileDir, when set, is created if missing and receives a CPU profile of
+	// each phase (load.pprof, latency.pprof, raw.pprof, ingest.pprof,
+	// extraction.pprof): a whole-run profile mixes what limits one figure with the
+	// others' work.
 	ProfileDir string
 }
 
@@ -204,6 +205,11 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return Result{}, fmt.Errorf("profile dir: %w", err)
+		}
 	}
 	if logger == nil {
 		logger = zap.NewNop()

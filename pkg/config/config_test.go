@@ -485,3 +485,21 @@ func TestSandboxKeepsARunsStateInItsDirectory(t *testing.T) {
 		t.Errorf("ingest.concurrency = %d; want the environment's 1024", c.Ingest.Concurrency)
 	}
 }
+
+// A binary's --config wins over AGENTMEM_CONFIG, which names the file otherwise.
+func TestFile(t *testing.T) {
+	env := []string{"HOME=/h", EnvConfigFile + "=/etc/agentmem.yaml"}
+	for _, c := range []struct {
+		flag    string
+		environ []string
+		want    string
+	}{
+		{"", nil, ""},
+		{"", env, "/etc/agentmem.yaml"},
+		{"mine.yaml", env, "mine.yaml"},
+	} {
+		if got := File(c.flag, c.environ); got != c.want {
+			t.Errorf("File(%q, %v) = %q, want %q", c.flag, c.environ, got, c.want)
+		}
+	}
+}

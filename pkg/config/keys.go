@@ -12,8 +12,22 @@ import (
 const EnvPrefix = "AGENTMEM_"
 
 // EnvConfigFile is the one AGENTMEM_ variable that is not a key: binaries read the
-// config file path from it, and Load ignores it.
+// config file path from it (File), and Load ignores it.
 const EnvConfigFile = EnvPrefix + "CONFIG"
+
+// File is the configuration file a binary reads: flag (its --config) when set, else
+// the value of AGENTMEM_CONFIG in environ ("" for none).
+func File(flag string, environ []string) string {
+	if flag != "" {
+		return flag
+	}
+	for _, kv := range environ {
+		if name, value, ok := strings.Cut(kv, "="); ok && name == EnvConfigFile {
+			return value
+		}
+	}
+	return ""
+}
 
 // EnvTestPrefix starts variables reserved for the project's tests (e.g.
 // AGENTMEM_TEST_QDRANT_ADDR); configuration ignores them, so a test environment does

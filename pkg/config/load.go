@@ -43,6 +43,10 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 // Load builds the configuration from the defaults, the YAML file at path (none when path
 // is ""; a path that does not exist is an error) and the AGENTMEM_ variables of environ
 // (as from os.Environ), later sources overriding earlier ones, and validates it.
+//
+// Load is the one place a configuration is validated: every binary and command gets
+// its Config from it (through app.LoadConfig, or with WithOverrides for a tool's
+// sandbox), and nothing downstream validates a Config again.
 func Load(path string, environ []string) (Config, error) {
 	c, err := load(path, environ)
 	if err != nil {

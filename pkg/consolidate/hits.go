@@ -50,7 +50,7 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 		for _, id := range hit.MemoryHit.MemoryIDs {
 			c, err := vectorstore.CanonicalID(id)
 			if err != nil {
-				log.Warn("hit names something that is not a memory id; skipped", obs.EventID(hit.ID), zap.String("memory_id", id))
+				log.Warn("hit names something that is not a memory id; skipped", obs.EventID(hit.ID), obs.MemoryID(id))
 				continue
 			}
 			listed[i] = append(listed[i], c)
@@ -81,7 +81,7 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 		}
 		for _, id := range ids {
 			if !found[id] {
-				log.Info("hit memory is not stored (deleted, merged or expired); skipped", zap.String("memory_id", id))
+				log.Info("hit memory is not stored (deleted, merged or expired); skipped", obs.MemoryID(id))
 			}
 		}
 		if err := r.embedRewrites(ctx, plans); err != nil {
@@ -136,7 +136,7 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 			continue
 		}
 		if slices.Contains(seen, hit.ID) {
-			log.Debug("hit already applied", obs.EventID(hit.ID), zap.String("memory_id", rec.ID))
+			log.Debug("hit already applied", obs.EventID(hit.ID), obs.MemoryID(rec.ID))
 			continue
 		}
 		seen = append(seen, hit.ID)
@@ -216,7 +216,7 @@ func (r *Runner) applyHitPlans(ctx context.Context, tenant, userID string, plans
 		return fmt.Errorf("consolidate: count hits on %d memories of %s/%s: %w", len(plans), tenant, userID, err)
 	}
 	for _, id := range missing {
-		log.Info("hit memory vanished before the update; skipped", zap.String("memory_id", id))
+		log.Info("hit memory vanished before the update; skipped", obs.MemoryID(id))
 	}
 	for _, p := range plans {
 		if _, vanished := slices.BinarySearch(missing, p.rec.ID); !vanished {

@@ -387,6 +387,6 @@ func (r *Runner) appendHistory(ctx context.Context, tenant, userID, id string, c
 			ops[i] = ch.Op
 		}
 		r.logger.Warn("could not record memory history", obs.Tenant(tenant), obs.User(userID),
-			zap.String("memory_id", id), zap.Strings("ops", ops), zap.Error(err))
+			obs.MemoryID(id), zap.Strings("ops", ops), zap.Error(err))
 	}
 }

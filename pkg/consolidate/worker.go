@@ -142,7 +142,8 @@ type Worker struct {
 	runs   chan struct{} // a token per consolidate_requested run in progress
 }
 
-// NewWorker returns a Worker; nothing connects before Run.
+// NewWorker returns a Worker; nothing connects before Run. logger names the worker
+// already (app.Runtime.Component adds obs.Worker once, for every component).
 func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -154,7 +155,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	w := &Worker{cfg: cfg, deps: deps, logger: logger.With(obs.Worker(bus.WorkerConsolidator)), runs: make(chan struct{}, cfg.MaxRuns)}
+	w := &Worker{cfg: cfg, deps: deps, logger: logger, runs: make(chan struct{}, cfg.MaxRuns)}
 	w.hits.linger = cfg.HitLinger
 	w.hits.apply = func(ctx context.Context, tenant, userID string, hits []events.Envelope) error {
 		return w.waitLease(ctx, func() error { return deps.Runner.ApplyHits(ctx, tenant, userID, hits...) })

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/obs"
 )
 
 // Defaults of Config (SPEC A2, A7).
@@ -638,7 +639,7 @@ func (s *Store) failed(ns Namespace, name string, err error) error {
 }
 
 func nsFields(ns Namespace, name string, extra ...zap.Field) []zap.Field {
-	return append([]zap.Field{zap.String("tenant", ns.Tenant), zap.String("user", ns.User), zap.String("file", name)}, extra...)
+	return append([]zap.Field{obs.Tenant(ns.Tenant), obs.User(ns.User), zap.String("file", name)}, extra...)
 }
 
 func checkName(ns Namespace, name string) error {

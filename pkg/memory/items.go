@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -244,7 +245,7 @@ func (s *Service) SweepExpired(ctx context.Context, tenant, userID string) (int,
 		}
 	}
 	if deleted > 0 {
-		s.logger.Info("expired memories swept", zap.String("tenant", tenant), zap.String("user_id", userID), zap.Int("deleted", deleted))
+		s.logger.Info("expired memories swept", obs.Tenant(tenant), obs.User(userID), zap.Int("deleted", deleted))
 	}
 	return deleted, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -244,8 +245,8 @@ func (s *Service) fetch(ctx context.Context, tenant, userID, id string, types []
 // than failing the call (a retry would not redo the write, only repeat the error).
 func (s *Service) appendHistory(ctx context.Context, tenant, userID, id string, ch events.Change) {
 	if err := s.log.Append(ctx, tenant, userID, id, ch); err != nil {
-		s.logger.Warn("memory history not recorded", zap.String("tenant", tenant), zap.String("user_id", userID),
-			zap.String("memory_id", id), zap.String("op", ch.Op), zap.Error(err))
+		s.logger.Warn("memory history not recorded", obs.Tenant(tenant), obs.User(userID),
+			obs.MemoryID(id), zap.String("op", ch.Op), zap.Error(err))
 	}
 }
 
@@ -440,7 +441,7 @@ func (s *Service) Reset(ctx context.Context, tenant string, req events.ResetRequ
 	if err := s.log.purgeUser(ctx, tenant, req.UserID); err != nil {
 		return events.ResetReply{Deleted: n}, err
 	}
-	s.logger.Info("memories reset", zap.String("tenant", tenant), zap.String("user_id", req.UserID), zap.Int("deleted", n))
+	s.logger.Info("memories reset", obs.Tenant(tenant), obs.User(req.UserID), zap.Int("deleted", n))
 	return events.ResetReply{Deleted: n}, nil
 }
 

@@ -73,11 +73,12 @@ func newLogger(cfg LogConfig, out zapcore.WriteSyncer) (*zap.Logger, error) {
 
 // Standard field keys, so that logs of every worker can be filtered the same way.
 const (
-	KeyWorker  = "worker"
-	KeyTenant  = "tenant"
-	KeyUser    = "user"
-	KeySession = "session"
-	KeyEventID = "event_id"
+	KeyWorker   = "worker"
+	KeyTenant   = "tenant"
+	KeyUser     = "user"
+	KeySession  = "session"
+	KeyEventID  = "event_id"
+	KeyMemoryID = "memory_id"
 )
 
 // Worker is the worker name field.
@@ -94,3 +95,6 @@ func Session(s string) zap.Field { return zap.String(KeySession, s) }
 
 // EventID is the event (envelope) ID field.
 func EventID(s string) zap.Field { return zap.String(KeyEventID, s) }
+
+// MemoryID is the ID field of a memory (an episodic or semantic record).
+func MemoryID(s string) zap.Field { return zap.String(KeyMemoryID, s) }

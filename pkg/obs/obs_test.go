@@ -217,12 +217,12 @@ func TestLoggerWritesStandardFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Info("handled", Worker("ingest"), Tenant("acme"), User("u1"), Session("s1"), EventID("01JD"))
+	l.Info("handled", Worker("ingest"), Tenant("acme"), User("u1"), Session("s1"), EventID("01JD"), MemoryID("m1"))
 	var rec map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
 		t.Fatalf("json format produced %q: %v", buf.String(), err)
 	}
-	want := map[string]string{"worker": "ingest", "tenant": "acme", "user": "u1", "session": "s1", "event_id": "01JD", "msg": "handled", "level": "info"}
+	want := map[string]string{"worker": "ingest", "tenant": "acme", "user": "u1", "session": "s1", "event_id": "01JD", "memory_id": "m1", "msg": "handled", "level": "info"}
 	for k, v := range want {
 		if rec[k] != v {
 			t.Errorf("field %s = %v, want %q (record %v)", k, rec[k], v, rec)

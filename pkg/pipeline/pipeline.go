@@ -91,7 +91,8 @@ type Worker struct {
 	once    sync.Once
 }
 
-// New returns a Worker; nothing connects before Run.
+// New returns a Worker; nothing connects before Run. logger names the worker
+// already (app.Runtime.Component adds obs.Worker once, for every component).
 func New(cfg Config, handle Handler, logger *zap.Logger) (*Worker, error) {
 	if handle == nil {
 		return nil, fmt.Errorf("%w: %s: nil handler", ErrInvalidConfig, cfg.Worker)
@@ -112,7 +113,7 @@ func newWorker(cfg Config, logger *zap.Logger) (*Worker, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Worker{cfg: cfg, logger: logger.With(obs.Worker(cfg.Worker)), running: make(chan struct{})}, nil
+	return &Worker{cfg: cfg, logger: logger, running: make(chan struct{})}, nil
 }
 
 // Running is closed once the worker consumes.

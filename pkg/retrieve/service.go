@@ -21,7 +21,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/memory"
-	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -52,7 +51,8 @@ type Service struct {
 // returns the reply to marshal, or an error mapped to a micro error code.
 type endpointFunc func(ctx context.Context, tenant string, data []byte) (any, error)
 
-// New checks cfg and deps and returns a Service; Run starts it.
+// New checks cfg and deps and returns a Service; Run starts it. logger names the
+// worker already (app.Runtime.Component adds obs.Worker once, for every component).
 func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -75,7 +75,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	s := &Service{
 		cfg:      cfg,
 		deps:     deps,
-		logger:   logger.Named("retriever").With(obs.Worker(cfg.ServiceName)),
+		logger:   logger.Named("retriever"),
 		policies: policies,
 		docs:     docs,
 	}
