@@ -201,7 +201,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		KSemantic:     rt.Config.Vector.KSemantic,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
-		Memories: mem, Consolidator: runner,
+		Memories: mem, Consolidator: runner, Summarize: extract.SummarizeSession,
 	}, p.logger)
 }
 

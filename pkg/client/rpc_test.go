@@ -21,6 +21,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/retrieve"
@@ -73,7 +74,7 @@ func startRetriever(t *testing.T) *retrieverStack {
 	}
 	// No Consolidator: the consolidate endpoint then answers 503, which is what the
 	// test checks for the unavailable code.
-	svc, err := retrieve.New(retrieve.Config{}, retrieve.Deps{Conn: nc, JS: js, Docs: docs, Events: evs, Sessions: sessions, Memories: memories}, logger)
+	svc, err := retrieve.New(retrieve.Config{}, retrieve.Deps{Conn: nc, JS: js, Docs: docs, Events: evs, Sessions: sessions, Memories: memories, Summarize: extract.SummarizeSession}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,24 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	// Named so: this package's rules call a conversation being read a session.
+	sessionstate "github.com/agentmem/agentmem/pkg/session"
 )
 
 // decisionRe finds sentences that settle something: a decision, an agreement or a
 // plan ("Let's use the March file", "We decided to drop column F").
 var decisionRe = regexp.MustCompile(`(?i)\b(?:decided|decide to|agreed|agree to|let'?s|we(?:'ll| will| should)|i(?:'ll| will)|going to|chose|chosen|settled on|from now on|instead)\b`)
+
+// SummarizeSession is Summarize over a session's messages (session.State.Recent),
+// the retriever's Summarizer.
+func SummarizeSession(msgs []sessionstate.Message, maxChars int) string {
+	conv := make([]Message, len(msgs))
+	for i, m := range msgs {
+		conv[i] = Message{Role: string(m.Role), Text: m.Text, TS: m.TS, EventID: m.EventID}
+	}
+	return Summarize(conv, maxChars)
+}
 
 // Summarize is the offline session summariser: a deterministic digest of a
 // conversation (oldest message first) in at most maxChars runes (maxChars <= 0: no

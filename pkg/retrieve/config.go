@@ -180,8 +180,15 @@ type Deps struct {
 	Sessions     *session.Store
 	Memories     Memories
 	Consolidator Consolidator
-	Now          func() time.Time // default time.Now
+	// Summarize writes the summary of session.summary and session.archive from a
+	// session's messages, oldest first (the extractor's, extract.SummarizeSession,
+	// passed in so that the retriever does not import another component).
+	Summarize Summarizer
+	Now       func() time.Time // default time.Now
 }
+
+// Summarizer summarises a conversation in at most maxChars bytes.
+type Summarizer func(conv []session.Message, maxChars int) string
 
 func (d *Deps) validate() error {
 	missing := ""
@@ -198,6 +205,8 @@ func (d *Deps) validate() error {
 		missing = "Sessions"
 	case d.Memories == nil:
 		missing = "Memories"
+	case d.Summarize == nil:
+		missing = "Summarize"
 	}
 	if missing != "" {
 		return fmt.Errorf("%w: Deps.%s is required", ErrInvalidConfig, missing)

@@ -16,7 +16,7 @@
 //	add get update       mem0 requests           mem0 replies           Memories (C2)
 //	delete reset history
 //	consolidate          ConsolidateRequest      ConsolidateReply       Consolidator (503 when none)
-//	session.summary      SessionRequest          SessionSummaryReply    session state + extract.Summarize
+//	session.summary      SessionRequest          SessionSummaryReply    session state + Deps.Summarize
 //	session.clear        SessionRequest          DeleteReply            stream purge, state+turns, session items
 //	session.archive      SessionRequest          SessionArchive         stream, turns, session items, summary
 //	session.restore      SessionArchive          SessionRestoreReply    re-publish missing events; upsert the rest

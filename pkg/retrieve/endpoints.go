@@ -12,7 +12,6 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/docstore"
-	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/session"
 )
@@ -154,7 +153,7 @@ func (s *Service) consolidate(ctx context.Context, tenant string, req events.Con
 }
 
 // sessionSummary answers session.summary from the session state: counts, and
-// extract.Summarize over the recent messages it keeps.
+// Deps.Summarize over the recent messages it keeps.
 func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.SessionRequest) (events.SessionSummaryReply, error) {
 	st, err := s.deps.Sessions.Get(ctx, tenant, req.UserID, req.SessionID)
 	if err != nil {
@@ -167,18 +166,10 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	}
 	return events.SessionSummaryReply{
 		SessionID:    req.SessionID,
-		Summary:      extract.Summarize(conversation(st.Recent), s.cfg.SummaryMaxChars),
+		Summary:      s.deps.Summarize(st.Recent, s.cfg.SummaryMaxChars),
 		MessageCount: st.Messages,
 		TurnCount:    turns,
 	}, nil
-}
-
-func conversation(msgs []session.Message) []extract.Message {
-	out := make([]extract.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = extract.Message{Role: string(m.Role), Text: m.Text, TS: m.TS, EventID: m.EventID}
-	}
-	return out
 }
 
 // sessionClear deletes the session's events from the stream, its state and turns,
@@ -226,14 +217,14 @@ func (s *Service) sessionArchive(ctx context.Context, tenant string, req events.
 		SchemaVersion: events.SchemaVersion, Tenant: tenant, UserID: req.UserID, SessionID: req.SessionID,
 		ArchivedTS: s.deps.Now().UTC(), Turns: turns, Items: items.Items,
 	}
-	var conv []extract.Message
+	var conv []session.Message
 	for _, st := range stored {
 		a.Events = append(a.Events, st.Envelope)
 		if o := st.Envelope.Observation; o != nil && o.EffectiveKind() == events.KindMessage {
-			conv = append(conv, extract.Message{Role: string(o.Role), Text: o.Text, TS: st.Envelope.TS, EventID: st.Envelope.ID})
+			conv = append(conv, session.Message{Role: o.Role, Text: o.Text, TS: st.Envelope.TS, EventID: st.Envelope.ID})
 		}
 	}
-	a.Summary = extract.Summarize(conv, s.cfg.SummaryMaxChars)
+	a.Summary = s.deps.Summarize(conv, s.cfg.SummaryMaxChars)
 	return a, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -84,7 +85,7 @@ func must(t testing.TB, err error) {
 }
 
 func (r *rig) deps() Deps {
-	return Deps{Conn: r.nc, JS: r.js, Docs: r.docs, Events: r.events, Sessions: r.sessions, Memories: r.mem, Now: func() time.Time { return r.now }}
+	return Deps{Conn: r.nc, JS: r.js, Docs: r.docs, Events: r.events, Sessions: r.sessions, Memories: r.mem, Summarize: extract.SummarizeSession, Now: func() time.Time { return r.now }}
 }
 
 // start runs a retriever until the test ends and waits until it serves.
