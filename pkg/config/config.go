@@ -130,7 +130,7 @@ const (
 	EmbedProviderOpenAI = "openai"
 )
 
-// Vector is the vector store and the cognitive memory thresholds (SPEC C4, C6, C7).
+// Vector is the vector store and the episodic memory thresholds (SPEC C4, C6, C7).
 type Vector struct {
 	Backend             string        `koanf:"backend"` // embedded | qdrant
 	Path                string        `koanf:"path"`    // embedded store file

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -124,7 +125,7 @@ func (e *Executor) Consolidate(ctx context.Context, tenant, userID string) (Resu
 			return res, fmt.Errorf("consolidate: consolidate %s/%s: %s %s and %s: %w", tenant, userID, act.Kind, act.A.ID, act.B.ID, err)
 		}
 	}
-	e.logger.Info("consolidated", zap.String("tenant", tenant), zap.String("user", userID),
+	e.logger.Info("consolidated", obs.Tenant(tenant), obs.User(userID),
 		zap.Int("episodes", len(recs)), zap.Int("merged", res.Merged),
 		zap.Int("separated", res.Separated), zap.Int("cleaned", res.Cleaned))
 	return res, nil
@@ -178,8 +179,8 @@ func (e *Executor) cleanMerged(ctx context.Context, tenant, userID string, recs 
 	if err != nil {
 		return nil, 0, fmt.Errorf("consolidate: delete already merged records of %s/%s: %w", tenant, userID, err)
 	}
-	e.logger.Info("deleted originals of earlier merges", zap.String("tenant", tenant),
-		zap.String("user", userID), zap.Strings("ids", stale))
+	e.logger.Info("deleted originals of earlier merges", obs.Tenant(tenant),
+		obs.User(userID), zap.Strings("ids", stale))
 	return live, n, nil
 }
 
@@ -220,7 +221,7 @@ func (e *Executor) separate(ctx context.Context, act Action) (done bool, err err
 		patch.Metadata[records.MetaSeparatedFromIDs] = records.ToAnyList(union(records.StringList(r.rec.Metadata[records.MetaSeparatedFromIDs]), []string{r.other.ID}))
 		err := e.store.UpdatePayload(ctx, r.rec.Tenant, r.rec.UserID, r.rec.ID, patch)
 		if errors.Is(err, vectorstore.ErrNotFound) {
-			e.logger.Info("memory gone before it was separated", zap.String("id", r.rec.ID))
+			e.logger.Info("memory gone before it was separated", obs.MemoryID(r.rec.ID))
 			return false, nil
 		}
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -463,7 +464,7 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 		s.cacheMu.Lock()
 		s.parts[k] = p
 		s.cacheMu.Unlock()
-		s.logger.Debug("partition loaded", zap.String("tenant", k.tenant), zap.String("user_id", k.userID), zap.Int("records", len(p.entries)))
+		s.logger.Debug("partition loaded", obs.Tenant(k.tenant), obs.User(k.userID), zap.Int("records", len(p.entries)))
 	}
 	return p, nil
 }
