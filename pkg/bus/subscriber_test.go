@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentmem/agentmem/pkg/bus"
@@ -25,17 +26,7 @@ func TestSubscriberPullsOnlyIntoFreeSlots(t *testing.T) {
 	for i := range n {
 		publish(t, js, "mem.acme.obs.u1.s1", "ev-"+strconv.Itoa(i), "x")
 	}
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: bustest.Connect(t, srv), Consumer: testSpec("batch"), Concurrency: concurrency}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, err := sub.Subscribe(ctx, "batch")
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs, _ := subscribe(t, srv, bus.SubscriberConfig{Consumer: testSpec("batch"), Concurrency: concurrency})
 	receive := func(k int) []*message.Message {
 		t.Helper()
 		out := make([]*message.Message, 0, k)
@@ -51,11 +42,11 @@ func TestSubscriberPullsOnlyIntoFreeSlots(t *testing.T) {
 	}
 
 	held := receive(concurrency)
-	c, err := js.Consumer(ctx, bus.DefaultStream, "batch")
+	c, err := js.Consumer(testCtx(t), bus.DefaultStream, "batch")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Info(ctx)
+	info, err := c.Info(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,18 +80,8 @@ func TestSubscriberFiltersOnClient(t *testing.T) {
 	}
 	spec := testSpec("client-filtered")
 	spec.FilterOnClient = true
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: bustest.Connect(t, srv), Consumer: spec, Concurrency: 2}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, err := sub.Subscribe(ctx, spec.Durable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := js.Consumer(ctx, bus.DefaultStream, spec.Durable)
+	msgs, _ := subscribe(t, srv, bus.SubscriberConfig{Consumer: spec, Concurrency: 2})
+	c, err := js.Consumer(testCtx(t), bus.DefaultStream, spec.Durable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,17 +117,7 @@ func subscribeHeld(t *testing.T, durable string, ackWait, maxProcessing time.Dur
 	srv, _, js := bustest.Provisioned(t)
 	publish(t, js, "mem.acme.obs.u1.s1", "ev-held", "x")
 	spec := bus.ConsumerSpec{Durable: durable, FilterSubjects: []string{"mem.*.obs.*.*"}, AckWait: ackWait, MaxDeliver: 5}
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: bustest.Connect(t, srv), Consumer: spec, Concurrency: 2, MaxProcessing: maxProcessing}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	msgs, err := sub.Subscribe(ctx, durable)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs, _ := subscribe(t, srv, bus.SubscriberConfig{Consumer: spec, Concurrency: 2, MaxProcessing: maxProcessing})
 	info := func() consumerState {
 		t.Helper()
 		c, err := js.Consumer(testCtx(t), bus.DefaultStream, durable)
@@ -226,17 +197,7 @@ func TestSubscriberGivesUpAfterMaxProcessing(t *testing.T) {
 func TestSubscriberHandsOutWhatArrivesAfterStop(t *testing.T) {
 	srv, _, js := bustest.Provisioned(t)
 	spec := testSpec("stopping")
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: bustest.Connect(t, srv), Consumer: spec, Concurrency: 16}, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	msgs, err := sub.Subscribe(ctx, spec.Durable)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs, cancel := subscribe(t, srv, bus.SubscriberConfig{Consumer: spec, Concurrency: 16})
 	c, err := js.Consumer(testCtx(t), bus.DefaultStream, spec.Durable)
 	if err != nil {
 		t.Fatal(err)
@@ -271,4 +232,24 @@ func TestSubscriberHandsOutWhatArrivesAfterStop(t *testing.T) {
 	if info.AckFloor.Stream != n || info.NumRedelivered != 0 {
 		t.Fatalf("ack floor %d, redelivered %d; want %d, 0", info.AckFloor.Stream, info.NumRedelivered, n)
 	}
+}
+
+// subscribe starts a Subscriber on a new connection to srv with cfg (Conn set
+// here) and subscribes it to its durable; cancel stops the subscription, and the
+// test's end closes it.
+func subscribe(t *testing.T, srv *server.Server, cfg bus.SubscriberConfig) (<-chan *message.Message, context.CancelFunc) {
+	t.Helper()
+	cfg.Conn = bustest.Connect(t, srv)
+	sub, err := bus.NewSubscriber(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	msgs, err := sub.Subscribe(ctx, cfg.Consumer.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs, cancel
 }
