@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,25 @@ func startIngest(t testing.TB) rig {
 
 func startIngestWith(t testing.TB, cfg ingest.Config) rig {
 	t.Helper()
+	r, w := newIngest(t, cfg)
+	ctx := context.Background()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	bustest.Eventually(t, 10*time.Second, func() error { return w.Ready(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ingest run: %v", err)
+		}
+	})
+	return r
+}
+
+// newIngest builds an ingest worker on a fresh server and stores without running
+// it, for tests that call HandleBatch with batches of their own.
+func newIngest(t testing.TB, cfg ingest.Config) (rig, *ingest.Worker) {
+	t.Helper()
 	srv, _, js := bustest.Provisioned(t)
 	ctx := context.Background()
 	sessions, err := session.New(ctx, session.Config{}, js, nil)
@@ -68,17 +88,7 @@ func startIngestWith(t testing.TB, cfg ingest.Config) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	bustest.Eventually(t, 10*time.Second, func() error { return w.Ready(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ingest run: %v", err)
-		}
-	})
-	return rig{srv: srv, js: js, sessions: sessions, vectors: vectors}
+	return rig{srv: srv, js: js, sessions: sessions, vectors: vectors}, w
 }
 
 func (r rig) say(t *testing.T, user, sess, text string, meta map[string]any) events.Envelope {
@@ -465,4 +475,63 @@ func ids(recs []vectorstore.Record) []string {
 		out[i] = r.ID
 	}
 	return out
+}
+
+// observation is a user message of session s1 of user, not published.
+func observation(user, text string) events.Envelope {
+	env := events.New(events.TypeObservation, "acme", user, "bot", "s1")
+	env.Observation = &events.Observation{Role: events.RoleUser, Text: text}
+	return env
+}
+
+// A store failure of one episode in a batch fails that observation alone: the
+// others of the batch are stored and succeed, and an observation that wrote no
+// episode (a greeting, before it in the batch) is not blamed for it.
+func TestStoreFailureFailsOnlyItsObservation(t *testing.T) {
+	r, w := newIngest(t, ingest.Config{})
+	ctx := context.Background()
+	batch := []events.Envelope{
+		observation("u1", "hi!"),
+		observation("u1", "Remember: my sales files have columns date, product, qty"),
+		observation("u1", "Remember: my invoices live in the finance share"),
+	}
+	// Another user already holds the id the second observation's episode gets, so
+	// that upsert fails with ErrConflict.
+	poisoned := records.EpisodeRecord("acme", "u1", records.Observation{EventID: batch[1].ID}, records.Episode{}).ID
+	squatter := vectorstore.Record{ID: poisoned, Tenant: "acme", UserID: "u2", MemoryType: vectorstore.Episodic, Text: "x", TS: time.Now(), Vector: unitVector()}
+	if err := r.vectors.Upsert(ctx, squatter); err != nil {
+		t.Fatal(err)
+	}
+	errs := w.HandleBatch(ctx, batch)
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], vectorstore.ErrConflict) {
+		t.Fatalf("results %v; want only the second observation failed with ErrConflict", errs)
+	}
+	if eps := r.episodes(t, "u1"); len(eps) != 1 || !strings.Contains(eps[0].Text, "finance share") {
+		t.Fatalf("stored episodes %v, want the third observation's alone", ids(eps))
+	}
+}
+
+// An observation whose memory_written announcement cannot be published fails (so
+// it is retried), although its episode is stored: acking it would leave the
+// consolidator never hearing of the memory.
+func TestUnannouncedMemoryFailsItsObservation(t *testing.T) {
+	r, w := newIngest(t, ingest.Config{})
+	ctx := context.Background()
+	// Without the event stream nothing on mem.> can be published; the session
+	// state and the vector store live elsewhere and still work.
+	if err := r.js.DeleteStream(ctx, bus.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	batch := []events.Envelope{observation("u1", "hello"), observation("u1", "Remember: my team meets on Tuesdays")}
+	errs := w.HandleBatch(ctx, batch)
+	if errs[0] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "memory_written") {
+		t.Fatalf("results %v; want the second observation failed by its memory_written publish", errs)
+	}
+}
+
+// unitVector is a vector of the local embedder's dimensions, which the rig's store has.
+func unitVector() []float32 {
+	v := make([]float32, embed.DefaultLocalDimensions)
+	v[0] = 1
+	return v
 }
