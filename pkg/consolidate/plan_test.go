@@ -117,6 +117,36 @@ func TestPlanThresholdsMergeIffCosineAtLeast085AndHardRulesSeparateBandNothingBe
 	})
 }
 
+// A cosine exactly at a threshold is in the band above it: merged at Merge,
+// separated at Separate. The default thresholds are not float32 values, so the
+// property above never hits one exactly; these vectors' cosines with axis(0) are
+// exactly 1/2 and 1/4.
+func TestPlanThresholdsIncludeTheirBoundary(t *testing.T) {
+	th := Thresholds{Merge: 0.5, Separate: 0.25}.withDefaults()
+	spread := func(n int) []float32 { // n equal components of unit norm
+		v := make([]float32, testDims)
+		for i := range n {
+			v[i] = float32(1 / math.Sqrt(float64(n)))
+		}
+		return v
+	}
+	a := vectorstore.Record{ID: testID(1), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c1", TS: t0, Vector: axis(0), Text: "a"}
+	for _, c := range []struct {
+		n    int
+		cos  float64
+		want ActionKind
+	}{{4, 0.5, ActionMerge}, {16, 0.25, ActionSeparate}} {
+		b := a
+		b.ID, b.Vector, b.Text = testID(2), spread(c.n), "b"
+		if sim := Similarity(a.Vector, b.Vector); sim != c.cos {
+			t.Fatalf("cosine %v, want exactly %v", sim, c.cos)
+		}
+		if plan := Plan([]vectorstore.Record{a, b}, th); len(plan) != 1 || plan[0].Kind != c.want {
+			t.Errorf("cosine exactly %v: plan %v, want one %v", c.cos, plan, c.want)
+		}
+	}
+}
+
 // episodesGen draws up to 14 episodic records whose vectors cluster around a few
 // directions, so plans have merges, separations and untouched records.
 func episodesGen(t *rapid.T) []vectorstore.Record {

@@ -876,3 +876,19 @@ func TestRunDrainWaitsForMemoryHits(t *testing.T) {
 		t.Fatalf("%d memory_hit events stored after a publish past Run, want %d", n, requests+1)
 	}
 }
+
+// KEpisodic and KSemantic bound their own kind each (SPEC C4): with more matching
+// memories of both kinds than either limit, the pack holds exactly that many of
+// each.
+func TestContextLimitsEachKindByItsOwnK(t *testing.T) {
+	r := newRig(t)
+	r.start(Config{KEpisodic: 2, KSemantic: 1})
+	for i := range 4 {
+		r.memory("u1", vectorstore.Episodic, fmt.Sprintf("The user's sales file %d has columns date, product and qty", i), nil, nil)
+		r.memory("u1", vectorstore.Semantic, fmt.Sprintf("Sales file %d has columns date, product, qty", i), nil, nil)
+	}
+	pack := ok[events.ContextPack](t, r.call(events.EndpointContext, events.ContextRequest{UserID: "u1", SessionID: "s9", Query: "which columns do my sales files have?"}))
+	if len(pack.EpisodicItems) != 2 || len(pack.SemanticItems) != 1 {
+		t.Fatalf("%d episodic and %d semantic memories, want 2 and 1", len(pack.EpisodicItems), len(pack.SemanticItems))
+	}
+}
