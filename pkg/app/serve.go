@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -77,14 +78,7 @@ func Serve(ctx context.Context, rt *Runtime, names []string, onReady func()) err
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	for name, c := range comps {
-		g.Go(func() error {
-			if err := c.Run(gctx); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			return nil
-		})
-	}
+	g.Go(func() error { return runInStopOrder(gctx, comps, Retriever) })
 	if onReady != nil {
 		g.Go(func() error {
 			if err := waitReady(gctx, comps); err != nil {
@@ -94,6 +88,41 @@ func Serve(ctx context.Context, rt *Runtime, names []string, onReady func()) err
 			return nil
 		})
 	}
+	return g.Wait()
+}
+
+// runInStopOrder runs comps until ctx ends or one fails, and stops them in order:
+// every component but last first, then last once they have all returned. With
+// last the retriever, the stream workers finish what they hold (and publish its
+// memory_written and hits) while the retriever still answers. It returns the
+// first error.
+func runInStopOrder(ctx context.Context, comps map[string]Component, last string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	lateCtx, stopLate := context.WithCancel(context.WithoutCancel(gctx))
+	defer stopLate()
+	var early sync.WaitGroup
+	for name, c := range comps {
+		runCtx := gctx
+		if name == last {
+			runCtx = lateCtx
+		} else {
+			early.Add(1)
+		}
+		g.Go(func() error {
+			if name != last {
+				defer early.Done()
+			}
+			if err := c.Run(runCtx); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	go func() {
+		<-gctx.Done()
+		early.Wait()
+		stopLate()
+	}()
 	return g.Wait()
 }
 
