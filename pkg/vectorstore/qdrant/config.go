@@ -1,6 +1,7 @@
 package qdrant
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -50,6 +51,15 @@ type Config struct {
 	// GrpcOptions are extra dial options, applied after the adapter's own (tests use
 	// grpc.WithContextDialer to reach an in-process server).
 	GrpcOptions []grpc.DialOption
+	// Retries is how many times a call that failed transiently (unreachable,
+	// overloaded) is repeated: 0 means DefaultRetries, negative none.
+	Retries int
+	// RetryBase is the wait before the first retry, doubled before each next one;
+	// default DefaultRetryBase (1 s, 2 s, 4 s).
+	RetryBase time.Duration
+
+	// sleep waits between retries; tests replace it to read the schedule.
+	sleep func(context.Context, time.Duration) error
 }
 
 func (c *Config) setDefaults() {
@@ -61,6 +71,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	switch {
+	case c.Retries == 0:
+		c.Retries = DefaultRetries
+	case c.Retries < 0:
+		c.Retries = 0
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = DefaultRetryBase
+	}
+	if c.sleep == nil {
+		c.sleep = sleepCtx
 	}
 }
 
@@ -82,6 +104,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("Timeout is %s, want >= 0", c.Timeout))
+	}
+	if c.RetryBase < 0 {
+		errs = append(errs, fmt.Errorf("RetryBase is %s, want >= 0", c.RetryBase))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

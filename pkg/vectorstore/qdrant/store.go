@@ -7,6 +7,7 @@ import (
 
 	qc "github.com/qdrant/go-client/qdrant"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -66,7 +67,7 @@ func New(ctx context.Context, cfg Config, logger *zap.Logger) (vectorstore.Store
 		TLSConfig: tlsCfg,
 		// New checks the version itself and fails instead of only logging.
 		SkipCompatibilityCheck: true,
-		GrpcOptions:            cfg.GrpcOptions,
+		GrpcOptions:            append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(retryInterceptor(cfg.Retries, cfg.RetryBase, cfg.sleep))}, cfg.GrpcOptions...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vectorstore: qdrant %s: connecting: %w", cfg.Addr, err)
