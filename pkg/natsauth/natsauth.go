@@ -265,6 +265,28 @@ func (a *Authority) issue(name string, shape func(*jwt.UserClaims, string)) ([]b
 	return creds, nil
 }
 
+// ServiceCredsFile is the name, in Config.Dir, of the service credential
+// WriteServiceCreds writes.
+const ServiceCredsFile = "service.creds"
+
+// KeyDir is the key directory of a data directory: `agentmem up --auth` and
+// `agentmem creds` keep the keys there.
+func KeyDir(dataDir string) string { return filepath.Join(dataDir, "auth") }
+
+// WriteServiceCreds issues a service credential into Dir/service.creds (mode 0600)
+// and returns its path: `agentmem up --auth` connects its own components with it.
+func (a *Authority) WriteServiceCreds() (string, error) {
+	creds, err := a.ServiceCreds()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(a.cfg.Dir, ServiceCredsFile)
+	if err := WriteCreds(path, creds); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 // WriteCreds writes creds to path with mode 0600, replacing a file there.
 func WriteCreds(path string, creds []byte) error {
 	dir := filepath.Dir(path)
