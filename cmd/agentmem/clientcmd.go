@@ -20,6 +20,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // loadConfig is app.LoadConfig with the global flags applied as overrides (dotted
@@ -35,13 +36,24 @@ func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *za
 }
 
 // dial connects to the configured NATS server as the command-line client; hint is
-// appended to a connection error. A person running a client command wants its
+// appended to a connection error. With a tenant's credential (nats.creds_file) and
+// a tenant to speak for, the two must agree: the server would refuse everything
+// else. A person running a client command wants its
 // output, not the connection's info lines: it logs warnings and errors only (or
 // less, as the configuration says), everything with --verbose.
-func dial(g *globalFlags, hint string) (*nats.Conn, error) {
+func dial(g *globalFlags, tenant, hint string) (*nats.Conn, error) {
 	cfg, logger, err := loadConfig(g, map[string]string{})
 	if err != nil {
 		return nil, err
+	}
+	if tenant != "" && cfg.NATS.CredsFile != "" {
+		id, err := natsauth.InspectFile(cfg.NATS.CredsFile)
+		if err != nil {
+			return nil, err
+		}
+		if id.Tenant != "" && id.Tenant != tenant {
+			return nil, fmt.Errorf("the credential %s is for tenant %q, not %q", cfg.NATS.CredsFile, id.Tenant, tenant)
+		}
 	}
 	if !g.verbose && logger.Core().Enabled(zapcore.InfoLevel) {
 		logger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
@@ -56,7 +68,7 @@ func dial(g *globalFlags, hint string) (*nats.Conn, error) {
 // withClient runs do with a client for tenant and a bounded context, and closes the
 // connection afterwards.
 func withClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *client.Client) error) error {
-	nc, err := dial(g, " (is `agentmem up` running? set --nats-url)")
+	nc, err := dial(g, tenant, " (is `agentmem up` running? set --nats-url; with `up --auth`, AGENTMEM_NATS_CREDS_FILE)")
 	if err != nil {
 		return err
 	}
@@ -351,7 +363,7 @@ func newDLQCmd(g *globalFlags) *cobra.Command {
 }
 
 func jetStream(g *globalFlags) (jetstream.JetStream, func(), error) {
-	nc, err := dial(g, "")
+	nc, err := dial(g, "", "")
 	if err != nil {
 		return nil, nil, err
 	}

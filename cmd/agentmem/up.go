@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -8,16 +9,25 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/demo"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 func newUpCmd(g *globalFlags) *cobra.Command {
-	var dataDir, listen string
+	var (
+		dataDir, listen string
+		auth            bool
+	)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything in one process: embedded NATS, the four workers, the retriever",
 		Long: `up starts an embedded NATS server with JetStream and runs ingest, extractor,
 consolidator and retriever in this process, with the filesystem Markdown store and the
-embedded vector store under --data-dir. Agents connect to the printed NATS URL.`,
+embedded vector store under --data-dir. Agents connect to the printed NATS URL.
+
+With --auth the NATS server refuses connections without a credential it trusts:
+issue one per tenant with "agentmem creds add --data-dir DIR --tenant T --out FILE"
+(the signing keys live in DIR/auth) and give it to the tenant's agents as
+AGENTMEM_NATS_CREDS_FILE.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			overrides := map[string]string{"nats.embedded.listen": listen}
 			if dataDir != "" {
@@ -30,7 +40,14 @@ embedded vector store under --data-dir. Agents connect to the printed NATS URL.`
 			defer func() { _ = logger.Sync() }()
 			ctx, stop := app.SignalContext()
 			defer stop()
-			stack, err := app.Up(ctx, cfg, app.UpOptions{}, logger)
+			context.AfterFunc(cmd.Context(), stop) // ExecuteContext's cancel stops it too
+			var opts app.UpOptions
+			if auth {
+				if opts.Auth, err = natsauth.New(natsauth.Config{Dir: natsauth.KeyDir(cfg.DataDir)}, logger); err != nil {
+					return err
+				}
+			}
+			stack, err := app.Up(ctx, cfg, opts, logger)
 			if err != nil {
 				return err
 			}
@@ -42,6 +59,10 @@ embedded vector store under --data-dir. Agents connect to the printed NATS URL.`
 			fmt.Fprintf(out, "  Markdown:    %s\n  Vectors:     %s\n  JetStream:   %s\n", cfg.Memory.Dir, cfg.Vector.Path, cfg.NATS.Embedded.StoreDir)
 			if cfg.HTTP.Listen != "" {
 				fmt.Fprintf(out, "  Operations:  http://%s/metrics /healthz /readyz\n", cfg.HTTP.Listen)
+			}
+			if auth {
+				fmt.Fprintf(out, "  Auth:        on; keys in %s\n", natsauth.KeyDir(cfg.DataDir))
+				fmt.Fprintf(out, "First:  agentmem creds add --data-dir %s --tenant acme --out acme.creds && export AGENTMEM_NATS_CREDS_FILE=$PWD/acme.creds\n", cfg.DataDir)
 			}
 			fmt.Fprintf(out, "Try: agentmem observe --tenant acme --user u1 --session s1 --text 'Remember: my sales files have columns date, product, qty.'\n")
 			fmt.Fprintf(out, "     agentmem end --tenant acme --user u1 --session s1\n")
@@ -56,6 +77,7 @@ embedded vector store under --data-dir. Agents connect to the printed NATS URL.`
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "where memory, vectors and JetStream data live (default data_dir of the configuration, ~/.agentmem)")
+	cmd.Flags().BoolVar(&auth, "auth", false, "require NATS credentials: one per tenant from `agentmem creds add`, limited to that tenant's subjects")
 	cmd.Flags().StringVar(&listen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server's client listener (\"\" for in-process only)")
 	return cmd
 }

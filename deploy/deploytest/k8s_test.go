@@ -234,7 +234,7 @@ func TestKEDAScalesStreamWorkersOnTheirDurables(t *testing.T) {
 		md := so.Spec.Triggers[0].Metadata
 		want := map[string]string{
 			"natsServerMonitoringEndpoint": monitor,
-			"account":                      "$G", // the NATS server config uses no accounts
+			"account":                      kedaAccountPlaceholder, // operator mode: the AGENTMEM account's public key
 			"stream":                       bus.DefaultStream,
 			"consumer":                     bus.WorkerConsumer(w, bus.ConsumerDefaults{}).Durable,
 		}

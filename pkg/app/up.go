@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // ErrNotReady is returned by Up when the components do not become ready in time.
@@ -20,6 +21,10 @@ var ErrNotReady = errors.New("app: stack not ready")
 type UpOptions struct {
 	// ReadyTimeout bounds the wait for every component; default 60s.
 	ReadyTimeout time.Duration
+	// Auth, when set, runs the embedded server with authentication (`agentmem up
+	// --auth`): it trusts only the credentials Auth issues, and the stack itself
+	// connects with a service credential written to Auth's directory.
+	Auth *natsauth.Authority
 }
 
 // Stack is everything in one process: an embedded JetStream server and all four
@@ -41,7 +46,20 @@ func Up(ctx context.Context, cfg config.Config, opts UpOptions, logger *zap.Logg
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 60 * time.Second
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: cfg.NATS.Embedded.StoreDir, Listen: cfg.NATS.Embedded.Listen})
+	embedded := bus.EmbeddedConfig{StoreDir: cfg.NATS.Embedded.StoreDir, Listen: cfg.NATS.Embedded.Listen}
+	if opts.Auth != nil {
+		trust, err := opts.Auth.Trust()
+		if err != nil {
+			return nil, err
+		}
+		creds, err := opts.Auth.WriteServiceCreds()
+		if err != nil {
+			return nil, err
+		}
+		embedded.Auth = &trust
+		cfg.NATS = withCreds(cfg.NATS, creds)
+	}
+	srv, err := bus.StartEmbedded(embedded)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +74,13 @@ func Up(ctx context.Context, cfg config.Config, opts UpOptions, logger *zap.Logg
 		return nil, err
 	}
 	return s, nil
+}
+
+// withCreds is n authenticating with the credentials file at path instead of any
+// method it names.
+func withCreds(n config.NATS, path string) config.NATS {
+	n.CredsFile, n.NKeyFile, n.User, n.Password, n.PasswordFile, n.TokenFile = path, "", "", "", "", ""
+	return n
 }
 
 // serve runs the named components and waits until they are ready.

@@ -3,7 +3,6 @@ package app_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"syscall"
@@ -14,16 +13,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 func get(url string) (int, string, error) {
 	resp, err := http.Get(url)
@@ -42,7 +31,7 @@ func TestRunWorkerServesProbesAndStopsOnSIGTERM(t *testing.T) {
 	for _, name := range []string{app.Ingest, app.Retriever} {
 		t.Run(name, func(t *testing.T) {
 			srv := bustest.StartServerWith(t, bus.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})
-			httpAddr := freeAddr(t)
+			httpAddr := bustest.FreeAddr(t)
 			t.Setenv("AGENTMEM_NATS_URL", srv.ClientURL())
 			t.Setenv("AGENTMEM_DATA_DIR", t.TempDir())
 			t.Setenv("AGENTMEM_HTTP_LISTEN", httpAddr)

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // Reconnect backoff: doubling from reconnectBase up to reconnectMax, with jitter so
@@ -140,7 +142,12 @@ func connOptions(cfg ConnConfig, log *zap.Logger) ([]nats.Option, error) {
 	}
 	switch {
 	case cfg.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		// The credential and, for a tenant's, the inbox prefix it is limited to.
+		credOpts, err := natsauth.ClientOptions(cfg.CredsFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, credOpts...)
 	case cfg.NKeyFile != "":
 		opt, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
 		if err != nil {

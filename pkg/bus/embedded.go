@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // ErrServerNotReady is returned when an embedded server does not accept connections in time.
@@ -29,6 +32,10 @@ type EmbeddedConfig struct {
 	// /healthz; KEDA's JetStream scaler reads /jsz); empty means none. Port 0 picks a
 	// free port; read it back with srv.MonitorAddr().
 	MonitorListen string
+	// Auth, when set, runs the server in operator mode trusting it (pkg/natsauth):
+	// a connection without a user JWT its account signed is refused, and each user
+	// has the permissions of its JWT. Nil: no authentication.
+	Auth *natsauth.Trust
 	// Configure, when set, is applied to the server options last: for settings this
 	// config does not name (users, nkeys, TLS, limits).
 	Configure func(*server.Options)
@@ -84,6 +91,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		}
 		opts.HTTPHost, opts.HTTPPort = host, port
 	}
+	if cfg.Auth != nil {
+		if err := trustOperator(opts, *cfg.Auth); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Configure != nil {
 		cfg.Configure(opts)
 	}
@@ -101,6 +113,25 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		return nil, fmt.Errorf("%w after %s", ErrServerNotReady, timeout)
 	}
 	return srv, nil
+}
+
+// trustOperator configures opts for operator mode: the operator, the system account
+// and a memory resolver holding every account JWT.
+func trustOperator(opts *server.Options, t natsauth.Trust) error {
+	op, err := t.Operator()
+	if err != nil {
+		return fmt.Errorf("%w: embedded server: %w", ErrInvalidConfig, err)
+	}
+	res := &server.MemAccResolver{}
+	for pub, token := range t.AccountJWTs {
+		if err := res.Store(pub, token); err != nil {
+			return fmt.Errorf("%w: embedded server: account %s: %w", ErrInvalidConfig, pub, err)
+		}
+	}
+	opts.TrustedOperators = []*jwt.OperatorClaims{op}
+	opts.AccountResolver = res
+	opts.SystemAccount = t.SystemAccount
+	return nil
 }
 
 // splitListen parses "host:port"; port 0 becomes server.RANDOM_PORT because 0 means

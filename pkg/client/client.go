@@ -32,6 +32,8 @@ var (
 	ErrNoStream = errors.New("client: no event stream")
 	// ErrNoRetriever: nothing is subscribed to the request subject.
 	ErrNoRetriever = errors.New("client: no retriever is answering")
+	// ErrConnect: Connect could not connect (unreachable server, refused credential).
+	ErrConnect = errors.New("client: connect")
 	// ErrRequest: a request failed in transport (timeout, closed connection).
 	ErrRequest = errors.New("client: request")
 	// ErrBadReply: the retriever answered with something that is not the reply type.

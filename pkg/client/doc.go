@@ -13,6 +13,10 @@
 // a failed request is an *Error holding the retriever's code ("400", "404", "500",
 // "503") and message, and a request nobody answers fails with ErrNoRetriever.
 //
+// Against a server with authentication (`agentmem up --auth`, or a deployment's
+// operator-mode NATS), connect with Connect and the tenant's credentials file from
+// `agentmem creds add`: it sets the inbox prefix the credential is limited to.
+//
 // Tools and HandleToolCall expose the Markdown memory to a model through OpenAI
 // function calling: memory_search, memory_append and memory_read_topic.
 package client

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -167,4 +168,16 @@ func jetStreamOn(t testing.TB, nc *nats.Conn) jetstream.JetStream {
 		t.Fatalf("jetstream context: %v", err)
 	}
 	return js
+}
+
+// FreeAddr is a "127.0.0.1:port" nobody listened on a moment ago, for a listener
+// that must be named before it starts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
+)
+
+// syncBuffer is a bytes.Buffer that `up`, running in a goroutine, writes while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// `agentmem up --auth --data-dir D`, then `agentmem creds add --data-dir D --tenant
+// acme --out f.creds`: client commands with AGENTMEM_NATS_CREDS_FILE=f.creds work,
+// without it they are refused, and with it they cannot speak for another tenant.
+func TestUpWithAuthAndTenantCredentials(t *testing.T) {
+	dir := t.TempDir()
+	addr := bustest.FreeAddr(t)
+	t.Setenv("AGENTMEM_CONFIG", "")
+	t.Setenv("AGENTMEM_HTTP_LISTEN", "")
+	t.Setenv("AGENTMEM_LOG_LEVEL", "error")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	root := newRoot()
+	var out syncBuffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"up", "--auth", "--data-dir", dir, "--nats-listen", addr})
+	upDone := make(chan error, 1)
+	go func() { upDone <- root.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-upDone; err != nil {
+			t.Errorf("up: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), "agentmem is up") {
+		select {
+		case err := <-upDone:
+			upDone <- err
+			t.Fatalf("up stopped: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("up is not up:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "creds add") {
+		t.Errorf("up --auth does not say how to get a credential:\n%s", out.String())
+	}
+
+	creds := filepath.Join(t.TempDir(), "f.creds")
+	if out, err := run(t, "creds", "add", "--data-dir", dir, "--tenant", "acme", "--out", creds); err != nil {
+		t.Fatalf("creds add: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(creds); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("creds file: %v %v, want mode 0600", fi, err)
+	}
+	if data, _ := os.ReadFile(creds); !bytes.Contains(data, []byte("BEGIN NATS USER JWT")) || !bytes.Contains(data, []byte("BEGIN USER NKEY SEED")) {
+		t.Fatalf("not a .creds file:\n%s", data)
+	}
+
+	ns := []string{"--nats-url", "nats://" + addr, "--tenant", "acme", "--user", "u1"}
+	if out, err := run(t, append([]string{"observe", "--session", "s1", "--text", "x"}, ns...)...); err == nil {
+		t.Fatalf("observe without a credential succeeded:\n%s", out)
+	}
+
+	t.Setenv("AGENTMEM_NATS_CREDS_FILE", creds)
+	if out, err := run(t, append([]string{"observe", "--session", "s1", "--text", "My sales.csv has columns date, product and qty."}, ns...)...); err != nil {
+		t.Fatalf("observe: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"end", "--session", "s1"}, ns...)...); err != nil {
+		t.Fatalf("end: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"append", "--content", "Quarterly reports go to finance."}, ns...)...); err != nil || !strings.Contains(out, "MEMORY.md") {
+		t.Fatalf("append: %v\n%s", err, out)
+	}
+	var got string
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(200 * time.Millisecond) {
+		o, err := run(t, append([]string{"context", "--query", "which columns does my sales file have?"}, ns...)...)
+		if err != nil {
+			t.Fatalf("context: %v\n%s", err, o)
+		}
+		if got = o; strings.Contains(o, "qty") && strings.Contains(o, "finance") {
+			break
+		}
+	}
+	if !strings.Contains(got, "qty") || !strings.Contains(got, "finance") {
+		t.Fatalf("context after observe/end/append:\n%s", got)
+	}
+	for _, key := range []string{"operator.nk", "account.nk", "system.nk"} {
+		seed, err := os.ReadFile(filepath.Join(dir, "auth", key))
+		if err != nil || strings.Contains(out.String(), strings.TrimSpace(string(seed))) {
+			t.Fatalf("%s: %v, or up printed the seed", key, err)
+		}
+	}
+	if out, err := run(t, "context", "--nats-url", "nats://"+addr, "--tenant", "globex", "--user", "u1"); err == nil || !strings.Contains(err.Error(), `tenant "acme"`) {
+		t.Fatalf("acme's credential spoke for globex: %v\n%s", err, out)
+	}
+}
