@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -11,7 +13,10 @@ import (
 )
 
 func newUpCmd(g *globalFlags) *cobra.Command {
-	var dataDir, listen string
+	var (
+		dataDir, listen string
+		ui              bool
+	)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything in one process: embedded NATS, the four workers, the retriever",
@@ -19,7 +24,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 consolidator and retriever in this process, with the filesystem Markdown store and the
 embedded vector store under --data-dir. Agents connect to the printed NATS URL.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			overrides := map[string]string{"nats.embedded.listen": listen}
+			overrides := map[string]string{"nats.embedded.listen": listen, "http.ui": strconv.FormatBool(ui)}
 			if dataDir != "" {
 				overrides["data_dir"] = dataDir
 			}
@@ -42,6 +47,9 @@ embedded vector store under --data-dir. Agents connect to the printed NATS URL.`
 			fmt.Fprintf(out, "  Markdown:    %s\n  Vectors:     %s\n  JetStream:   %s\n", cfg.Memory.Dir, cfg.Vector.Path, cfg.NATS.Embedded.StoreDir)
 			if cfg.HTTP.Listen != "" {
 				fmt.Fprintf(out, "  Operations:  http://%s/metrics /healthz /readyz\n", cfg.HTTP.Listen)
+				if cfg.HTTP.UI {
+					fmt.Fprintf(out, "  Inspector:   %s\n", inspectorURL(cfg.HTTP.Listen))
+				}
 			}
 			fmt.Fprintf(out, "Try: agentmem observe --tenant acme --user u1 --session s1 --text 'Remember: my sales files have columns date, product, qty.'\n")
 			fmt.Fprintf(out, "     agentmem end --tenant acme --user u1 --session s1\n")
@@ -56,8 +64,21 @@ embedded vector store under --data-dir. Agents connect to the printed NATS URL.`
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "where memory, vectors and JetStream data live (default data_dir of the configuration, ~/.agentmem)")
+	cmd.Flags().BoolVar(&ui, "ui", true, "serve the web inspector at /ui/ on http.listen (sets http.ui)")
 	cmd.Flags().StringVar(&listen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server's client listener (\"\" for in-process only)")
 	return cmd
+}
+
+// inspectorURL is the inspector's URL on the operations address listen.
+func inspectorURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen + "/ui/"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/ui/"
 }
 
 func newDemoCmd(g *globalFlags) *cobra.Command {
