@@ -100,7 +100,7 @@ func (b *browser) check(path string) {
 }
 
 func (b *browser) shot(name string) {
-	if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90)); err == nil {
+	if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)); err == nil {
 		b.shots[strings.Trim(unsafeName.ReplaceAllString(name, "_"), "_")] = png
 	}
 }
@@ -255,7 +255,7 @@ func TestInspectorInBrowser(t *testing.T) {
 			t.Errorf("memory page without history: %s", b.text())
 		}
 		if os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT") != "" {
-			if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90)); err == nil {
+			if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)); err == nil {
 				_ = os.WriteFile(os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT"), png, 0o644)
 			}
 		}
