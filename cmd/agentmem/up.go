@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -16,6 +18,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	var (
 		dataDir, listen string
 		auth            bool
+		ui              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -29,7 +32,7 @@ issue one per tenant with "agentmem creds add --data-dir DIR --tenant T --out FI
 (the signing keys live in DIR/auth) and give it to the tenant's agents as
 AGENTMEM_NATS_CREDS_FILE.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			overrides := map[string]string{"nats.embedded.listen": listen}
+			overrides := map[string]string{"nats.embedded.listen": listen, "http.ui": strconv.FormatBool(ui)}
 			if dataDir != "" {
 				overrides["data_dir"] = dataDir
 			}
@@ -59,6 +62,9 @@ AGENTMEM_NATS_CREDS_FILE.`,
 			fmt.Fprintf(out, "  Markdown:    %s\n  Vectors:     %s\n  JetStream:   %s\n", cfg.Memory.Dir, cfg.Vector.Path, cfg.NATS.Embedded.StoreDir)
 			if cfg.HTTP.Listen != "" {
 				fmt.Fprintf(out, "  Operations:  http://%s/metrics /healthz /readyz\n", cfg.HTTP.Listen)
+				if cfg.HTTP.UI {
+					fmt.Fprintf(out, "  Inspector:   %s\n", inspectorURL(cfg.HTTP.Listen))
+				}
 			}
 			if auth {
 				fmt.Fprintf(out, "  Auth:        on; keys in %s\n", natsauth.KeyDir(cfg.DataDir))
@@ -78,8 +84,21 @@ AGENTMEM_NATS_CREDS_FILE.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "where memory, vectors and JetStream data live (default data_dir of the configuration, ~/.agentmem)")
 	cmd.Flags().BoolVar(&auth, "auth", false, "require NATS credentials: one per tenant from `agentmem creds add`, limited to that tenant's subjects")
+	cmd.Flags().BoolVar(&ui, "ui", true, "serve the web inspector at /ui/ on http.listen (sets http.ui)")
 	cmd.Flags().StringVar(&listen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server's client listener (\"\" for in-process only)")
 	return cmd
+}
+
+// inspectorURL is the inspector's URL on the operations address listen.
+func inspectorURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen + "/ui/"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/ui/"
 }
 
 func newDemoCmd(g *globalFlags) *cobra.Command {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
@@ -34,25 +35,7 @@ type rig struct {
 // TCP listener on a free loopback port, so outside clients can connect too.
 func upStack(t *testing.T) rig {
 	t.Helper()
-	cfg, err := config.Load("", []string{
-		"AGENTMEM_DATA_DIR=" + t.TempDir(),
-		"AGENTMEM_HTTP_LISTEN=",
-		"AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stack.Close(); err != nil {
-			t.Errorf("stack close: %v", err)
-		}
-	})
+	stack, cfg := apptest.Up(t)
 	nc, err := nats.Connect(stack.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -172,9 +172,15 @@ type Ingest struct {
 	ContextMessages int `koanf:"context_messages"`
 }
 
-// HTTP is the operations server (/metrics, /healthz, /readyz).
+// HTTP is the operations server (/metrics, /healthz, /readyz, and the web
+// inspector at /ui/ when UI is on).
 type HTTP struct {
 	Listen string `koanf:"listen"` // "" disables it
+	// UI serves the web inspector (pkg/inspector) at /ui/; `agentmem up` turns it on.
+	UI bool `koanf:"ui"`
+	// UIPasswordFile holds the inspector's HTTP basic-auth password; without one the
+	// inspector serves loopback clients only.
+	UIPasswordFile string `koanf:"ui_password_file"`
 }
 
 // Log selects the zap logger.

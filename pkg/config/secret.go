@@ -75,3 +75,8 @@ func (n NATS) PasswordValue() (string, error) {
 func (n NATS) TokenValue() (string, error) {
 	return resolveSecret("nats.token", "", "nats.token_file", n.TokenFile)
 }
+
+// UIPasswordValue returns the content of http.ui_password_file ("" when unset).
+func (h HTTP) UIPasswordValue() (string, error) {
+	return resolveSecret("http.ui_password", "", "http.ui_password_file", h.UIPasswordFile)
+}

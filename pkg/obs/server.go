@@ -48,6 +48,7 @@ type Server struct {
 	cfg    ServerConfig
 	logger *zap.Logger
 	http   *http.Server
+	mux    *http.ServeMux
 
 	mu     sync.Mutex
 	checks map[string]func(context.Context) error
@@ -77,7 +78,14 @@ func NewServer(cfg ServerConfig, reg *prometheus.Registry, logger *zap.Logger) (
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.mux = mux
 	return s, nil
+}
+
+// Handle serves handler for pattern (http.ServeMux syntax) beside the probes and
+// metrics, e.g. the web inspector under /ui/. Call it before Start.
+func (s *Server) Handle(pattern string, handler http.Handler) {
+	s.mux.Handle(pattern, handler)
 }
 
 // AddReadyCheck registers a readiness check; a check of the same name is replaced.

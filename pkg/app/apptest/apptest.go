@@ -1,0 +1,67 @@
+// Package apptest starts the real all-in-one stack (app.Up) for tests of packages
+// that talk to agentmem as a client would: a temporary data directory, an embedded
+// NATS server with a TCP listener on a free loopback port.
+package apptest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/client"
+	"github.com/agentmem/agentmem/pkg/config"
+)
+
+// Up runs the stack until the test ends. env adds AGENTMEM_* settings
+// ("AGENTMEM_HTTP_LISTEN=127.0.0.1:0"); by default the operations server is off.
+func Up(t testing.TB, env ...string) (*app.Stack, config.Config) {
+	t.Helper()
+	cfg, err := config.Load("", append([]string{
+		"AGENTMEM_DATA_DIR=" + t.TempDir(),
+		"AGENTMEM_HTTP_LISTEN=",
+		"AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0",
+	}, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stack.Close(); err != nil {
+			t.Errorf("stack close: %v", err)
+		}
+	})
+	return stack, cfg
+}
+
+// Client connects to the stack over TCP and returns a client for tenant.
+func Client(t testing.TB, stack *app.Stack, tenant string) *client.Client {
+	t.Helper()
+	nc, err := nats.Connect(stack.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "test-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// WaitIdle waits until the pipeline has handled everything published so far.
+func WaitIdle(t testing.TB, stack *app.Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := app.WaitIdle(ctx, stack.Runtime().JS, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+}
