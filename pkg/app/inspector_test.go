@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/agentmem/agentmem/pkg/app/apptest"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 )
 
 // With http.ui the operations server serves the inspector at /ui/ beside the
 // probes; without it (the workers' default) /ui/ does not exist.
 func TestOperationsServerMountsTheInspector(t *testing.T) {
 	for _, ui := range []bool{true, false} {
-		addr := freeAddr(t)
+		addr := bustest.FreeAddr(t)
 		env := []string{"AGENTMEM_HTTP_LISTEN=" + addr}
 		if ui {
 			env = append(env, "AGENTMEM_HTTP_UI=true")
