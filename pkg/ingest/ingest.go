@@ -112,12 +112,12 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages}
 	pw, err := pipeline.NewBatch(pipeline.Config{
 		Worker:       bus.WorkerIngest,
+		MaxTextBytes: cfg.MaxTextBytes,
 		Consumer:     cfg.Consumer,
 		Concurrency:  cfg.Concurrency,
 		Router:       cfg.Router,
 		Dial:         deps.Dial,
 		Metrics:      deps.Metrics,
-		MaxTextBytes: cfg.MaxTextBytes,
 	}, cfg.Batch, w.HandleBatch, logger)
 	if err != nil {
 		return nil, err
