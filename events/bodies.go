@@ -114,6 +114,9 @@ func (o *Observation) validate(path, sessionKey string) error {
 		if o.Text == "" {
 			return ruleError(field(path, "text"), "is required for kind message")
 		}
+		if strings.TrimSpace(o.Text) == "" {
+			return ruleError(field(path, "text"), "is empty or whitespace")
+		}
 	case KindToolCall:
 		if o.ToolCall == nil {
 			return ruleError(field(path, "tool_call"), "is required for kind tool_call")

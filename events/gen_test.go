@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"pgregory.net/rapid"
@@ -156,7 +157,7 @@ func genObservation(key string, number *rapid.Generator[any]) *rapid.Generator[O
 		turnKey := rapid.SampledFrom([]string{"", key}).Draw(t, "turn_key")
 		switch o.EffectiveKind() {
 		case KindMessage:
-			o.Text = genText().Draw(t, "message_text")
+			o.Text = genText().Filter(func(s string) bool { return strings.TrimSpace(s) != "" }).Draw(t, "message_text")
 		case KindToolCall:
 			o.ToolCall = ptr(genToolCall().Draw(t, "tool_call"))
 		case KindToolResult:

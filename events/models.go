@@ -407,6 +407,10 @@ type ContextPack struct {
 	Counts        PackCounts `json:"counts"`
 	TokenEstimate int        `json:"token_estimate"`
 	Prompt        string     `json:"prompt"`
+	// Truncated is set when the pack would not fit in one NATS message
+	// (max_payload): the retriever dropped its lowest-priority items, and cut the
+	// core memory to its first lines when even that was not enough.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Recount sets Counts from the lists.

@@ -17,6 +17,9 @@ const (
 	RPCCodeNotFound    = "404" // the memory, item, topic or session does not exist
 	RPCCodeInternal    = "500" // a store or model failed
 	RPCCodeUnavailable = "503" // a dependency is down; retry later
+	// RPCCodeTooLarge: the reply would not fit in one NATS message (the
+	// connection's max_payload) and cannot be cut; the message names both sizes.
+	RPCCodeTooLarge = "413"
 )
 
 // Limits of list-shaped requests, so one request cannot ask for the whole store.
@@ -86,6 +89,9 @@ func (r SearchRequest) Validate() error {
 // SearchReply answers SearchRequest, best first.
 type SearchReply struct {
 	Results []SearchResult `json:"results"`
+	// Truncated is set when the lowest-ranked results were dropped so that the
+	// reply fits in one NATS message (max_payload).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // SearchResult is one found memory.
@@ -392,6 +398,9 @@ func (r HistoryRequest) Validate() error {
 type HistoryReply struct {
 	ID      string   `json:"id"`
 	Changes []Change `json:"changes"`
+	// Truncated is set when the oldest changes were dropped so that the reply
+	// fits in one NATS message (max_payload).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Change is one step in a memory's life.
@@ -497,6 +506,9 @@ func (r ItemSearchRequest) Validate() error {
 // ItemListReply answers item.list and item.search; expired items are never in it.
 type ItemListReply struct {
 	Items []MemoryItem `json:"items"`
+	// Truncated is set when the last items were dropped so that the reply fits in
+	// one NATS message (max_payload).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 func firstError(errs ...error) error {

@@ -165,6 +165,10 @@ var mutations = []mutation{
 		e.Observation.Kind = rapid.SampledFrom([]ObservationKind{"", KindMessage}).Draw(t, "kind")
 		e.Observation.Text = ""
 	}},
+	{"message of white space only", isType(TypeObservation), func(t *rapid.T, e *Envelope) {
+		e.Observation.Kind = rapid.SampledFrom([]ObservationKind{"", KindMessage}).Draw(t, "kind")
+		e.Observation.Text = rapid.SampledFrom([]string{" ", "\n", " \t\r\n  "}).Draw(t, "blank")
+	}},
 	{"tool call without name", isType(TypeObservation), func(_ *rapid.T, e *Envelope) {
 		e.Observation.Kind, e.Observation.ToolCall = KindToolCall, &ToolCall{ID: "c1"}
 	}},

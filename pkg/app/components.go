@@ -152,6 +152,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Concurrency:     in.Concurrency,
 		Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
 		ContextMessages: in.ContextMessages,
+		MaxTextBytes:    rt.Config.Limits.MaxTextBytes,
 	}, ingest.Deps{
 		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
 		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
@@ -160,8 +161,9 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 
 func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, error) {
 	return extract.NewWorker(extract.WorkerConfig{
-		Consumer: bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
-		Router:   bus.RouterConfig{HandlerTimeout: rt.llmBudget()},
+		Consumer:     bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
+		Router:       bus.RouterConfig{HandlerTimeout: rt.llmBudget()},
+		MaxTextBytes: rt.Config.Limits.MaxTextBytes,
 	}, extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
@@ -199,6 +201,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		AutoLoadLines: m.AutoLoadLines,
 		KEpisodic:     rt.Config.Vector.KEpisodic,
 		KSemantic:     rt.Config.Vector.KSemantic,
+		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
 		Memories: mem, Consolidator: runner, Summarize: extract.SummarizeSession,

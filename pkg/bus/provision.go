@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
@@ -155,6 +156,14 @@ type ConsumerSpec struct {
 	// acking the few other events. The durable's pending counts then include
 	// those events until they are skipped.
 	FilterOnClient bool
+	// ClaimUnrouted, with FilterOnClient, also hands the Router every message
+	// whose subject no worker's filter matches (Routed is false: a wrong token
+	// count or an unknown kind, "mem.acme.obs.u1", "mem.acme.obs.u1.s1.extra"),
+	// so that it is dead-lettered with the reason instead of skipped: the stream
+	// (mem.>) stores it, and no other consumer is ever delivered it. Exactly one
+	// worker claims them (ingest, which reads the whole stream anyway), so each is
+	// dead-lettered once.
+	ClaimUnrouted bool
 }
 
 // Validate reports specs nats-server would reject or silently change.
@@ -169,6 +178,9 @@ func (s ConsumerSpec) Validate() error {
 		if f == "" || strings.ContainsAny(f, " \t\r\n") || slices.Contains(strings.Split(f, "."), "") {
 			return fmt.Errorf("%w: consumer %s: filter subject %q is not a valid subject", ErrInvalidConfig, s.Durable, f)
 		}
+	}
+	if s.ClaimUnrouted && !s.FilterOnClient {
+		return fmt.Errorf("%w: consumer %s: ClaimUnrouted needs FilterOnClient (a server-side filter never delivers unrouted subjects)", ErrInvalidConfig, s.Durable)
 	}
 	if s.AckWait < 0 {
 		return fmt.Errorf("%w: consumer %s: AckWait %s is negative", ErrInvalidConfig, s.Durable, s.AckWait)
@@ -251,6 +263,19 @@ var workerFilters = map[string][]string{
 // skipping every observation on the client would cost them far more.
 var filteredOnClient = map[string]bool{WorkerIngest: true}
 
+// unroutedOwner is the worker whose consumer claims the unrouted subjects (see
+// ConsumerSpec.ClaimUnrouted); it filters on the client.
+const unroutedOwner = WorkerIngest
+
+// routedFilters are the filters of every worker: a subject matching none of them
+// is delivered to no worker by its filter.
+var routedFilters = slices.Concat(workerFilters[WorkerIngest], workerFilters[WorkerExtractor], workerFilters[WorkerConsolidator])
+
+// Routed reports whether some worker's filter matches subject.
+func Routed(subject string) bool {
+	return slices.ContainsFunc(routedFilters, func(f string) bool { return server.SubjectMatchesFilter(subject, f) })
+}
+
 // ConsumerDefaults are the delivery settings shared by the worker consumers. Zero
 // fields take the defaults: AckWait 30s, MaxDeliver 5, BackOff [30s 1m 5m].
 //
@@ -294,5 +319,6 @@ func WorkerConsumer(worker string, cfg ConsumerDefaults) ConsumerSpec {
 		BackOff:        slices.Clone(cfg.BackOff),
 		MaxAckPending:  cfg.MaxAckPending,
 		FilterOnClient: filteredOnClient[worker],
+		ClaimUnrouted:  worker == unroutedOwner,
 	}
 }

@@ -263,6 +263,11 @@ func TestWorkerConsumers(t *testing.T) {
 		if spec.FilterOnClient != (worker == bus.WorkerIngest) {
 			t.Errorf("%s: FilterOnClient %v", worker, spec.FilterOnClient)
 		}
+		// ... and claims the subjects no worker's filter matches, so each is
+		// dead-lettered exactly once.
+		if spec.ClaimUnrouted != (worker == bus.WorkerIngest) {
+			t.Errorf("%s: ClaimUnrouted %v", worker, spec.ClaimUnrouted)
+		}
 		c, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, spec)
 		if err != nil {
 			t.Fatalf("%s: %v", worker, err)
@@ -339,4 +344,22 @@ func streamInfo(t *testing.T, js jetstream.JetStream, name string) (*jetstream.S
 		return nil, err
 	}
 	return s.Info(ctx)
+}
+
+func TestRoutedSubjects(t *testing.T) {
+	for subject, routed := range map[string]bool{
+		"mem.acme.obs.u1.s1": true, "mem.acme.ended.u1.s1": true, "mem.acme.hit.u1": true,
+		"mem.acme.written.u1": true, "mem.acme.consolidate.u1": true,
+		"mem.acme.obs.u1": false, "mem.acme.obs.u1.s1.extra": false, "mem.acme.ended.u1": false,
+		"mem.acme.hit.u1.s1": false, "mem.acme.gossip.u1": false, "mem.acme": false,
+	} {
+		if got := bus.Routed(subject); got != routed {
+			t.Errorf("Routed(%q) = %v, want %v", subject, got, routed)
+		}
+	}
+	spec := bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{})
+	spec.ClaimUnrouted = true
+	if err := spec.Validate(); !errors.Is(err, bus.ErrInvalidConfig) {
+		t.Errorf("ClaimUnrouted without FilterOnClient: Validate() = %v", err)
+	}
 }

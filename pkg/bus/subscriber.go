@@ -263,7 +263,8 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 }
 
 // wants reports whether a message on subject is for the Router: always, unless
-// the consumer filters on the client and subject matches none of its filters.
+// the consumer filters on the client and subject matches none of its filters (and
+// is not an unrouted subject the consumer claims, see ConsumerSpec.ClaimUnrouted).
 func (s *Subscriber) wants(subject string) bool {
 	if !s.cfg.Consumer.FilterOnClient {
 		return true
@@ -273,7 +274,7 @@ func (s *Subscriber) wants(subject string) bool {
 			return true
 		}
 	}
-	return false
+	return s.cfg.Consumer.ClaimUnrouted && !Routed(subject)
 }
 
 // skip acks a message the consumer does not handle. The ack is not confirmed: a

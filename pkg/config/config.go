@@ -9,6 +9,7 @@ package config
 import (
 	"time"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/policy"
 )
 
@@ -23,6 +24,7 @@ type Config struct {
 	Embed   Embed   `koanf:"embed"`
 	Vector  Vector  `koanf:"vector"`
 	Ingest  Ingest  `koanf:"ingest"`
+	Limits  Limits  `koanf:"limits"`
 	HTTP    HTTP    `koanf:"http"`
 	Log     Log     `koanf:"log"`
 	Runtime Runtime `koanf:"runtime"`
@@ -172,6 +174,20 @@ type Ingest struct {
 	ContextMessages int `koanf:"context_messages"`
 }
 
+// Limits bound what one event or request may ask agentmem to store.
+type Limits struct {
+	// MaxTextBytes bounds each text: an observation's text, tool-call arguments
+	// and tool-result output (over it: dead-lettered by ingest, left out by the
+	// extractor), append content, add and update text, item content and queries
+	// (over it: the retriever answers 400). It is well below NATS's max_payload
+	// (1 MiB by default), so that replies carrying such texts fit in a message.
+	MaxTextBytes int `koanf:"max_text_bytes"`
+}
+
+// MaxTextBytesCeiling is the largest limits.max_text_bytes: half of NATS's default
+// max_payload, so a request carrying one such text still fits in a message.
+const MaxTextBytesCeiling = 512 << 10
+
 // HTTP is the operations server (/metrics, /healthz, /readyz, and the web
 // inspector at /ui/ when UI is on).
 type HTTP struct {
@@ -247,6 +263,7 @@ func defaults() Config {
 		},
 		// Four batches in flight hide one batch's round trips behind the others'.
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},
+		Limits: Limits{MaxTextBytes: events.DefaultMaxTextBytes},
 		HTTP:   HTTP{Listen: ":9090"},
 		Log:    Log{Level: "info", Format: "json"},
 		// A worker's live heap is small (tens of MiB) and its garbage plentiful: at

@@ -197,6 +197,10 @@ func (c Config) Validate() error {
 	p.positive("ingest.batch_linger", in.BatchLinger)
 	p.atLeast("ingest.context_messages", in.ContextMessages, -1)
 
+	if n := c.Limits.MaxTextBytes; n < 1 || n > MaxTextBytesCeiling {
+		p.add("limits.max_text_bytes", "must be between 1 and %d (NATS's default max_payload is 1 MiB), got %d", MaxTextBytesCeiling, n)
+	}
+
 	p.hostPort("http.listen", c.HTTP.Listen)
 	if lvl, err := zapcore.ParseLevel(c.Log.Level); err != nil || lvl > zapcore.ErrorLevel {
 		p.add("log.level", "must be one of debug, info, warn, error, got %q", c.Log.Level)

@@ -51,6 +51,11 @@ type WorkerConfig struct {
 	Router bus.RouterConfig
 	// StateBucket is the KV bucket of extraction records; default DefaultStateBucket.
 	StateBucket string
+	// MaxTextBytes bounds each text of an event (events.Envelope.CheckSize): a
+	// session_ended over it is dead-lettered, and a session's observations over it
+	// (ingest dead-lettered them; the stream still holds them) are left out of the
+	// extraction. Default events.DefaultMaxTextBytes.
+	MaxTextBytes int
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -59,6 +64,9 @@ func (c *WorkerConfig) setDefaults() {
 	}
 	if c.StateBucket == "" {
 		c.StateBucket = DefaultStateBucket
+	}
+	if c.MaxTextBytes == 0 {
+		c.MaxTextBytes = events.DefaultMaxTextBytes
 	}
 }
 
@@ -157,12 +165,13 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 	}
 	w := &Worker{cfg: cfg, deps: deps, logger: logger.Named("extractor"), locks: sessionLocks{m: make(map[string]*sessionLock)}}
 	pipe, err := pipeline.New(pipeline.Config{
-		Worker:      bus.WorkerExtractor,
-		Consumer:    cfg.Consumer,
-		Concurrency: cfg.Concurrency,
-		Router:      cfg.Router,
-		Dial:        deps.Dial,
-		Metrics:     deps.Metrics,
+		Worker:       bus.WorkerExtractor,
+		Consumer:     cfg.Consumer,
+		Concurrency:  cfg.Concurrency,
+		Router:       cfg.Router,
+		Dial:         deps.Dial,
+		Metrics:      deps.Metrics,
+		MaxTextBytes: cfg.MaxTextBytes,
 	}, w.handle, logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -287,7 +296,7 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 	if err != nil {
 		return nil, 0, fmt.Errorf("extract: read session %s: %w", key, err)
 	}
-	conv, sources := conversation(stored)
+	conv, sources := conversation(stored, w.cfg.MaxTextBytes)
 	ex := &extraction{Status: statusExtracted, EventID: env.ID, Entries: []storedEntry{}}
 	if !ShouldExtract(conv) {
 		// SPEC A3: nothing said, nothing to ask a model about.
@@ -348,13 +357,15 @@ type source struct {
 
 // conversation turns the session's observations into the extractor's messages:
 // messages of every role, and tool results as tool messages (their outputs carry
-// file and table structures). Tool calls and turn markers say nothing to remember.
-func conversation(stored []eventstore.Stored) ([]Message, map[string]source) {
+// file and table structures). Tool calls and turn markers say nothing to remember,
+// and an observation with a text over maxTextBytes was dead-lettered by ingest:
+// it is left out here too.
+func conversation(stored []eventstore.Stored, maxTextBytes int) ([]Message, map[string]source) {
 	conv := make([]Message, 0, len(stored))
 	sources := make(map[string]source, len(stored))
 	for _, st := range stored {
 		o := st.Envelope.Observation
-		if o == nil {
+		if o == nil || st.Envelope.CheckSize(maxTextBytes) != nil {
 			continue
 		}
 		var m Message

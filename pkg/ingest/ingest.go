@@ -51,6 +51,10 @@ type Config struct {
 	// session its episodic memory keeps as context (records.Observation.Before);
 	// default DefaultContextMessages, negative for none.
 	ContextMessages int
+	// MaxTextBytes bounds each text of an observation (events.Envelope.CheckSize):
+	// one over it is dead-lettered, naming the field, its size and the limit.
+	// Default events.DefaultMaxTextBytes.
+	MaxTextBytes int
 }
 
 // DefaultContextMessages is Config.ContextMessages' default: the question an
@@ -107,12 +111,13 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 	}
 	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages}
 	pw, err := pipeline.NewBatch(pipeline.Config{
-		Worker:      bus.WorkerIngest,
-		Consumer:    cfg.Consumer,
-		Concurrency: cfg.Concurrency,
-		Router:      cfg.Router,
-		Dial:        deps.Dial,
-		Metrics:     deps.Metrics,
+		Worker:       bus.WorkerIngest,
+		MaxTextBytes: cfg.MaxTextBytes,
+		Consumer:     cfg.Consumer,
+		Concurrency:  cfg.Concurrency,
+		Router:       cfg.Router,
+		Dial:         deps.Dial,
+		Metrics:      deps.Metrics,
 	}, cfg.Batch, w.HandleBatch, logger)
 	if err != nil {
 		return nil, err

@@ -29,8 +29,18 @@
 // The time is UTC at minute precision; the category is file_pattern, user_pref,
 // error_solution or general. ParseEntries is the exact inverse for entries that pass
 // Entry.Validate: content has no line that is "---" (trailing white space ignored), no
-// line starting with "### [" and no line ending in "\r"; SanitizeContent makes any text
-// such content.
+// heading line ("#" after at most three spaces) and no line ending in "\r";
+// SanitizeContent makes any text such content.
+//
+// # Content cannot forge structure
+//
+// Every formatter (FormatEntry, FormatLongTerm, FormatDailyNote) writes its content
+// through SanitizeContent: a "---" line becomes "***" and a heading line gets a
+// backslash before its first "#" ("\### [2020-01-01 00:00] user_pref", "\## 2020-01-01",
+// "\### 14:30"), which Markdown shows as the literal text. So text an agent appends, or
+// an extractor or model returns, always parses back as the one entry, section or item
+// it was written as, with the sanitized content, never as entries, sections or items of
+// its own.
 //
 // The parser is lenient where people edit files: every line starting with "### [" begins
 // an entry, which runs to the next line that is "---" (trailing white space allowed);

@@ -56,11 +56,13 @@ func ParseCategory(s string) (Category, error) {
 	return c, nil
 }
 
-// Validate reports what would stop e from surviving FormatEntry and ParseEntries: an
-// unknown category, a zero time or one outside years 0000–9999, or content with a line
-// that would end the entry ("---"), start another ("### [") or end in a carriage return.
-// Sub-minute precision and surrounding blank lines are not errors: FormatEntry drops
-// them. SanitizeContent turns any text into valid content.
+// Validate reports what would stop e from surviving FormatEntry and ParseEntries
+// unchanged: an unknown category, a zero time or one outside years 0000–9999, or
+// content with a line that SanitizeContent changes: one that would end the entry
+// ("---"), start a heading ("#" after at most three spaces: "### [" starts another
+// entry, "## YYYY-MM-DD" a long-term section, "### HH:MM" a daily-note item) or end in
+// a carriage return. Sub-minute precision and surrounding blank lines are not errors:
+// FormatEntry drops them. SanitizeContent turns any text into valid content.
 func (e Entry) Validate() error {
 	if !e.Category.Valid() {
 		return fmt.Errorf("%w: %w %q", ErrInvalidEntry, ErrUnknownCategory, e.Category)
@@ -72,8 +74,8 @@ func (e Entry) Validate() error {
 		switch {
 		case isEntryEnd(l):
 			return fmt.Errorf("%w: content line %d %q would end the entry", ErrInvalidEntry, i+1, l)
-		case isEntryHeader(l):
-			return fmt.Errorf("%w: content line %d %q would start another entry", ErrInvalidEntry, i+1, l)
+		case isHeading(l):
+			return fmt.Errorf("%w: content line %d %q would start a heading", ErrInvalidEntry, i+1, l)
 		case strings.HasSuffix(l, "\r"):
 			return fmt.Errorf("%w: content line %d ends in a carriage return", ErrInvalidEntry, i+1)
 		}
@@ -81,10 +83,14 @@ func (e Entry) Validate() error {
 	return nil
 }
 
-// SanitizeContent makes text valid entry content with the least visible change: CRLF
-// and trailing carriage returns become plain line ends, a "---" line becomes "***" (the
-// same horizontal rule in Markdown) and a line starting with "### [" gets a backslash
-// ("\### [", shown as literal text). Surrounding blank lines are removed.
+// SanitizeContent makes text valid entry content with the least visible change, so
+// that text from outside (an agent's append, an extracted entry, a model's reply)
+// can never forge the structure of a memory file: CRLF and trailing carriage returns
+// become plain line ends, a "---" line becomes "***" (the same horizontal rule in
+// Markdown) and a heading line ("#" after at most three spaces) gets a backslash
+// before its first "#" ("\### [2020-01-01 00:00] user_pref", "\## 2020-01-01", shown
+// as literal text). Surrounding blank lines are removed. FormatEntry, FormatLongTerm
+// and FormatDailyNote apply it to their content.
 func SanitizeContent(text string) string {
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
@@ -92,10 +98,26 @@ func SanitizeContent(text string) string {
 		switch {
 		case isEntryEnd(l):
 			l = "***"
-		case isEntryHeader(l):
-			l = `\` + l
+		case isHeading(l):
+			at := strings.IndexByte(l, '#')
+			l = l[:at] + `\` + l[at:]
 		}
 		lines[i] = l
 	}
 	return trimBlankLines(strings.Join(lines, "\n"))
+}
+
+// isHeading reports a line that Markdown, or this package's parsers, would read as a
+// heading: "#" after at most three spaces.
+func isHeading(text string) bool {
+	for i := 0; i < len(text) && i < 4; i++ {
+		switch text[i] {
+		case '#':
+			return true
+		case ' ':
+		default:
+			return false
+		}
+	}
+	return false
 }

@@ -31,8 +31,9 @@ func AppendBlock(doc, block string) string {
 }
 
 // FormatLongTerm renders a long-term memory section (SPEC A9): "## YYYY-MM-DD" (the UTC
-// date of day), a blank line, content without surrounding blank lines, and a line
-// ending; just the heading line when content is blank. Append it with AppendBlock.
+// date of day), a blank line, content as SanitizeContent makes it (no heading or
+// "---" line of its own), and a line ending; just the heading line when content is
+// blank. Append it with AppendBlock.
 func FormatLongTerm(day time.Time, content string) string {
 	return formatItem("## "+day.UTC().Format(dayLayout), content)
 }
@@ -59,9 +60,9 @@ type NoteItem struct {
 }
 
 // FormatDailyNote renders one daily-note item: "### HH:MM" (UTC), a blank line, content
-// without surrounding blank lines, and a line ending. Append it with AppendBlock, so
-// items are separated by one blank line. Content with a line of the form "### HH:MM"
-// would split into two items when parsed.
+// as SanitizeContent makes it, and a line ending. Append it with AppendBlock, so items
+// are separated by one blank line; a "### HH:MM" line in content is escaped, so the
+// item parses back as one item with the sanitized content.
 func FormatDailyNote(t time.Time, content string) string {
 	return formatItem("### "+t.UTC().Format("15:04"), content)
 }
@@ -97,8 +98,10 @@ func ParseDailyNote(day time.Time, doc string) []NoteItem {
 	return items
 }
 
+// formatItem renders a heading and content as SanitizeContent makes it, so that
+// appended text cannot add sections, items or entries of its own.
 func formatItem(heading, content string) string {
-	if c := trimBlankLines(content); c != "" {
+	if c := SanitizeContent(content); c != "" {
 		return heading + "\n\n" + c + "\n"
 	}
 	return heading + "\n"

@@ -113,3 +113,26 @@ func TestPropertyDailyNoteAppendParseRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyAppendedContentCannotForgeStructure: a daily-note item or long-term
+// section formatted from any content parses back as exactly one item with the
+// sanitized content, and adds no entry to the document.
+func TestPropertyAppendedContentCannotForgeStructure(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		day := time.Date(2025, 1, 15, 0, 0, 0, 0, time.UTC)
+		at := day.Add(time.Duration(rapid.IntRange(0, 24*60-1).Draw(t, "minute")) * time.Minute)
+		content := strings.Join(rapid.SliceOfN(rapid.OneOf(rapid.SampledFrom(trickyLines), rapid.String()), 0, 6).Draw(t, "lines"), "\n")
+		items := ParseDailyNote(day, FormatDailyNote(at, content))
+		if len(items) != 1 || !items[0].Time.Equal(at) || items[0].Content != SanitizeContent(content) {
+			t.Fatalf("ParseDailyNote(FormatDailyNote(%q)) = %+v; want one item at %v with %q", content, items, at, SanitizeContent(content))
+		}
+		doc := AppendBlock(FormatEntry(Entry{Time: at, Category: CategoryGeneral, Content: "kept"}), FormatLongTerm(day, content))
+		entries, errs := ParseEntries(doc)
+		if len(entries) != 1 || len(errs) != 0 {
+			t.Fatalf("a long-term section of %q changed the entries: %+v, %v\ndoc:\n%s", content, entries, errs, doc)
+		}
+		if n := strings.Count("\n"+doc, "\n## "); n != 1 {
+			t.Fatalf("a long-term section of %q has %d section headings\ndoc:\n%s", content, n, doc)
+		}
+	})
+}

@@ -27,11 +27,12 @@ type ParseError struct {
 func (e ParseError) Error() string { return fmt.Sprintf("markdown: line %d: %s", e.Line, e.Reason) }
 
 // FormatEntry renders e as header, blank line, content, blank line and "---\n". The
-// time is written in UTC at minute precision and the content without surrounding blank
-// lines; content that fails Validate does not parse back to the same entry.
+// time is written in UTC at minute precision and the content as SanitizeContent makes
+// it, so any content parses back as one entry; content that fails Validate parses back
+// sanitized.
 func FormatEntry(e Entry) string {
 	return entryHeaderPrefix + e.Time.UTC().Format(minuteLayout) + "] " + string(e.Category) + "\n\n" +
-		trimBlankLines(e.Content) + "\n\n" + entryEnd + "\n"
+		SanitizeContent(e.Content) + "\n\n" + entryEnd + "\n"
 }
 
 // FormatEntries renders es with one blank line between entries; "" for none.

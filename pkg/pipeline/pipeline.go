@@ -51,6 +51,10 @@ type Config struct {
 	Dial Dialer
 	// Registry receives the worker's metrics; nil disables them.
 	Metrics *obs.Metrics
+	// MaxTextBytes bounds each text of an event (events.Envelope.CheckSize); an
+	// event over it is dead-lettered naming the field, its size and the limit.
+	// Default events.DefaultMaxTextBytes.
+	MaxTextBytes int
 }
 
 func (c *Config) setDefaults() {
@@ -59,6 +63,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
+	}
+	if c.MaxTextBytes == 0 {
+		c.MaxTextBytes = events.DefaultMaxTextBytes
 	}
 	c.Router.Worker = c.Worker
 	c.Router.MaxDeliver = c.Consumer.MaxDeliver
@@ -77,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("%w: %s: Concurrency %d is negative", ErrInvalidConfig, c.Worker, c.Concurrency)
+	}
+	if c.MaxTextBytes < 0 {
+		return fmt.Errorf("%w: %s: MaxTextBytes %d is negative", ErrInvalidConfig, c.Worker, c.MaxTextBytes)
 	}
 	return nil
 }
@@ -234,15 +244,23 @@ func (w *Worker) logProcessed(r *result) {
 	w.logger.Debug("event processed", append(eventFields(r.env), zap.String("type", string(r.env.Type)))...)
 }
 
-// decode decodes one message and checks that it arrived on its own subject; it
-// logs what it rejects and marks the error permanent.
+// decode decodes one message, checks that it arrived on its own subject and that
+// its texts are within MaxTextBytes; it logs what it rejects and marks the error
+// permanent. A subject that is no event subject at all (a consumer claiming
+// unrouted subjects receives those) is the reason, whatever the payload.
 func (w *Worker) decode(msg *message.Message) (events.Envelope, error) {
 	subject := msg.Metadata.Get(bus.MetaSubject)
 	env, err := events.Decode(msg.Payload)
 	if err == nil {
 		err = env.CheckSubject(subject)
 	}
+	if err == nil {
+		err = env.CheckSize(w.cfg.MaxTextBytes)
+	}
 	if err != nil {
+		if _, serr := events.ParseSubject(subject); serr != nil {
+			err = fmt.Errorf("%w: %w", events.ErrInvalidEvent, serr)
+		}
 		w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
 		// The contract's error first: dead-letter reasons start with its text.
 		return events.Envelope{}, bus.Permanent(fmt.Errorf("%w (received on %s)", err, subject))

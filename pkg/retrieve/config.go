@@ -112,6 +112,10 @@ type Config struct {
 	DocCacheSize int
 	// DrainTimeout bounds how long Run waits for in-flight requests at shutdown.
 	DrainTimeout time.Duration
+	// MaxTextBytes bounds each text a request stores or searches with (append
+	// content, add and update text, item content, queries, a restored session's
+	// texts); a longer one is a 400. Default events.DefaultMaxTextBytes.
+	MaxTextBytes int
 }
 
 func (c *Config) setDefaults() {
@@ -131,6 +135,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.PolicyCacheSize, DefaultPolicyCacheSize)
 	setDefault(&c.DocCacheSize, DefaultDocCacheSize)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&c.MaxTextBytes, events.DefaultMaxTextBytes)
 }
 
 func setDefault[T comparable](dst *T, def T) {
@@ -155,7 +160,7 @@ func (c Config) Validate() error {
 		{"AutoLoadLines", c.AutoLoadLines}, {"KEpisodic", c.KEpisodic}, {"KSemantic", c.KSemantic},
 		{"MaxTokens", c.MaxTokens}, {"ItemsLimit", c.ItemsLimit}, {"RecentTurns", c.RecentTurns},
 		{"SummaryMaxChars", c.SummaryMaxChars}, {"PolicyCacheSize", c.PolicyCacheSize},
-		{"DocCacheSize", c.DocCacheSize},
+		{"DocCacheSize", c.DocCacheSize}, {"MaxTextBytes", c.MaxTextBytes},
 	} {
 		if f.v < 1 {
 			return fmt.Errorf("%w: %s is %d; it must be positive", ErrInvalidConfig, f.name, f.v)

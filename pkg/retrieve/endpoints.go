@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -166,7 +167,7 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	}
 	return events.SessionSummaryReply{
 		SessionID:    req.SessionID,
-		Summary:      s.deps.Summarize(st.Recent, s.cfg.SummaryMaxChars),
+		Summary:      s.summarize(st.Recent),
 		MessageCount: st.Messages,
 		TurnCount:    turns,
 	}, nil
@@ -224,8 +225,25 @@ func (s *Service) sessionArchive(ctx context.Context, tenant string, req events.
 			conv = append(conv, session.Message{Role: o.Role, Text: o.Text, TS: st.Envelope.TS, EventID: st.Envelope.ID})
 		}
 	}
-	a.Summary = s.deps.Summarize(conv, s.cfg.SummaryMaxChars)
+	a.Summary = s.summarize(conv)
 	return a, nil
+}
+
+// summarize is Deps.Summarize over conv, each text cut to MaxTextBytes: a message
+// stored before the limits existed (hundreds of kilobytes) would hold the request
+// for seconds.
+func (s *Service) summarize(conv []session.Message) string {
+	clipped := make([]session.Message, len(conv))
+	for i, m := range conv {
+		if n := s.cfg.MaxTextBytes; len(m.Text) > n {
+			for n > 0 && !utf8.RuneStart(m.Text[n]) {
+				n--
+			}
+			m.Text = m.Text[:n]
+		}
+		clipped[i] = m
+	}
+	return s.deps.Summarize(clipped, s.cfg.SummaryMaxChars)
 }
 
 // sessionRestore answers session.restore. Each archived envelope not in the stream

@@ -91,36 +91,40 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 
 // endpoints maps every endpoint of the contract to its handler.
 func (s *Service) endpoints() map[string]endpointFunc {
-	m := s.deps.Memories
+	m, lim := s.deps.Memories, s.cfg.MaxTextBytes
 	return map[string]endpointFunc{
-		events.EndpointContext:         handle(s.contextPack),
-		events.EndpointSearch:          handle(s.search),
-		events.EndpointAppend:          handle(s.appendMemory),
-		events.EndpointTopic:           handle(s.topic),
-		events.EndpointAdd:             handle(m.Add),
-		events.EndpointGet:             handle(m.Get),
-		events.EndpointUpdate:          handle(m.Update),
-		events.EndpointDelete:          handle(m.Delete),
-		events.EndpointReset:           handle(m.Reset),
-		events.EndpointHistory:         handle(m.History),
-		events.EndpointConsolidate:     handle(s.consolidate),
-		events.EndpointSessionSummary:  handle(s.sessionSummary),
-		events.EndpointSessionClear:    handle(s.sessionClear),
-		events.EndpointSessionArchive:  handle(s.sessionArchive),
-		events.EndpointSessionRestore:  handle(s.sessionRestore),
-		events.EndpointItemSave:        handle(s.saveItem),
-		events.EndpointItemGet:         handle(m.GetItem),
-		events.EndpointItemList:        handle(m.ListItems),
-		events.EndpointItemUpdate:      handle(m.UpdateItem),
-		events.EndpointItemDelete:      handle(m.DeleteItem),
-		events.EndpointItemDeleteScope: handle(m.DeleteScope),
-		events.EndpointItemSearch:      handle(m.SearchItems),
+		events.EndpointContext:         handle(lim, s.contextPack),
+		events.EndpointSearch:          handle(lim, s.search),
+		events.EndpointAppend:          handle(lim, s.appendMemory),
+		events.EndpointTopic:           handle(lim, s.topic),
+		events.EndpointAdd:             handle(lim, m.Add),
+		events.EndpointGet:             handle(lim, m.Get),
+		events.EndpointUpdate:          handle(lim, m.Update),
+		events.EndpointDelete:          handle(lim, m.Delete),
+		events.EndpointReset:           handle(lim, m.Reset),
+		events.EndpointHistory:         handle(lim, m.History),
+		events.EndpointConsolidate:     handle(lim, s.consolidate),
+		events.EndpointSessionSummary:  handle(lim, s.sessionSummary),
+		events.EndpointSessionClear:    handle(lim, s.sessionClear),
+		events.EndpointSessionArchive:  handle(lim, s.sessionArchive),
+		events.EndpointSessionRestore:  handle(lim, s.sessionRestore),
+		events.EndpointItemSave:        handle(lim, s.saveItem),
+		events.EndpointItemGet:         handle(lim, m.GetItem),
+		events.EndpointItemList:        handle(lim, m.ListItems),
+		events.EndpointItemUpdate:      handle(lim, m.UpdateItem),
+		events.EndpointItemDelete:      handle(lim, m.DeleteItem),
+		events.EndpointItemDeleteScope: handle(lim, m.DeleteScope),
+		events.EndpointItemSearch:      handle(lim, m.SearchItems),
 	}
 }
 
 // handle adapts a typed endpoint: the request is JSON-decoded and validated before fn
 // sees it, so every endpoint rejects bad input the same way.
-func handle[Req interface{ Validate() error }, Rep any](fn func(context.Context, string, Req) (Rep, error)) endpointFunc {
+//
+// A request carrying text to store or search with (events' CheckSize methods) is
+// checked against maxTextBytes too, so an oversize text is a 400 naming the field,
+// its size and the limit.
+func handle[Req interface{ Validate() error }, Rep any](maxTextBytes int, fn func(context.Context, string, Req) (Rep, error)) endpointFunc {
 	return func(ctx context.Context, tenant string, data []byte) (any, error) {
 		var req Req
 		if err := json.Unmarshal(data, &req); err != nil {
@@ -129,9 +133,17 @@ func handle[Req interface{ Validate() error }, Rep any](fn func(context.Context,
 		if err := req.Validate(); err != nil {
 			return nil, err
 		}
+		if sz, ok := any(req).(sized); ok {
+			if err := sz.CheckSize(maxTextBytes); err != nil {
+				return nil, err
+			}
+		}
 		return fn(ctx, tenant, req)
 	}
 }
+
+// sized is a request with texts bounded by Config.MaxTextBytes.
+type sized interface{ CheckSize(maxTextBytes int) error }
 
 // MicroName is the micro endpoint name of an endpoint: micro names allow no dots, so
 // "session.summary" is registered as "session_summary" on subject
@@ -270,13 +282,15 @@ func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 		}
 		buf := replyBuffers.Get().(*bytes.Buffer)
 		defer putReplyBuffer(buf)
-		if err := json.NewEncoder(buf).Encode(reply); err != nil {
-			s.respondError(req, endpoint, fmt.Errorf("encode %s reply: %w", endpoint, err))
+		// A reply over the connection's max_payload would not be sent at all: the
+		// requester would wait for its timeout. fit cuts it, or it becomes a 413.
+		if err := fit(buf, endpoint, reply, int(s.deps.Conn.MaxPayload())); err != nil {
+			s.respondError(req, endpoint, err)
 			return
 		}
-		// Encode ends the value with a newline, which json.Marshal does not.
-		if err := req.Respond(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); err != nil {
+		if err := req.Respond(buf.Bytes()); err != nil {
 			s.logger.Warn("respond", zap.String("endpoint", endpoint), zap.Error(err))
+			s.respondError(req, endpoint, fmt.Errorf("respond to %s: %w", endpoint, err))
 		}
 	})
 }
@@ -322,6 +336,8 @@ func ErrorCode(err error) string {
 		errors.Is(err, docstore.ErrInvalidContent), errors.Is(err, docstore.ErrInvalidPath),
 		errors.Is(err, memory.ErrInvalid):
 		return events.RPCCodeBadRequest
+	case errors.Is(err, ErrReplyTooLarge):
+		return events.RPCCodeTooLarge
 	case errors.Is(err, ErrNotFound), errors.Is(err, vectorstore.ErrNotFound), errors.Is(err, memory.ErrNotFound),
 		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound):
 		return events.RPCCodeNotFound
