@@ -32,13 +32,16 @@ type rig struct {
 
 // upStack runs the all-in-one stack (SPEC E8) on a temporary data directory with a
 // TCP listener on a free loopback port, so outside clients can connect too.
-func upStack(t *testing.T) rig {
+func upStack(t *testing.T) rig { return upStackWith(t) }
+
+// upStackWith is upStack with more configuration (AGENTMEM_* variables).
+func upStackWith(t *testing.T, environ ...string) rig {
 	t.Helper()
-	cfg, err := config.Load("", []string{
+	cfg, err := config.Load("", append([]string{
 		"AGENTMEM_DATA_DIR=" + t.TempDir(),
 		"AGENTMEM_HTTP_LISTEN=",
 		"AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0",
-	})
+	}, environ...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/client"
-	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
@@ -34,40 +29,16 @@ func upModelStack(t *testing.T, latency, timeout time.Duration) modelRig {
 	t.Helper()
 	m := llmtest.NewModel(t)
 	m.SetLatency(latency, 0)
-	cfg, err := config.Load("", []string{
-		"AGENTMEM_DATA_DIR=" + t.TempDir(),
-		"AGENTMEM_HTTP_LISTEN=",
-		"AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0",
-		"AGENTMEM_LLM_BASE_URL=" + m.URL(),
+	r := upStackWith(t,
+		"AGENTMEM_LLM_BASE_URL="+m.URL(),
 		"AGENTMEM_LLM_MODEL=fake",
-		"AGENTMEM_LLM_TIMEOUT=" + timeout.String(),
+		"AGENTMEM_LLM_TIMEOUT="+timeout.String(),
 		"AGENTMEM_EMBED_PROVIDER=openai",
-		"AGENTMEM_EMBED_BASE_URL=" + m.URL(),
+		"AGENTMEM_EMBED_BASE_URL="+m.URL(),
 		"AGENTMEM_EMBED_MODEL=fake-embedding",
 		"AGENTMEM_EMBED_DIMENSIONS=64",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := app.Up(context.Background(), cfg, app.UpOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := stack.Close(); err != nil {
-			t.Errorf("stack close: %v", err)
-		}
-	})
-	nc, err := nats.Connect(stack.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	cl, err := client.New(nc, client.Config{Tenant: "acme", AgentID: "bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return modelRig{rig: rig{stack: stack, cfg: cfg, client: cl}, model: m}
+	)
+	return modelRig{rig: r, model: m}
 }
 
 func (r modelRig) episodes(t *testing.T, user string) int {
