@@ -33,9 +33,12 @@ type rig struct {
 
 // upStack runs the all-in-one stack (SPEC E8) on a temporary data directory with a
 // TCP listener on a free loopback port, so outside clients can connect too.
-func upStack(t *testing.T) rig {
+func upStack(t *testing.T) rig { return upStackWith(t) }
+
+// upStackWith is upStack with more configuration (AGENTMEM_* variables).
+func upStackWith(t *testing.T, environ ...string) rig {
 	t.Helper()
-	stack, cfg := apptest.Up(t)
+	stack, cfg := apptest.Up(t, environ...)
 	nc, err := nats.Connect(stack.ClientURL())
 	if err != nil {
 		t.Fatal(err)

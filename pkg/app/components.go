@@ -75,16 +75,82 @@ func (rt *Runtime) newProcessors() (processors, error) {
 	return p, err
 }
 
-// llmBudget bounds one handler attempt that may call the LLM: every attempt of the
-// client at its timeout plus the 1+2+4 s of backoff between them, with a margin. The
-// subscriber keeps the message's ack deadline extended meanwhile. Zero (the router's
-// default) when offline.
-func (rt *Runtime) llmBudget() time.Duration {
+// extractBudgetMessages is the session size the extractor's Router timeout is
+// derived for: a longer session may need more than one attempt, each resuming
+// after the chunks the previous ones extracted.
+const extractBudgetMessages = 1000
+
+// modelBudget is how the handler deadlines derive from the model, the work and
+// the concurrency (docs/operations.md "Model throughput"). Zero when offline: the
+// routers' default timeouts apply.
+type modelBudget struct {
+	timeout     time.Duration // one attempt of one call (llm.timeout)
+	call        time.Duration // one call with all its retries and backoff
+	concurrency int           // calls in flight from the process (llm.concurrency)
+}
+
+func (rt *Runtime) modelBudget() modelBudget {
 	if rt.LLM == nil {
+		return modelBudget{}
+	}
+	c := rt.LLM.Config()
+	return modelBudget{timeout: c.Timeout, call: c.CallBudget(), concurrency: c.Concurrency}
+}
+
+// waves is how long n calls take, concurrency at a time, each answering within
+// the timeout.
+func (b modelBudget) waves(n int) time.Duration {
+	if b.concurrency <= 0 {
 		return 0
 	}
-	l := rt.Config.LLM
-	return time.Duration(l.MaxRetries+1)*l.Timeout + 15*time.Second
+	return time.Duration((n+b.concurrency-1)/b.concurrency) * b.timeout
+}
+
+// ingestTimeout bounds one attempt of an ingest batch: a batch's decisions wait
+// behind those of every observation in flight (ingest.concurrency of them, the
+// model client serving llm.concurrency at a time), plus one call's retries and a
+// margin for the state, embedding and store round trips. Zero when offline.
+func (rt *Runtime) ingestTimeout() time.Duration {
+	b := rt.modelBudget()
+	if b.timeout == 0 {
+		return 0
+	}
+	return b.waves(rt.ingestInFlight()) + b.call + 15*time.Second
+}
+
+// ingestInFlight is how many observations ingest holds at once (its default when
+// unset: four batches).
+func (rt *Runtime) ingestInFlight() int {
+	in := rt.Config.Ingest
+	if in.Concurrency > 0 {
+		return in.Concurrency
+	}
+	return 4 * max(in.BatchSize, 128)
+}
+
+// extractorConfig is the extractor's configuration: with a model, long sessions
+// are cut into chunks asked concurrently, ingest's write decisions are reused, and
+// each attempt's deadline derives from its session (extract.WorkerConfig.AttemptBudget).
+func (rt *Runtime) extractorConfig() extract.WorkerConfig {
+	cfg := extract.WorkerConfig{
+		Consumer:     bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
+		MaxTextBytes: rt.Config.Limits.MaxTextBytes,
+	}
+	b := rt.modelBudget()
+	if b.timeout == 0 {
+		return cfg
+	}
+	cfg.ChunkMessages = extract.DefaultChunkMessages
+	cfg.ModelConcurrency = b.concurrency
+	cfg.CallTimeout, cfg.CallBudget = b.timeout, b.call
+	cfg.Ingest = extract.IngestReuse{
+		Durable: bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()).Durable,
+		// As long as ingest needs to work through what it holds when every call
+		// answers in time; the chunks are asked meanwhile.
+		Wait: b.waves(rt.ingestInFlight()),
+	}
+	cfg.Router.HandlerTimeout = cfg.AttemptBudget(extractBudgetMessages)
+	return cfg
 }
 
 // consumerDefaults are the configuration's durable consumer settings.
@@ -153,6 +219,9 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
 		ContextMessages: in.ContextMessages,
 		MaxTextBytes:    rt.Config.Limits.MaxTextBytes,
+		Router:          bus.RouterConfig{HandlerTimeout: rt.ingestTimeout()},
+		// The model client bounds the calls in flight; a batch asks them all at once.
+		DecideConcurrency: rt.modelBudget().concurrency,
 	}, ingest.Deps{
 		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
 		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
@@ -160,11 +229,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 }
 
 func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, error) {
-	return extract.NewWorker(extract.WorkerConfig{
-		Consumer:     bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
-		Router:       bus.RouterConfig{HandlerTimeout: rt.llmBudget()},
-		MaxTextBytes: rt.Config.Limits.MaxTextBytes,
-	}, extract.WorkerDeps{
+	return extract.NewWorker(rt.extractorConfig(), extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
 	}, p.logger)

@@ -116,7 +116,12 @@ func (rt *Runtime) open(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries}, rt.Logger); err != nil {
+		llmMetrics, err := obs.NewLLMMetrics(rt.Registry)
+		if err != nil {
+			return err
+		}
+		if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries,
+			Concurrency: rt.Config.LLM.Concurrency, Observer: llmMetrics}, rt.Logger); err != nil {
 			return err
 		}
 	}

@@ -170,16 +170,23 @@ type Result struct {
 	IngestStored      int     `json:"ingest_stored"` // episodic memories the ingest phase stored
 	Sessions          int     `json:"extract_sessions"`
 	ExtractEntries    int     `json:"extract_entries"` // Markdown entries the extraction phase wrote
-	VectorBytes       int64   `json:"vector_store_bytes"`
-	RSSSource         string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
-	LoadSeconds       float64 `json:"load_seconds"`
-	LoadPerS          float64 `json:"load_memories_per_s"`
-	TotalSeconds      float64 `json:"total_seconds"`
-	GoVersion         string  `json:"go_version"`
-	OS                string  `json:"os"`
-	Arch              string  `json:"arch"`
-	CPUs              int     `json:"cpus"`
-	GOMAXPROCS        int     `json:"gomaxprocs"`
+	// With a model configured (llm.base_url): its calls (agentmem_llm_calls_total,
+	// every step and outcome) per observation of the ingest phase, and per session of
+	// the extraction phase, the ingest of its messages included and, apart, the
+	// extractor's alone.
+	ModelCallsPerObservation      float64 `json:"model_calls_per_observation,omitempty"`
+	ModelCallsPerSession          float64 `json:"model_calls_per_session,omitempty"`
+	ModelExtractorCallsPerSession float64 `json:"model_extractor_calls_per_session,omitempty"`
+	VectorBytes                   int64   `json:"vector_store_bytes"`
+	RSSSource                     string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
+	LoadSeconds                   float64 `json:"load_seconds"`
+	LoadPerS                      float64 `json:"load_memories_per_s"`
+	TotalSeconds                  float64 `json:"total_seconds"`
+	GoVersion                     string  `json:"go_version"`
+	OS                            string  `json:"os"`
+	Arch                          string  `json:"arch"`
+	CPUs                          int     `json:"cpus"`
+	GOMAXPROCS                    int     `json:"gomaxprocs"`
 }
 
 // profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.

@@ -52,6 +52,10 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("ingest pipeline", f(r.IngestMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d observations -> %d episodic memories%s", r.IngestMessages, r.IngestStored, cpuNote(r.IngestCPUusPerMsg)))
 	row("ingest / raw JetStream", f(r.IngestVsRaw, 2), "x", "")
 	row("extraction", f(r.ExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%d sessions -> %d Markdown entries", r.Sessions, r.ExtractEntries))
+	if r.ModelCallsPerObservation > 0 || r.ModelCallsPerSession > 0 {
+		row("model calls / observation", f(r.ModelCallsPerObservation, 2), "calls", "ingest phase: write decisions")
+		row("model calls / session", f(r.ModelCallsPerSession, 1), "calls", fmt.Sprintf("extraction phase, its messages' ingest included; the extractor alone %.1f", r.ModelExtractorCallsPerSession))
+	}
 	row("peak RSS", f(r.RSSMB, 1), "MB", r.RSSSource)
 	row("bytes per memory", f(r.BytesPerMemory, 0), "B", fmt.Sprintf("vectors.db after a checkpoint (%.1f MB) / memories", float64(r.VectorBytes)/(1<<20)))
 	b.WriteString("\n")

@@ -219,10 +219,19 @@ func (b *bencher) ingest(ctx context.Context, res *Result) error {
 	}
 	durable := bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable
 	prog := newProgress(b.cfg.Progress, "observations", n)
+	calls0, err := b.modelCalls()
+	if err != nil {
+		return err
+	}
 	t, err := b.publishAndDrain(ctx, msgs, bus.DefaultStream, durable, prog)
 	if err != nil {
 		return err
 	}
+	calls1, err := b.modelCalls()
+	if err != nil {
+		return err
+	}
+	res.ModelCallsPerObservation = (calls1 - calls0) / float64(n)
 	prog.finish(n)
 	stored, err := b.countMemories(ctx, tenantIngest, ingestUsers, []vectorstore.MemoryType{vectorstore.Episodic})
 	if err != nil {
@@ -263,10 +272,18 @@ func (b *bencher) extraction(ctx context.Context, res *Result) error {
 		}
 		ends = append(ends, m)
 	}
+	calls0, err := b.modelCalls()
+	if err != nil {
+		return err
+	}
 	if err := b.publishAsync(ctx, msgs); err != nil {
 		return err
 	}
 	if err := b.idle(ctx); err != nil {
+		return err
+	}
+	calls1, err := b.modelCalls()
+	if err != nil {
 		return err
 	}
 	durable := bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{}).Durable
@@ -275,6 +292,12 @@ func (b *bencher) extraction(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
+	calls2, err := b.modelCalls()
+	if err != nil {
+		return err
+	}
+	res.ModelCallsPerSession = (calls2 - calls0) / float64(s)
+	res.ModelExtractorCallsPerSession = (calls2 - calls1) / float64(s)
 	prog.finish(s)
 	entries, err := b.countEntries(ctx, tenantExtract, users)
 	if err != nil {
@@ -286,6 +309,19 @@ func (b *bencher) extraction(ctx context.Context, res *Result) error {
 	res.ExtractEntries = entries
 	res.ExtractSessPerS, _ = t.perMessage(s)
 	return nil
+}
+
+// modelCalls is how many calls the stack made to its chat model so far (0 offline).
+func (b *bencher) modelCalls() (float64, error) {
+	by, err := obs.LLMCallCounts(b.rt.Registry)
+	if err != nil {
+		return 0, fmt.Errorf("bench: %w", err)
+	}
+	total := 0.0
+	for _, n := range by {
+		total += n
+	}
+	return total, nil
 }
 
 // countEntries counts the Markdown entries in the core and topic files of users

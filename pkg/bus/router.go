@@ -111,6 +111,20 @@ func (c RouterConfig) withDefaults() RouterConfig {
 	return c
 }
 
+// Budget is the longest the Router may hold one message: every attempt at
+// HandlerTimeout and the retry intervals between them. A Subscriber's
+// MaxProcessing below it lets the server redeliver a message still being retried.
+func (c RouterConfig) Budget() time.Duration {
+	c = c.withDefaults()
+	total := time.Duration(c.Retry.MaxRetries+1) * c.HandlerTimeout
+	interval := c.Retry.InitialInterval
+	for range c.Retry.MaxRetries {
+		total += interval
+		interval = min(time.Duration(float64(interval)*c.Retry.Multiplier), c.Retry.MaxInterval)
+	}
+	return total
+}
+
 // Validate reports configuration errors.
 func (c RouterConfig) Validate() error {
 	if err := events.ValidateID("router Worker", c.Worker); err != nil {

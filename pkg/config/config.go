@@ -110,6 +110,9 @@ type LLM struct {
 	APIKeyFile string        `koanf:"api_key_file"`
 	Timeout    time.Duration `koanf:"timeout"`
 	MaxRetries int           `koanf:"max_retries"`
+	// Concurrency bounds the model calls in flight from one process, every step
+	// together (ingest's write decisions, the extractor's chunks, consolidation).
+	Concurrency int `koanf:"concurrency"`
 }
 
 // Offline reports whether no LLM endpoint is configured.
@@ -244,7 +247,7 @@ func defaults() Config {
 				Backoff:    []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute}, // BackOff[0] is the first ack deadline: it equals AckWait
 			},
 		},
-		LLM: LLM{Timeout: 60 * time.Second, MaxRetries: 3},
+		LLM: LLM{Timeout: 60 * time.Second, MaxRetries: 3, Concurrency: 32},
 		Embed: Embed{
 			Provider:   EmbedProviderLocal,
 			Dimensions: 384,

@@ -152,6 +152,7 @@ func (c Config) Validate() error {
 	p.notBoth("llm.api_key", l.APIKey != "", "llm.api_key_file", l.APIKeyFile != "")
 	p.positive("llm.timeout", l.Timeout)
 	p.atLeast("llm.max_retries", l.MaxRetries, 0)
+	p.atLeast("llm.concurrency", l.Concurrency, 1)
 
 	e := c.Embed
 	p.oneOf("embed.provider", e.Provider, EmbedProviderLocal, EmbedProviderOpenAI)

@@ -28,6 +28,9 @@ var (
 // and their head carries the structure worth remembering.
 const maxMessageRunes = 2000
 
+// StepExtract names the extractor's model calls (llm.WithStep).
+const StepExtract = "extract"
+
 // LLMExtractor asks a model for the entries (SPEC A3).
 type LLMExtractor struct {
 	client *llm.Client
@@ -68,7 +71,7 @@ func (x *LLMExtractor) Extract(ctx context.Context, conversation []Message) ([]E
 		return nil, err
 	}
 	var reply llmReply
-	err = x.client.CompleteJSON(ctx, system, user, replySchema, &reply)
+	err = x.client.CompleteJSON(llm.WithStep(ctx, StepExtract), system, user, replySchema, &reply)
 	if errors.Is(err, llm.ErrBadReply) {
 		x.logger.Warn("extraction reply unusable, nothing extracted", zap.Error(err))
 		return []Extracted{}, nil

@@ -56,6 +56,23 @@ type WorkerConfig struct {
 	// (ingest dead-lettered them; the stream still holds them) are left out of the
 	// extraction. Default events.DefaultMaxTextBytes.
 	MaxTextBytes int
+
+	// ChunkMessages cuts a session longer than this into chunks asked separately
+	// (concurrently) whose results are kept until the session is extracted, so a
+	// retry resumes after the chunks done; 0 asks the whole session at once (the
+	// offline extractor, whose Markdown must not depend on chunking).
+	ChunkMessages int
+	// ModelConcurrency is how many chunk extractions and write decisions of one
+	// session run at once; default 1. The model client bounds the process's calls
+	// in flight anyway (llm.Config.Concurrency).
+	ModelConcurrency int
+	// CallTimeout and CallBudget describe the model: the timeout of one attempt
+	// and the longest one call may take with its retries (llm.Config.CallBudget).
+	// With CallTimeout set each attempt gets the deadline AttemptBudget derives
+	// from its session; 0 leaves it to the Router's HandlerTimeout.
+	CallTimeout, CallBudget time.Duration
+	// Ingest names the ingest durable whose write decisions are reused.
+	Ingest IngestReuse
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -77,6 +94,9 @@ func (c WorkerConfig) Validate() error {
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("%w: Concurrency %d is negative", ErrInvalidConfig, c.Concurrency)
+	}
+	if c.ChunkMessages < 0 || c.ModelConcurrency < 0 || c.CallTimeout < 0 || c.CallBudget < 0 || c.Ingest.Wait < 0 {
+		return fmt.Errorf("%w: ChunkMessages, ModelConcurrency, CallTimeout, CallBudget and Ingest.Wait must not be negative", ErrInvalidConfig)
 	}
 	// Bucket names are stream-name tokens; the ID alphabet is a safe subset.
 	if err := events.ValidateID("StateBucket", c.StateBucket); err != nil {
@@ -298,18 +318,48 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 	}
 	conv, sources := conversation(stored, w.cfg.MaxTextBytes)
 	ex := &extraction{Status: statusExtracted, EventID: env.ID, Entries: []storedEntry{}}
+	chunks := 0
 	if !ShouldExtract(conv) {
 		// SPEC A3: nothing said, nothing to ask a model about.
 		ex.Status = statusApplied
 		log.Debug("nothing to extract", zap.Int("observations", len(stored)))
 	} else {
-		found, err := w.deps.Extractor.Extract(ctx, conv)
-		if err != nil {
-			log.Warn("extraction failed; nothing written", zap.Error(err))
-			if errors.Is(err, llm.ErrRequest) {
-				return nil, 0, bus.Permanent(fmt.Errorf("extract: session %s: %w", key, err))
+		if budget := w.cfg.AttemptBudget(len(conv)); budget > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, budget)
+			defer cancel()
+		}
+		// The entries and the facts are independent: asked at the same time.
+		var (
+			found    []Extracted
+			extErr   error
+			factsErr error
+			wg       sync.WaitGroup
+		)
+		gctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wg.Go(func() {
+			if found, chunks, extErr = w.extractChunks(gctx, key, conv, log); extErr != nil {
+				cancel()
 			}
-			return nil, 0, fmt.Errorf("extract: session %s: %w", key, err)
+		})
+		if w.deps.semantic() {
+			wg.Go(func() {
+				if ex.Facts, factsErr = w.facts(gctx, env, conv, sources); factsErr != nil {
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+		if extErr != nil {
+			log.Warn("extraction failed; nothing written", zap.Error(extErr))
+			if errors.Is(extErr, llm.ErrRequest) {
+				return nil, 0, bus.Permanent(fmt.Errorf("extract: session %s: %w", key, extErr))
+			}
+			return nil, 0, fmt.Errorf("extract: session %s: %w", key, extErr)
+		}
+		if factsErr != nil {
+			return nil, 0, factsErr
 		}
 		// One stamp for the whole session, from the event rather than the clock, so
 		// every retry formats byte-identical entries.
@@ -321,11 +371,6 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 				continue
 			}
 			ex.Entries = append(ex.Entries, storedEntry{Time: stamp, Category: e.Category, Content: content})
-		}
-		if w.deps.semantic() {
-			if ex.Facts, err = w.facts(ctx, env, conv, sources); err != nil {
-				return nil, 0, err
-			}
 		}
 	}
 	data, err := json.Marshal(ex)
@@ -340,12 +385,14 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 		}
 		if cur != nil {
 			log.Info("another handler extracted this session first; using its result", zap.String("by_event", cur.EventID))
+			w.dropChunks(ctx, key, chunks, log)
 			return cur, curRev, nil
 		}
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("extract: store state of %s: %w", key, err)
 	}
+	w.dropChunks(ctx, key, chunks, log)
 	return ex, rev, nil
 }
 
@@ -353,6 +400,7 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 type source struct {
 	meta map[string]any // nil when the observation had none
 	who  string
+	seq  uint64 // stream sequence of the observation
 }
 
 // conversation turns the session's observations into the extractor's messages:
@@ -382,7 +430,7 @@ func conversation(stored []eventstore.Stored, maxTextBytes int) ([]Message, map[
 		}
 		m.TS, m.EventID = st.Envelope.TS, st.Envelope.ID
 		conv = append(conv, m)
-		src := source{}
+		src := source{seq: st.Seq}
 		if len(o.Meta) > 0 {
 			src.meta = records.PlainMeta(o.Meta)
 		}
@@ -396,22 +444,21 @@ func conversation(stored []eventstore.Stored, maxTextBytes int) ([]Message, map[
 // over the resulting episodes (SPEC C3, C8), against the facts already known of the
 // user, and attaches to each fact the events and observation meta it came from.
 func (w *Worker) facts(ctx context.Context, env events.Envelope, conv []Message, sources map[string]source) ([]storedFact, error) {
-	var episodes []vectorstore.Record
-	episodeEvent := make(map[string]string) // episode record id → event id
+	var users []userMessage
 	for _, m := range conv {
 		if m.Role != RoleUser {
 			continue
 		}
 		cobs := records.Observation{Role: m.Role, Text: m.Text, TS: m.TS, ChatID: env.SessionID, Who: sources[m.EventID].who, EventID: m.EventID}
-		ep, err := w.deps.Decider.Decide(ctx, cobs)
-		if err != nil {
-			return nil, fmt.Errorf("extract: write decision for %s: %w", m.EventID, err)
-		}
-		if ep.Write {
-			rec := records.EpisodeRecord(env.Tenant, env.UserID, cobs, ep)
-			episodes = append(episodes, rec)
-			episodeEvent[rec.ID] = m.EventID
-		}
+		users = append(users, userMessage{obs: cobs, seq: sources[m.EventID].seq})
+	}
+	episodes, eventIDs, err := w.episodes(ctx, env, users, w.logger)
+	if err != nil {
+		return nil, err
+	}
+	episodeEvent := make(map[string]string, len(episodes)) // episode record id → event id
+	for i, ep := range episodes {
+		episodeEvent[ep.ID] = eventIDs[i]
 	}
 	if len(episodes) == 0 {
 		return nil, nil

@@ -55,6 +55,12 @@ type Config struct {
 	// one over it is dead-lettered, naming the field, its size and the limit.
 	// Default events.DefaultMaxTextBytes.
 	MaxTextBytes int
+	// DecideConcurrency is how many write decisions of one batch run at once;
+	// default 1, one after another, which is fastest for the rule-based decider.
+	// With a model each decision is a round trip: app sets it to llm.concurrency,
+	// and the model client's own bound (shared by every step of the process) is
+	// what limits the calls in flight to the endpoint.
+	DecideConcurrency int
 }
 
 // DefaultContextMessages is Config.ContextMessages' default: the question an
@@ -90,6 +96,7 @@ type Worker struct {
 	worker          *pipeline.Worker
 	logger          *zap.Logger
 	contextMessages int
+	decideParallel  int
 }
 
 // New returns an ingest worker; nothing connects before Run.
@@ -109,7 +116,10 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 	case cfg.ContextMessages < 0:
 		cfg.ContextMessages = 0
 	}
-	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages}
+	if cfg.DecideConcurrency < 0 {
+		return nil, fmt.Errorf("%w: DecideConcurrency %d is negative", ErrInvalidConfig, cfg.DecideConcurrency)
+	}
+	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages, decideParallel: max(1, cfg.DecideConcurrency)}
 	pw, err := pipeline.NewBatch(pipeline.Config{
 		Worker:       bus.WorkerIngest,
 		MaxTextBytes: cfg.MaxTextBytes,
@@ -166,18 +176,13 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 		texts  = make([]string, 0, len(envs)) // texts[j] is what recs[j] embeds
 		owners = make([]int, 0, len(envs))    // owners[j] is the index in envs of recs[j]
 	)
-	for i, env := range envs {
-		if errs[i] != nil || env.Observation.EffectiveKind() != events.KindMessage || strings.TrimSpace(env.Observation.Text) == "" {
-			continue
-		}
-		before := messagesBefore(states[sessionOf{env.Tenant, env.UserID, env.SessionID}], env, w.contextMessages)
-		rec, statement, write, err := w.episode(ctx, env, before)
+	for i, d := range w.decide(ctx, envs, states, errs) {
 		switch {
-		case err != nil:
-			errs[i] = err
-		case write:
-			recs = append(recs, rec)
-			texts = append(texts, statement)
+		case d.err != nil:
+			errs[i] = d.err
+		case d.write:
+			recs = append(recs, d.rec)
+			texts = append(texts, d.statement)
 			owners = append(owners, i)
 		}
 	}
@@ -240,6 +245,48 @@ func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs
 	}
 	wg.Wait()
 	return states
+}
+
+// decision is the write decision of one observation: see episode.
+type decision struct {
+	rec       vectorstore.Record
+	statement string
+	write     bool
+	err       error
+}
+
+// decide runs the write decision of every message observation of envs still
+// without an error, up to decideParallel at once, and returns them by index in
+// envs (the zero decision, no write, for the others). In a batch of a hundred
+// messages and a model answering in seconds, one after another would take minutes.
+func (w *Worker) decide(ctx context.Context, envs []events.Envelope, states map[sessionOf]session.State, errs []error) []decision {
+	out := make([]decision, len(envs))
+	one := func(i int) {
+		env := envs[i]
+		before := messagesBefore(states[sessionOf{env.Tenant, env.UserID, env.SessionID}], env, w.contextMessages)
+		d := &out[i]
+		d.rec, d.statement, d.write, d.err = w.episode(ctx, env, before)
+	}
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, w.decideParallel)
+	)
+	for i, env := range envs {
+		if errs[i] != nil || env.Observation.EffectiveKind() != events.KindMessage || strings.TrimSpace(env.Observation.Text) == "" {
+			continue
+		}
+		if w.decideParallel == 1 {
+			one(i)
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			one(i)
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // messagesBefore returns the (at most n) messages of st said just before env, as

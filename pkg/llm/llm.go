@@ -32,6 +32,8 @@ const (
 	DefaultTimeout    = 60 * time.Second
 	DefaultMaxRetries = 3
 	DefaultRetryBase  = time.Second
+	// DefaultConcurrency bounds the calls in flight to the endpoint from one Client.
+	DefaultConcurrency = 32
 	// maxRetries bounds the backoff: RetryBase·2^10 is already 17 minutes at 1 s.
 	maxRetries = 10
 )
@@ -52,9 +54,19 @@ type Config struct {
 	// RetryBase is the first backoff wait, doubled on each retry (default 1 s, so
 	// 1 s, 2 s, 4 s as SPEC C9 asks).
 	RetryBase time.Duration
+	// Concurrency is the most calls in flight at once through this Client, across
+	// every step that shares it (default DefaultConcurrency): the process's
+	// processors share one Client, so this is what the endpoint sees from the
+	// process. A call waits for a slot within its context.
+	Concurrency int
+	// Observer, when set, is told about every attempt (step, outcome, tokens).
+	Observer Observer
 }
 
 func (c *Config) setDefaults() {
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
@@ -86,7 +98,19 @@ func (c Config) Validate() error {
 	if c.MaxRetries > maxRetries {
 		return fmt.Errorf("%w: max retries %d exceeds %d", ErrInvalidConfig, c.MaxRetries, maxRetries)
 	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("%w: concurrency %d is negative", ErrInvalidConfig, c.Concurrency)
+	}
 	return nil
+}
+
+// CallBudget is the longest one CompleteJSON call may take once it holds a slot:
+// every attempt at Timeout plus the backoff between them. Zero values take the
+// defaults, as in New.
+func (c Config) CallBudget() time.Duration {
+	c.setDefaults()
+	backoff := c.RetryBase * time.Duration(1<<c.MaxRetries-1) // base·(1+2+…+2^(r-1))
+	return time.Duration(c.MaxRetries+1)*c.Timeout + backoff
 }
 
 // endpointOf returns the base URL without user info, query or fragment: the form
@@ -109,6 +133,9 @@ type Client struct {
 	endpoint string
 	api      *openai.Client
 	logger   *zap.Logger
+
+	slots    chan struct{} // one token per call in flight
+	observer Observer
 
 	mu      sync.Mutex
 	schemas map[string]*jsonschema.Schema // compiled once per schema text
@@ -137,8 +164,13 @@ func New(cfg Config, logger *zap.Logger) (*Client, error) {
 		api:      openai.NewClientWithConfig(oc),
 		logger:   logger.With(zap.String("llm_endpoint", endpoint), zap.String("llm_model", cfg.Model)),
 		schemas:  make(map[string]*jsonschema.Schema),
+		slots:    make(chan struct{}, cfg.Concurrency),
+		observer: cfg.Observer,
 	}, nil
 }
+
+// Config returns the client's configuration with its defaults applied.
+func (c *Client) Config() Config { return c.cfg }
 
 // Endpoint returns the base URL calls go to, without credentials.
 func (c *Client) Endpoint() string { return c.endpoint }
@@ -157,19 +189,30 @@ func (c *Client) CompleteJSON(ctx context.Context, system, user string, schema [
 	if err != nil {
 		return err
 	}
-	content, err := c.complete(ctx, system, user)
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return c.fail(0, fmt.Errorf("llm call abandoned waiting for one of %d slots: %w", cap(c.slots), ctx.Err()))
+	}
+	defer func() { <-c.slots }()
+	step := StepOf(ctx)
+	content, usage, err := c.complete(ctx, step, system, user)
 	if err != nil {
 		return err
 	}
 	if err := decode(content, sch, out); err != nil {
+		c.observe(step, OutcomeBadReply, usage)
 		c.logger.Debug("llm reply rejected", zap.Error(err), zap.String("reply", c.redact(content)))
 		return c.fail(0, fmt.Errorf("%w: %v", ErrBadReply, err))
 	}
+	c.observe(step, OutcomeOK, usage)
 	return nil
 }
 
-// complete runs the chat completion with retries and returns the reply text.
-func (c *Client) complete(ctx context.Context, system, user string) (string, error) {
+// complete runs the chat completion with retries and returns the reply text and the
+// token usage of the attempt that answered; each failed attempt is observed here,
+// the answered one by the caller once it knows whether the reply is usable.
+func (c *Client) complete(ctx context.Context, step, system, user string) (string, openai.Usage, error) {
 	req := openai.ChatCompletionRequest{
 		Model: c.cfg.Model,
 		Messages: []openai.ChatCompletionMessage{
@@ -193,7 +236,7 @@ func (c *Client) complete(ctx context.Context, system, user string) (string, err
 			c.logger.Warn("llm call failed, retrying",
 				zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.String("error", lastErr))
 			if err := sleep(ctx, wait); err != nil {
-				return "", c.fail(lastStatus, fmt.Errorf("%w (last attempt: %s)", err, lastErr))
+				return "", openai.Usage{}, c.fail(lastStatus, fmt.Errorf("%w (last attempt: %s)", err, lastErr))
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
@@ -201,21 +244,35 @@ func (c *Client) complete(ctx context.Context, system, user string) (string, err
 		cancel()
 		if err == nil {
 			if len(resp.Choices) == 0 {
-				return "", c.fail(0, fmt.Errorf("%w: reply has no choices", ErrBadReply))
+				c.observe(step, OutcomeBadReply, resp.Usage)
+				return "", openai.Usage{}, c.fail(0, fmt.Errorf("%w: reply has no choices", ErrBadReply))
 			}
-			return resp.Choices[0].Message.Content, nil
+			return resp.Choices[0].Message.Content, resp.Usage, nil
 		}
 		if ctx.Err() != nil {
-			return "", c.fail(0, fmt.Errorf("llm call abandoned: %w", ctx.Err()))
+			c.observe(step, OutcomeCanceled, openai.Usage{})
+			return "", openai.Usage{}, c.fail(0, fmt.Errorf("llm call abandoned: %w", ctx.Err()))
 		}
 		kind, status := classify(err)
 		detail := c.redact(err.Error())
 		if kind != ErrUnavailable {
-			return "", c.fail(status, fmt.Errorf("%w: %s", kind, detail))
+			outcome := OutcomeRejected
+			if kind == ErrBadReply {
+				outcome = OutcomeBadReply
+			}
+			c.observe(step, outcome, openai.Usage{})
+			return "", openai.Usage{}, c.fail(status, fmt.Errorf("%w: %s", kind, detail))
 		}
+		c.observe(step, OutcomeUnavailable, openai.Usage{})
 		lastErr, lastStatus = detail, status
 	}
-	return "", c.fail(lastStatus, fmt.Errorf("%w after %d attempts: %s", ErrUnavailable, c.cfg.MaxRetries+1, lastErr))
+	return "", openai.Usage{}, c.fail(lastStatus, fmt.Errorf("%w after %d attempts: %s", ErrUnavailable, c.cfg.MaxRetries+1, lastErr))
+}
+
+func (c *Client) observe(step, outcome string, u openai.Usage) {
+	if c.observer != nil {
+		c.observer.ObserveLLMCall(step, outcome, u.PromptTokens, u.CompletionTokens)
+	}
 }
 
 func (c *Client) fail(status int, err error) error {

@@ -161,7 +161,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	if _, err := bus.ProvisionConsumer(ctx, js, w.cfg.Stream, w.cfg.Consumer); err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: subConn, Stream: w.cfg.Stream, Consumer: w.cfg.Consumer, Concurrency: w.cfg.Concurrency}, w.logger)
+	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: subConn, Stream: w.cfg.Stream, Consumer: w.cfg.Consumer, Concurrency: w.cfg.Concurrency,
+		MaxProcessing: maxProcessing(w.cfg.Router)}, w.logger)
 	if err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
@@ -187,6 +188,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
 	return nil
+}
+
+// defaultMaxProcessing is the subscriber's own default MaxProcessing.
+const defaultMaxProcessing = 5 * time.Minute
+
+// maxProcessing is how long the subscriber keeps a message's ack deadline
+// extended: the Router's whole budget for it (every attempt and the retry
+// intervals) and a minute for the dead-letter publish and the ack, at least the
+// subscriber's default. With a model, handler timeouts derive from the work
+// (app), and the Router's budget can pass the default five minutes.
+func maxProcessing(rc bus.RouterConfig) time.Duration {
+	return max(defaultMaxProcessing, rc.Budget()+time.Minute)
 }
 
 // consume decodes and checks one message and hands it to the Handler, or to the

@@ -100,7 +100,7 @@ func (c llmCaller) ask(ctx context.Context, p prompt, data, out any) (fallback b
 	if err := p.tmpl.ExecuteTemplate(&user, "user", data); err != nil {
 		return false, fmt.Errorf("processor: %s prompt: %w", p.name, err)
 	}
-	err = c.client.CompleteJSON(ctx, system.String(), user.String(), p.schema, out)
+	err = c.client.CompleteJSON(llm.WithStep(ctx, p.name), system.String(), user.String(), p.schema, out)
 	if errors.Is(err, llm.ErrBadReply) {
 		c.badReply(p, err)
 		return true, nil
