@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // listVerb is what may stand between "columns" and the list: group 1 a verb, group
@@ -310,7 +311,7 @@ func fileFactsIn(sent string) []fact {
 		case m[4] >= 0:
 			qual = "about"
 		default:
-			if w := wordBeforeRe.FindStringSubmatch(sent[:m[0]]); w != nil && rowCountExcluded[strings.ToLower(w[1])] {
+			if w := wordBeforeRe.FindStringSubmatch(tailOf(sent[:m[0]], maxWordBytes)); w != nil && rowCountExcluded[strings.ToLower(w[1])] {
 				continue
 			}
 		}
@@ -389,22 +390,68 @@ type listItem struct{ name, typ string }
 // a name. A single name only counts when introduced explicitly (a colon or a verb
 // such as "named"): "the columns look wrong" lists nothing.
 func parseList(text string, explicit bool) []listItem {
-	if loc := listEndRe.FindStringIndex(text); loc != nil {
-		text = text[:loc[0]]
-	}
-	text = strings.TrimSpace(text)
+	// Item by item, each looked for near the last: the list ends at its first
+	// item that is not one, or at a list end, so only that much is read.
+	text = headOf(text, maxListBytes)
 	var items []listItem
-	for _, raw := range itemSplitRe.Split(text, -1) {
+	for text != "" {
+		raw, rest := text, ""
+		if loc := itemSplitRe.FindStringIndex(headOf(text, maxItemBytes)); loc != nil {
+			raw, rest = text[:loc[0]], text[loc[1]:]
+		} else {
+			raw = headOf(text, maxItemBytes) // longer than any item: parseItem refuses it
+		}
+		end := false
+		if loc := listEndRe.FindStringIndex(raw); loc != nil {
+			raw, end = raw[:loc[0]], true
+		}
 		it, ok := parseItem(raw)
 		if !ok {
 			break
 		}
 		items = append(items, it)
+		if end {
+			break
+		}
+		text = rest
 	}
 	if len(items) == 1 && !explicit {
 		return nil
 	}
 	return items
+}
+
+// A list is read from at most maxListBytes after its keyword, an item from at most
+// maxItemBytes, and the word before a row count from the last maxWordBytes before
+// it: with every match of a long sentence reading the rest of it, a 64 KiB message
+// repeating "columns" took 13 s (quadratic). Real column lists are far shorter.
+const (
+	maxListBytes = 4 << 10
+	maxItemBytes = 128 // an item is at most three words
+	maxWordBytes = 64
+)
+
+// headOf is s cut to at most n bytes, at a rune boundary.
+func headOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// tailOf is the last (at most) n bytes of s, from a rune boundary.
+func tailOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 func parseItem(raw string) (listItem, bool) {
