@@ -245,7 +245,7 @@ func (rt *Runtime) runner(ctx context.Context, procs processors) (*consolidate.R
 	}, consolidate.RunnerDeps{
 		JS: rt.JS, Vectors: rt.Vectors, Embedder: rt.Embedder,
 		Merger: procs.merger, Separator: procs.separator, Semantic: procs.semantic, Reconsolidator: procs.reconsolidator,
-		History: mem.Log(), Sweeper: mem,
+		History: mem.Log(), Sweeper: mem, Metrics: rt.Registry,
 	}, rt.Logger)
 	if err != nil {
 		return nil, err
