@@ -208,11 +208,11 @@ func (d RunnerDeps) validate() error {
 // namespace across all processes (see the package doc). Safe for concurrent use.
 type Runner struct {
 	metrics driftMetrics
-	cfg    RunnerConfig
-	deps   RunnerDeps
-	leases *leases
-	state  jetstream.KeyValue
-	logger *zap.Logger
+	cfg     RunnerConfig
+	deps    RunnerDeps
+	leases  *leases
+	state   jetstream.KeyValue
+	logger  *zap.Logger
 }
 
 // NewRunner creates (or updates) the lease and state buckets and returns a Runner.
@@ -254,11 +254,11 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 	logger = logger.With(zap.String("owner", deps.Owner))
 	return &Runner{
 		metrics: metrics,
-		cfg:    cfg,
-		deps:   deps,
-		leases: &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger},
-		state:  stateKV,
-		logger: logger,
+		cfg:     cfg,
+		deps:    deps,
+		leases:  &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger},
+		state:   stateKV,
+		logger:  logger,
 	}, nil
 }
 
