@@ -407,6 +407,10 @@ type ContextPack struct {
 	Counts        PackCounts `json:"counts"`
 	TokenEstimate int        `json:"token_estimate"`
 	Prompt        string     `json:"prompt"`
+	// Degraded says what the pack was built without, when a model it would use
+	// was unavailable (e.g. "embedder unavailable: ...": episodic and semantic
+	// items then come from BM25 alone). Absent when nothing degraded.
+	Degraded []string `json:"degraded,omitempty"`
 }
 
 // Recount sets Counts from the lists.

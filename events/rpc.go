@@ -86,6 +86,10 @@ func (r SearchRequest) Validate() error {
 // SearchReply answers SearchRequest, best first.
 type SearchReply struct {
 	Results []SearchResult `json:"results"`
+	// Degraded says why the results were found without a model, when they were
+	// (e.g. "embedder unavailable: ..."; then the vector memories are ranked by
+	// BM25 alone). Absent when nothing degraded.
+	Degraded []string `json:"degraded,omitempty"`
 }
 
 // SearchResult is one found memory.
