@@ -58,10 +58,11 @@ func (rt *Runtime) newProcessors() (processors, error) {
 	}
 	lc := processor.LLMConfig{Client: rt.LLM}
 	p := processors{extractor: extract.NewLLM(rt.LLM, rt.Logger)}
-	var err error
-	if p.decider, err = processor.NewLLMDecider(lc, rt.Logger); err != nil {
+	decider, err := processor.NewLLMDecider(lc, rt.Logger)
+	if err != nil {
 		return p, err
 	}
+	p.decider = processor.NewFallbackDecider(decider, rt.Logger)
 	if p.semantic, err = processor.NewLLMSemanticWriter(lc, rt.Logger); err != nil {
 		return p, err
 	}

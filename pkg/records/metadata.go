@@ -193,12 +193,15 @@ func EpisodeMetadata(ep Episode, chatID string) map[string]any {
 	md[MetaUpdates] = []any{}
 	md[MetaSourceChatIDs] = []any{chatID}
 	md[MetaMergedFromIDs] = []any{}
+	if ep.ProcessedBy != "" {
+		md[MetaProcessedBy] = ep.ProcessedBy
+	}
 	return md
 }
 
 // episodeMetadataKeys is the most keys an episodic record's metadata starts with:
 // those of EpisodeMetadata and of addProvenance.
-const episodeMetadataKeys = 10
+const episodeMetadataKeys = 11
 
 // EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
 // vector (embed EpisodeStatement(obs, ep)). The id is deterministic from the source
