@@ -411,6 +411,10 @@ type ContextPack struct {
 	// (max_payload): the retriever dropped its lowest-priority items, and cut the
 	// core memory to its first lines when even that was not enough.
 	Truncated bool `json:"truncated,omitempty"`
+	// Degraded says what the pack was built without, when a model it would use
+	// was unavailable (e.g. "embedder unavailable: ...": episodic and semantic
+	// items then come from BM25 alone). Absent when nothing degraded.
+	Degraded []string `json:"degraded,omitempty"`
 }
 
 // Recount sets Counts from the lists.

@@ -92,6 +92,10 @@ type SearchReply struct {
 	// Truncated is set when the lowest-ranked results were dropped so that the
 	// reply fits in one NATS message (max_payload).
 	Truncated bool `json:"truncated,omitempty"`
+	// Degraded says why the results were found without a model, when they were
+	// (e.g. "embedder unavailable: ..."; then the vector memories are ranked by
+	// BM25 alone). Absent when nothing degraded.
+	Degraded []string `json:"degraded,omitempty"`
 }
 
 // SearchResult is one found memory.

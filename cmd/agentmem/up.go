@@ -60,6 +60,8 @@ AGENTMEM_NATS_CREDS_FILE.`,
 				fmt.Fprintf(out, "  NATS:        %s   (export AGENTMEM_NATS_URL=%s)\n", url, url)
 			}
 			fmt.Fprintf(out, "  Markdown:    %s\n  Vectors:     %s\n  JetStream:   %s\n", cfg.Memory.Dir, cfg.Vector.Path, cfg.NATS.Embedded.StoreDir)
+			chat, embedder := stack.Runtime().Models()
+			fmt.Fprintf(out, "  Model:       %s\n  Embedder:    %s\n", chat, embedder)
 			if cfg.HTTP.Listen != "" {
 				fmt.Fprintf(out, "  Operations:  http://%s/metrics /healthz /readyz\n", cfg.HTTP.Listen)
 				if cfg.HTTP.UI {

@@ -58,10 +58,11 @@ func (rt *Runtime) newProcessors() (processors, error) {
 	}
 	lc := processor.LLMConfig{Client: rt.LLM}
 	p := processors{extractor: extract.NewLLM(rt.LLM, rt.Logger)}
-	var err error
-	if p.decider, err = processor.NewLLMDecider(lc, rt.Logger); err != nil {
+	decider, err := processor.NewLLMDecider(lc, rt.Logger)
+	if err != nil {
 		return p, err
 	}
+	p.decider = processor.NewFallbackDecider(decider, rt.Logger)
 	if p.semantic, err = processor.NewLLMSemanticWriter(lc, rt.Logger); err != nil {
 		return p, err
 	}
@@ -313,7 +314,7 @@ func (rt *Runtime) runner(ctx context.Context, procs processors) (*consolidate.R
 	}, consolidate.RunnerDeps{
 		JS: rt.JS, Vectors: rt.Vectors, Embedder: rt.Embedder,
 		Merger: procs.merger, Separator: procs.separator, Semantic: procs.semantic, Reconsolidator: procs.reconsolidator,
-		History: mem.Log(), Sweeper: mem,
+		History: mem.Log(), Sweeper: mem, Metrics: rt.Registry,
 	}, rt.Logger)
 	if err != nil {
 		return nil, err

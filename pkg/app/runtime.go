@@ -80,6 +80,11 @@ func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logg
 // open connects, provisions the streams and builds the stores and models; Close
 // releases whatever it opened, also when it failed halfway.
 func (rt *Runtime) open(ctx context.Context) error {
+	// The models first: a missing key file or a bad URL is one clear error before
+	// anything is connected or opened.
+	if err := rt.newModels(); err != nil {
+		return err
+	}
 	var err error
 	if rt.Conn, err = rt.Dial("agentmem-runtime"); err != nil {
 		return err
@@ -104,26 +109,38 @@ func (rt *Runtime) open(ctx context.Context) error {
 	if rt.Docs, err = rt.newDocs(ctx); err != nil {
 		return err
 	}
-	if rt.Embedder, err = rt.newEmbedder(); err != nil {
+	if err := rt.checkEmbedder(ctx); err != nil {
 		return err
 	}
 	if rt.Vectors, err = rt.newVectors(ctx); err != nil {
 		return err
 	}
 	rt.onClose(rt.Vectors.Close)
-	if !rt.Config.LLM.Offline() {
-		key, err := rt.Config.LLM.APIKeyValue()
-		if err != nil {
-			return err
-		}
-		llmMetrics, err := obs.NewLLMMetrics(rt.Registry)
-		if err != nil {
-			return err
-		}
-		if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries,
-			Concurrency: rt.Config.LLM.Concurrency, Observer: llmMetrics}, rt.Logger); err != nil {
-			return err
-		}
+	return nil
+}
+
+// newModels builds the embedder and, unless offline, the chat client: key files
+// read, URLs parsed, settings checked. Errors wrap ErrModelConfig and name the
+// configuration key, never a credential.
+func (rt *Runtime) newModels() error {
+	var err error
+	if rt.Embedder, err = rt.newEmbedder(); err != nil {
+		return fmt.Errorf("%w: embed: %w", ErrModelConfig, err)
+	}
+	if rt.Config.LLM.Offline() {
+		return nil
+	}
+	key, err := rt.Config.LLM.APIKeyValue()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrModelConfig, err)
+	}
+	llmMetrics, err := obs.NewLLMMetrics(rt.Registry)
+	if err != nil {
+		return err
+	}
+	if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries,
+		Concurrency: rt.Config.LLM.Concurrency, Observer: llmMetrics}, rt.Logger); err != nil {
+		return fmt.Errorf("%w: llm: %w", ErrModelConfig, err)
 	}
 	return nil
 }

@@ -115,6 +115,9 @@ type LLM struct {
 	Concurrency int `koanf:"concurrency"`
 }
 
+// MaxLLMRetries is the most llm.max_retries allows (pkg/llm's bound).
+const MaxLLMRetries = 10
+
 // Offline reports whether no LLM endpoint is configured.
 func (l LLM) Offline() bool { return l.BaseURL == "" }
 

@@ -51,8 +51,22 @@ func (p *problems) hostPort(key, v string) {
 func (p *problems) url(key, v string, schemes ...string) {
 	u, err := url.Parse(v)
 	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
-		p.add(key, "must be a URL with scheme %s and a host, got %q", strings.Join(schemes, " or "), v)
+		p.add(key, "must be a URL with scheme %s and a host, got %q", strings.Join(schemes, " or "), redactedURL(v, u, err))
 	}
+}
+
+// redactedURL is v as an error may show it: without user info (credentials),
+// and not at all when it does not parse (it may hold them anywhere).
+func redactedURL(v string, u *url.URL, err error) string {
+	switch {
+	case err != nil && strings.Contains(v, "@"):
+		return "[unparseable URL with credentials]"
+	case err != nil || u.User == nil:
+		return v
+	}
+	c := *u
+	c.User = url.User("[redacted]")
+	return c.String()
 }
 
 func (p *problems) notBoth(keyA string, a bool, keyB string, b bool) {
@@ -153,6 +167,9 @@ func (c Config) Validate() error {
 	p.positive("llm.timeout", l.Timeout)
 	p.atLeast("llm.max_retries", l.MaxRetries, 0)
 	p.atLeast("llm.concurrency", l.Concurrency, 1)
+	if l.MaxRetries > MaxLLMRetries {
+		p.add("llm.max_retries", "is %d, want at most %d (the backoff doubles: the last wait would be %s)", l.MaxRetries, MaxLLMRetries, time.Second<<(l.MaxRetries-1))
+	}
 
 	e := c.Embed
 	p.oneOf("embed.provider", e.Provider, EmbedProviderLocal, EmbedProviderOpenAI)
@@ -161,6 +178,9 @@ func (c Config) Validate() error {
 	}
 	if e.Provider == EmbedProviderOpenAI && e.Model == "" {
 		p.add("embed.model", "must be set when embed.provider is %s", EmbedProviderOpenAI)
+	}
+	if e.Provider == EmbedProviderOpenAI && e.BaseURL == "" {
+		p.add("embed.base_url", "must be set when embed.provider is %s", EmbedProviderOpenAI)
 	}
 	p.notBoth("embed.api_key", e.APIKey != "", "embed.api_key_file", e.APIKeyFile != "")
 	p.atLeast("embed.dimensions", e.Dimensions, 1)

@@ -241,6 +241,9 @@ func (e *Executor) rewritePatch(rec vectorstore.Record, text string, vec []float
 		Metadata: map[string]any{
 			records.MetaThing:   text,
 			records.MetaUpdates: records.AppendUpdate(rec, e.cfg.Now(), why),
+			// A merge or separation makes a new statement: reconsolidation
+			// rewrites from it from now on.
+			records.MetaBaseText: text,
 		},
 	}
 }
@@ -258,9 +261,11 @@ func (e *Executor) embed(ctx context.Context, texts ...string) ([][]float32, err
 }
 
 // Reconsolidate rewrites the user's episodic memories ids after their use in
-// newContext (SPEC C5): the text (and vector) become r's rewrite, an update entry
-// {ts, context, previous_text} is appended, and time, chat and speaker are never
-// touched. Semantic and item records among ids are left alone: a fact is not an
+// newContext (SPEC C5): the text (and vector) become r's rewrite of the base text
+// (records.MetaBaseText, so rewrites never stack), an update entry {ts, context,
+// previous_text} is appended, and time, chat, speaker and the statement (thing)
+// are never touched. A rewrite that loses a number, date or entity of the
+// statement is rejected and logged; that memory keeps its text. Semantic and item records among ids are left alone: a fact is not an
 // experience to re-live, and its text is what deduplicates it. Ids that are not
 // stored are reported with vectorstore.ErrNotFound after the others are done. A
 // nil r takes the rule-based reconsolidator.
@@ -288,7 +293,11 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 		if rec.MemoryType != vectorstore.Episodic {
 			continue
 		}
-		text, err := r.Reconsolidate(ctx, rec, newContext)
+		text, err := rewriteFromBase(ctx, r, rec, newContext)
+		if errors.Is(err, ErrRewriteLosesFacts) {
+			e.logger.Warn("reconsolidation rejected; the memory keeps its text", obs.MemoryID(rec.ID), zap.Error(err))
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 		}
@@ -300,7 +309,10 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 			return fmt.Errorf("consolidate: reconsolidate %s/%s: %w", tenant, userID, err)
 		}
 		for i, rec := range targets {
-			patch := e.rewritePatch(rec, texts[i], vecs[i], newContext)
+			patch := vectorstore.Patch{Text: &texts[i], Vector: vecs[i], Metadata: map[string]any{
+				records.MetaUpdates:  records.AppendUpdate(rec, e.cfg.Now(), newContext),
+				records.MetaBaseText: baseText(rec),
+			}}
 			if err := e.store.UpdatePayload(ctx, tenant, userID, rec.ID, patch); err != nil {
 				return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 			}

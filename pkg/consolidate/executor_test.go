@@ -242,8 +242,8 @@ func TestReconsolidationPreservesTimeChatAndWhoAndGrowsUpdates(t *testing.T) {
 			if first[records.UpdatePreviousText] != b.Text || first[records.UpdateTS] == nil {
 				rt.Fatalf("first update entry %v does not keep the previous text %q", first, b.Text)
 			}
-			if a.Text != a.Metadata[records.MetaThing] {
-				rt.Fatalf("text %q and thing %v differ", a.Text, a.Metadata[records.MetaThing])
+			if a.Metadata[records.MetaThing] != b.Metadata[records.MetaThing] {
+				rt.Fatalf("thing %v rewritten, was %v", a.Metadata[records.MetaThing], b.Metadata[records.MetaThing])
 			}
 		}
 	})

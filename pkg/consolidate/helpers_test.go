@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
@@ -168,8 +169,15 @@ func publish(t testing.TB, js jetstream.JetStream, env events.Envelope) {
 	}
 }
 
+// hitEvent is a memory_hit of a context request in a session of its own, so that
+// every event may reconsolidate (once per session).
 func hitEvent(userID, query string, ids ...string) events.Envelope {
-	env := events.New(events.TypeMemoryHit, tenant, userID, "", "")
+	return hitEventIn(ulid.Make().String(), userID, query, ids...)
+}
+
+// hitEventIn is a memory_hit of a context request in session ("" for none).
+func hitEventIn(session, userID, query string, ids ...string) events.Envelope {
+	env := events.New(events.TypeMemoryHit, tenant, userID, "", session)
 	env.MemoryHit = &events.MemoryHit{MemoryIDs: ids, Query: query}
 	return env
 }

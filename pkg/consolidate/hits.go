@@ -3,7 +3,9 @@ package consolidate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.uber.org/zap"
@@ -130,7 +132,10 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	p := hitPlan{rec: rec}
 	seen := records.StringList(rec.Metadata[records.MetaHitEvents])
 	now := r.deps.Now().UTC()
-	var newest *events.MemoryHit
+	var (
+		newest        *events.MemoryHit
+		newestSession string
+	)
 	for i, hit := range hits {
 		if !slices.Contains(listed[i], rec.ID) {
 			continue
@@ -141,7 +146,11 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		}
 		seen = append(seen, hit.ID)
 		p.count++
-		newest = hit.MemoryHit
+		// The newest use that may still reconsolidate (issue 22: once per session,
+		// or per window without one) gives the new context.
+		if session := hitSession(hit); mayReconsolidate(rec, session, now, r.cfg.ReconsolidateWindow) {
+			newest, newestSession = hit.MemoryHit, session
+		}
 		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit,
 			Detail: map[string]any{"event_id": hit.ID, "query": hit.MemoryHit.Query, "hit_count": rec.HitCount + p.count}})
 	}
@@ -157,17 +166,40 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	if rec.MemoryType != vectorstore.Episodic {
 		return p, nil
 	}
+	if newest == nil {
+		r.metrics.reconsolidation(outcomeSkipped)
+		log.Debug("memory already reconsolidated in this session or window", obs.MemoryID(rec.ID))
+		return p, nil
+	}
 	newContext := cmp.Or(newest.Query, recallContext)
-	text, err := r.deps.Reconsolidator.Reconsolidate(ctx, rec, newContext)
-	if err != nil {
+	text, err := rewriteFromBase(ctx, r.deps.Reconsolidator, rec, newContext)
+	switch {
+	case errors.Is(err, ErrRewriteLosesFacts):
+		// The text stays; the session counts as done, so the model is not asked
+		// again for every pack of it.
+		r.metrics.reconsolidation(outcomeRejected)
+		log.Warn("reconsolidation rejected; the memory keeps its text", obs.MemoryID(rec.ID), zap.Error(err))
+		maps.Copy(p.patch.Metadata, reconsolidatedIn(rec, now, newestSession))
+		return p, nil
+	case err != nil:
 		return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 	}
+	r.metrics.reconsolidation(outcomeRewritten)
 	p.changes = append(p.changes, events.Change{TS: now, Op: OpReconsolidate, Text: text,
 		Detail: map[string]any{records.UpdateContext: newContext, records.UpdatePreviousText: rec.Text}})
 	p.patch.Text = &text
-	p.patch.Metadata[records.MetaThing] = text
+	maps.Copy(p.patch.Metadata, reconsolidatedIn(rec, now, newestSession))
 	p.patch.Metadata[records.MetaUpdates] = records.AppendUpdate(rec, now, newContext)
+	p.patch.Metadata[records.MetaBaseText] = baseText(rec)
 	return p, nil
+}
+
+// hitSession is the session key of a hit's context request, "" without one.
+func hitSession(hit events.Envelope) string {
+	if hit.SessionID == "" {
+		return ""
+	}
+	return hit.Tenant + "." + hit.UserID + "." + hit.SessionID
 }
 
 // embedRewrites sets the vector of every plan whose text changed, in one Embed

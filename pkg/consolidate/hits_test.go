@@ -61,8 +61,11 @@ func TestApplyHitsCountsEachEventOnce(t *testing.T) {
 	if u[records.UpdateContext] != query || u[records.UpdatePreviousText] != ep.Text {
 		t.Errorf("update entry %v, want context %q and previous text %q", u, query, ep.Text)
 	}
-	if !strings.Contains(got.Text, query) || got.Metadata[records.MetaThing] != got.Text {
-		t.Errorf("text %q (thing %v) not rewritten with the new context", got.Text, got.Metadata[records.MetaThing])
+	if !strings.Contains(got.Text, query) {
+		t.Errorf("text %q not rewritten with the new context", got.Text)
+	}
+	if got.Metadata[records.MetaThing] != ep.Metadata[records.MetaThing] {
+		t.Errorf("thing %v rewritten, was %v", got.Metadata[records.MetaThing], ep.Metadata[records.MetaThing])
 	}
 	if consolidate.Similarity(got.Vector, ep.Vector) > 0.9999 {
 		t.Error("vector not re-embedded after the rewrite")
@@ -267,8 +270,8 @@ func TestPropertyBatchedHitsCountOnceAndReconsolidateOncePerBatch(t *testing.T) 
 		if trail := updateTrail(got); !slices.Equal(trail, wantTrail) {
 			rt.Fatalf("updates %v, want %v", trail, wantTrail)
 		}
-		if got.Text != text || got.Metadata[records.MetaThing] != text {
-			rt.Fatalf("text %q (thing %q), want %q", got.Text, got.Metadata[records.MetaThing], text)
+		if got.Text != text || got.Metadata[records.MetaThing] != ep.Metadata[records.MetaThing] {
+			rt.Fatalf("text %q (thing %q), want %q (thing %q)", got.Text, got.Metadata[records.MetaThing], text, ep.Metadata[records.MetaThing])
 		}
 		if !got.TS.Equal(ep.TS) || got.ChatID != ep.ChatID || got.Who != ep.Who {
 			rt.Fatalf("time/chat/who changed: %v %q %q, were %v %q %q", got.TS, got.ChatID, got.Who, ep.TS, ep.ChatID, ep.Who)

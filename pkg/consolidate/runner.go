@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
@@ -84,6 +85,10 @@ type RunnerConfig struct {
 	// SemanticLookback is how far before the watermark the semantic writer re-reads
 	// episodes, so that one ingested late is still seen; default 24h.
 	SemanticLookback time.Duration
+	// ReconsolidateWindow is how long after a reconsolidation a context pack
+	// without a session leaves the memory alone; default 1h. Packs of a session
+	// reconsolidate a memory once per session.
+	ReconsolidateWindow time.Duration
 }
 
 func (c *RunnerConfig) setDefaults() {
@@ -98,6 +103,9 @@ func (c *RunnerConfig) setDefaults() {
 	}
 	if c.SemanticLookback == 0 {
 		c.SemanticLookback = DefaultSemanticLookback
+	}
+	if c.ReconsolidateWindow == 0 {
+		c.ReconsolidateWindow = DefaultReconsolidateWindow
 	}
 	d := DefaultThresholds()
 	c.Thresholds.Merge = cmp.Or(c.Thresholds.Merge, d.Merge)
@@ -123,6 +131,9 @@ func (c RunnerConfig) Validate() error {
 	if c.SemanticLookback < 0 {
 		return fmt.Errorf("%w: SemanticLookback is %s, want >= 0", ErrInvalidConfig, c.SemanticLookback)
 	}
+	if c.ReconsolidateWindow < 0 {
+		return fmt.Errorf("%w: ReconsolidateWindow is %s, want >= 0", ErrInvalidConfig, c.ReconsolidateWindow)
+	}
 	if err := c.Thresholds.Validate(); err != nil {
 		return fmt.Errorf("%w: Thresholds: %w", ErrInvalidConfig, err)
 	}
@@ -146,6 +157,8 @@ type RunnerDeps struct {
 	// Owner names this process in leases; unique per process. Default
 	// "<hostname>-<pid>-<random>".
 	Owner string
+	// Metrics, when set, gets agentmem_reconsolidations_total{outcome}.
+	Metrics prometheus.Registerer
 }
 
 func (d *RunnerDeps) setDefaults() error {
@@ -194,11 +207,12 @@ func (d RunnerDeps) validate() error {
 // Runner consolidates namespaces and applies memory hits, one at a time per
 // namespace across all processes (see the package doc). Safe for concurrent use.
 type Runner struct {
-	cfg    RunnerConfig
-	deps   RunnerDeps
-	leases *leases
-	state  jetstream.KeyValue
-	logger *zap.Logger
+	metrics driftMetrics
+	cfg     RunnerConfig
+	deps    RunnerDeps
+	leases  *leases
+	state   jetstream.KeyValue
+	logger  *zap.Logger
 }
 
 // NewRunner creates (or updates) the lease and state buckets and returns a Runner.
@@ -233,13 +247,18 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 	if err != nil {
 		return nil, fmt.Errorf("consolidate: %w", err)
 	}
+	metrics, err := newDriftMetrics(deps.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	logger = logger.With(zap.String("owner", deps.Owner))
 	return &Runner{
-		cfg:    cfg,
-		deps:   deps,
-		leases: &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger},
-		state:  stateKV,
-		logger: logger,
+		metrics: metrics,
+		cfg:     cfg,
+		deps:    deps,
+		leases:  &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger},
+		state:   stateKV,
+		logger:  logger,
 	}, nil
 }
 

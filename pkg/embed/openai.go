@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -70,7 +71,7 @@ func (c OpenAIConfig) Validate() error {
 	if c.BaseURL == "" {
 		errs = append(errs, errors.New("BaseURL is required"))
 	} else if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
-		errs = append(errs, fmt.Errorf("BaseURL %q must start with http:// or https://", c.BaseURL))
+		errs = append(errs, errors.New("BaseURL must start with http:// or https://"))
 	}
 	if c.Model == "" {
 		errs = append(errs, errors.New("Model is required"))
@@ -96,6 +97,10 @@ type OpenAI struct {
 	cfg    OpenAIConfig
 	client *openai.Client
 	logger *zap.Logger
+	// endpoint is BaseURL without user info, query or fragment: the form errors
+	// and logs show. secrets are what redact removes from server messages.
+	endpoint string
+	secrets  []string
 }
 
 // NewOpenAI returns an embedder for cfg. It does not contact the endpoint.
@@ -108,15 +113,52 @@ func NewOpenAI(cfg OpenAIConfig, logger *zap.Logger) (*OpenAI, error) {
 		logger = zap.NewNop()
 	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	endpoint, secrets, err := redactURL(cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.APIKey != "" {
+		secrets = append(secrets, cfg.APIKey)
+	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
 	oc.HTTPClient = cfg.HTTPClient
 	return &OpenAI{
-		cfg:    cfg,
-		client: openai.NewClientWithConfig(oc),
-		logger: logger.With(zap.String("endpoint", cfg.BaseURL), zap.String("model", cfg.Model)),
+		cfg:      cfg,
+		client:   openai.NewClientWithConfig(oc),
+		logger:   logger.With(zap.String("endpoint", endpoint), zap.String("model", cfg.Model)),
+		endpoint: endpoint,
+		secrets:  secrets,
 	}, nil
 }
+
+// redactURL returns raw without user info, query and fragment, and the
+// credentials it held (user info, password, user name), longest first.
+func redactURL(raw string) (string, []string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse quotes its input: name no part of it.
+		return "", nil, fmt.Errorf("%w: openai embedder: BaseURL does not parse as a URL", ErrInvalidConfig)
+	}
+	var secrets []string
+	if u.User != nil {
+		secrets = append(secrets, u.User.String())
+		if p, ok := u.User.Password(); ok && p != "" {
+			secrets = append(secrets, p)
+		}
+		if n := u.User.Username(); n != "" {
+			secrets = append(secrets, n+":***", n+"@")
+		}
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment = nil, "", false, ""
+	return u.String(), secrets, nil
+}
+
+// Endpoint is the base URL requests go to, without credentials.
+func (o *OpenAI) Endpoint() string { return o.endpoint }
+
+// Model is the embedding model's name.
+func (o *OpenAI) Model() string { return o.cfg.Model }
 
 // Dimensions implements Embedder.
 func (o *OpenAI) Dimensions() int { return o.cfg.Dimensions }
@@ -153,13 +195,13 @@ func (o *OpenAI) embedBatch(ctx context.Context, batch []string) ([][]float32, e
 			return o.check(res, len(batch))
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, o.cfg.BaseURL, ctx.Err())
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, o.endpoint, ctx.Err())
 		}
 		if !transient(err) {
-			return nil, fmt.Errorf("%w: %s: %s", ErrRejected, o.cfg.BaseURL, o.redact(err))
+			return nil, fmt.Errorf("%w: %s: %s", ErrRejected, o.endpoint, o.redact(err))
 		}
 		if attempt >= o.cfg.Retries {
-			return nil, fmt.Errorf("%w: %s after %d attempts: %s", ErrUnavailable, o.cfg.BaseURL, attempt+1, o.redact(err))
+			return nil, fmt.Errorf("%w: %s after %d attempts: %s", ErrUnavailable, o.endpoint, attempt+1, o.redact(err))
 		}
 		o.logger.Warn("embedding request failed, retrying",
 			zap.Int("attempt", attempt+1), zap.Duration("delay", delay), zap.String("error", o.redact(err)))
@@ -167,7 +209,7 @@ func (o *OpenAI) embedBatch(ctx context.Context, batch []string) ([][]float32, e
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, o.cfg.BaseURL, ctx.Err())
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, o.endpoint, ctx.Err())
 		case <-t.C:
 		}
 		delay *= 2
@@ -177,16 +219,16 @@ func (o *OpenAI) embedBatch(ctx context.Context, batch []string) ([][]float32, e
 // check validates a response: one vector per input, each of the configured length.
 func (o *OpenAI) check(res openai.EmbeddingResponse, n int) ([][]float32, error) {
 	if len(res.Data) != n {
-		return nil, fmt.Errorf("%w: %s returned %d embeddings for %d inputs", ErrRejected, o.cfg.BaseURL, len(res.Data), n)
+		return nil, fmt.Errorf("%w: %s returned %d embeddings for %d inputs", ErrRejected, o.endpoint, len(res.Data), n)
 	}
 	out := make([][]float32, n)
 	for _, d := range res.Data {
 		if d.Index < 0 || d.Index >= n || out[d.Index] != nil {
-			return nil, fmt.Errorf("%w: %s returned embedding index %d for %d inputs", ErrRejected, o.cfg.BaseURL, d.Index, n)
+			return nil, fmt.Errorf("%w: %s returned embedding index %d for %d inputs", ErrRejected, o.endpoint, d.Index, n)
 		}
 		if len(d.Embedding) != o.cfg.Dimensions {
 			return nil, fmt.Errorf("%w: %s returned %d dimensions for input %d, configured %d",
-				ErrDimension, o.cfg.BaseURL, len(d.Embedding), d.Index, o.cfg.Dimensions)
+				ErrDimension, o.endpoint, len(d.Embedding), d.Index, o.cfg.Dimensions)
 		}
 		out[d.Index] = d.Embedding
 	}
@@ -213,12 +255,13 @@ func retryableStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code >= 500
 }
 
-// redact renders err without the API key: some servers echo the key they rejected
-// in their error message, and errors end up in logs.
+// redact renders err without the API key and the base URL's user info: some
+// servers echo the key they rejected in their error message, the transport's
+// errors quote the URL, and errors end up in logs.
 func (o *OpenAI) redact(err error) string {
 	msg := err.Error()
-	if o.cfg.APIKey != "" {
-		msg = strings.ReplaceAll(msg, o.cfg.APIKey, "[redacted]")
+	for _, s := range o.secrets {
+		msg = strings.ReplaceAll(msg, s, "[redacted]")
 	}
 	return msg
 }

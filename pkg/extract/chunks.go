@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -77,6 +78,8 @@ func split(conv []Message, size int) [][]Message {
 type chunkRecord struct {
 	Digest  string      `json:"digest"` // of the chunk's event ids: a late event re-cuts the chunks
 	Entries []Extracted `json:"entries"`
+	// ProcessedBy is ProcessedByRulesFallback when the rules stood in for the model.
+	ProcessedBy string `json:"processed_by,omitempty"`
 }
 
 func chunkKey(key string, i int) string { return fmt.Sprintf("%s.chunk-%d", key, i) }
@@ -95,13 +98,13 @@ func chunkDigest(chunk []Message) string {
 // ChunkMessages the chunks are asked concurrently (ModelConcurrency at a time),
 // each result stored under its own key as soon as it is known and reused by a
 // retry; their entries are merged in chunk order without repeats.
-func (w *Worker) extractChunks(ctx context.Context, key string, conv []Message, log *zap.Logger) ([]Extracted, int, error) {
+func (w *Worker) extractChunks(ctx context.Context, key string, conv []Message, log *zap.Logger) (found []Extracted, n int, by string, err error) {
 	chunks := split(conv, w.cfg.ChunkMessages)
 	if len(chunks) == 1 {
-		found, err := w.deps.Extractor.Extract(ctx, conv)
-		return found, 1, err
+		found, by, err := w.extractEntries(ctx, conv, log)
+		return found, 1, by, err
 	}
-	results := make([][]Extracted, len(chunks))
+	results := make([]chunkRecord, len(chunks))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, w.cfg.ModelConcurrency))
 	reused := 0
@@ -116,50 +119,51 @@ func (w *Worker) extractChunks(ctx context.Context, key string, conv []Message, 
 			if err := gctx.Err(); err != nil {
 				return err // another chunk failed: this one waits for the retry
 			}
-			found, err := w.deps.Extractor.Extract(gctx, chunk)
+			found, by, err := w.extractEntries(gctx, chunk, log)
 			if err != nil {
 				return fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)
 			}
-			results[i] = found
-			w.storeChunk(gctx, ck, chunkRecord{Digest: digest, Entries: found}, log)
+			results[i] = chunkRecord{Digest: digest, Entries: found, ProcessedBy: by}
+			w.storeChunk(gctx, ck, results[i], log)
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, len(chunks), err
+		return nil, len(chunks), "", err
 	}
 	if reused > 0 {
 		log.Info("extraction resumed", zap.Int("chunks", len(chunks)), zap.Int("reused", reused))
 	}
 	var set entrySet
 	for _, r := range results {
-		for _, e := range r {
+		for _, e := range r.Entries {
 			set.add(e.Category, e.Content)
 		}
+		by = cmp.Or(by, r.ProcessedBy)
 	}
-	return set.list(), len(chunks), nil
+	return set.list(), len(chunks), by, nil
 }
 
-// loadChunk returns a chunk's stored entries when they were extracted from the
-// same events.
-func (w *Worker) loadChunk(ctx context.Context, ck, digest string, log *zap.Logger) ([]Extracted, bool) {
+// loadChunk returns a chunk's stored record when it was extracted from the same
+// events.
+func (w *Worker) loadChunk(ctx context.Context, ck, digest string, log *zap.Logger) (chunkRecord, bool) {
 	e, err := w.state.Get(ctx, ck)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			log.Warn("reading a chunk's extraction; asking again", zap.String("key", ck), zap.Error(err))
 		}
-		return nil, false
+		return chunkRecord{}, false
 	}
 	var rec chunkRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Digest != digest {
-		return nil, false
+		return chunkRecord{}, false
 	}
 	for _, x := range rec.Entries {
 		if !ValidCategory(x.Category) {
-			return nil, false
+			return chunkRecord{}, false
 		}
 	}
-	return rec.Entries, true
+	return rec, true
 }
 
 // storeChunk keeps a chunk's entries; a failure costs only a repeated call on retry.

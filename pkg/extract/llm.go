@@ -31,9 +31,12 @@ const maxMessageRunes = 2000
 // StepExtract names the extractor's model calls (llm.WithStep).
 const StepExtract = "extract"
 
-// LLMExtractor asks a model for the entries (SPEC A3).
+// LLMExtractor asks a model for the entries (SPEC A3); when the model's reply is
+// unusable or the model is unavailable, the offline rules stand in (ExtractReport
+// says so).
 type LLMExtractor struct {
 	client *llm.Client
+	rules  *Rules
 	logger *zap.Logger
 }
 
@@ -44,7 +47,34 @@ func NewLLM(client *llm.Client, logger *zap.Logger) *LLMExtractor {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &LLMExtractor{client: client, logger: logger.Named("extract.llm")}
+	return &LLMExtractor{client: client, rules: NewRules(logger), logger: logger.Named("extract.llm")}
+}
+
+// ProcessedByRulesFallback marks an extraction the rules made in the model's
+// place (Report.ProcessedBy, and "processed_by" in the session's record in KV
+// agentmem_extractions), so that a later pass can find it and redo it with the
+// model.
+const ProcessedByRulesFallback = "rules_fallback"
+
+// Report is an extraction and how it was made.
+type Report struct {
+	Entries []Extracted
+	// ProcessedBy is ProcessedByRulesFallback when the rules stood in for the
+	// model, "" otherwise; Reason then says why.
+	ProcessedBy, Reason string
+}
+
+// Reporter is an Extractor that can say how it extracted; the worker records it.
+type Reporter interface {
+	ExtractReport(ctx context.Context, conversation []Message) (Report, error)
+}
+
+var _ Reporter = (*LLMExtractor)(nil)
+
+// Extract implements Extractor: ExtractReport's entries.
+func (x *LLMExtractor) Extract(ctx context.Context, conversation []Message) ([]Extracted, error) {
+	r, err := x.ExtractReport(ctx, conversation)
+	return r.Entries, err
 }
 
 type llmReply struct {
@@ -54,30 +84,35 @@ type llmReply struct {
 	} `json:"entries"`
 }
 
-// Extract returns the model's entries with valid categories, without repeats.
-// A conversation ShouldExtract rejects costs no call. A reply that is not usable
-// JSON is logged and yields no entries (SPEC C9's safe default); an unreachable or
-// refusing endpoint is returned as an error wrapping llm.ErrUnavailable or
-// llm.ErrRequest, for the caller to retry or dead-letter.
-func (x *LLMExtractor) Extract(ctx context.Context, conversation []Message) ([]Extracted, error) {
+// ExtractReport returns the model's entries with valid categories, without
+// repeats. A conversation ShouldExtract rejects costs no call. When the reply is
+// not usable JSON (llm.ErrBadReply) or the endpoint stays unavailable after its
+// retries (llm.ErrUnavailable), the offline rules extract instead and the report
+// says so (issue 22: an unusable reply no longer means "nothing to remember"). A
+// refusing endpoint (llm.ErrRequest: wrong key, unknown model) is returned, for
+// the caller to dead-letter: the rules would hide a configuration error.
+func (x *LLMExtractor) ExtractReport(ctx context.Context, conversation []Message) (Report, error) {
 	if x.client == nil {
-		return nil, errors.New("extract: LLMExtractor has no llm client")
+		return Report{}, errors.New("extract: LLMExtractor has no llm client")
 	}
 	if !ShouldExtract(conversation) {
-		return []Extracted{}, nil
+		return Report{Entries: []Extracted{}}, nil
 	}
 	system, user, err := renderPrompt(conversation)
 	if err != nil {
-		return nil, err
+		return Report{}, err
 	}
 	var reply llmReply
 	err = x.client.CompleteJSON(llm.WithStep(ctx, StepExtract), system, user, replySchema, &reply)
-	if errors.Is(err, llm.ErrBadReply) {
-		x.logger.Warn("extraction reply unusable, nothing extracted", zap.Error(err))
-		return []Extracted{}, nil
+	if (errors.Is(err, llm.ErrBadReply) || errors.Is(err, llm.ErrUnavailable)) && ctx.Err() == nil {
+		entries, rerr := x.rules.Extract(ctx, conversation)
+		if rerr != nil {
+			return Report{}, rerr
+		}
+		return Report{Entries: entries, ProcessedBy: ProcessedByRulesFallback, Reason: err.Error()}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("extract: %w", err)
+		return Report{}, fmt.Errorf("extract: %w", err)
 	}
 	var set entrySet
 	for _, e := range reply.Entries {
@@ -88,7 +123,7 @@ func (x *LLMExtractor) Extract(ctx context.Context, conversation []Message) ([]E
 		}
 		set.add(cat, e.Content)
 	}
-	return set.list(), nil
+	return Report{Entries: set.list()}, nil
 }
 
 func renderPrompt(conv []Message) (system, user string, err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -88,24 +89,25 @@ func TestLLMExtractorReturnsEntries(t *testing.T) {
 	}
 }
 
-func TestLLMExtractorGarbageFallsBackToNothing(t *testing.T) {
+// Issue 22: an unusable reply falls back to the offline rules, not to nothing.
+func TestLLMExtractorGarbageFallsBackToTheRules(t *testing.T) {
+	want, err := extract.NewRules(nil).Extract(context.Background(), session)
+	if err != nil || len(want) == 0 {
+		t.Fatalf("the rules find %v (%v) in the test session; want some entries", want, err)
+	}
 	for name, content := range map[string]string{
 		"prose":            "I could not find anything worth remembering.",
 		"wrong shape":      `{"memories":["a","b"]}`,
 		"entry not object": `{"entries":["sales.csv has columns a, b"]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			core, logs := observer.New(zap.WarnLevel)
 			srv := llmtest.NewServer(t, llmtest.Reply{Content: content})
-			got, err := newLLMExtractor(t, srv, zap.New(core)).Extract(context.Background(), session)
+			got, err := newLLMExtractor(t, srv, nil).ExtractReport(context.Background(), session)
 			if err != nil {
-				t.Fatalf("Extract: %v, want the safe default", err)
+				t.Fatalf("ExtractReport: %v, want the rules' entries", err)
 			}
-			if got == nil || len(got) != 0 {
-				t.Fatalf("got %#v, want an empty slice", got)
-			}
-			if logs.FilterMessage("extraction reply unusable, nothing extracted").Len() != 1 {
-				t.Fatalf("the fallback was not logged: %v", logs.All())
+			if !reflect.DeepEqual(got.Entries, want) || got.ProcessedBy != extract.ProcessedByRulesFallback || !strings.Contains(got.Reason, "bad reply") {
+				t.Fatalf("got %+v, want the rules' %+v marked %s", got, want, extract.ProcessedByRulesFallback)
 			}
 		})
 	}
@@ -130,17 +132,20 @@ func TestLLMExtractorDropsInvalidCategory(t *testing.T) {
 	}
 }
 
-func TestLLMExtractorUnavailable(t *testing.T) {
+// Issue 22: with the model unavailable after its retries, the rules stand in; a
+// refused request (wrong key, unknown model) is still an error.
+func TestLLMExtractorUnavailableFallsBackToTheRules(t *testing.T) {
 	srv := llmtest.NewServer(t, llmtest.Reply{Status: http.StatusServiceUnavailable, Content: "overloaded"})
-	got, err := newLLMExtractor(t, srv, nil).Extract(context.Background(), session)
-	if !errors.Is(err, llm.ErrUnavailable) {
-		t.Fatalf("err = %v, want one wrapping llm.ErrUnavailable", err)
-	}
-	if got != nil {
-		t.Fatalf("got entries %+v alongside an error", got)
+	got, err := newLLMExtractor(t, srv, nil).ExtractReport(context.Background(), session)
+	if err != nil || len(got.Entries) == 0 || got.ProcessedBy != extract.ProcessedByRulesFallback {
+		t.Fatalf("got %+v, %v; want the rules' entries marked %s", got, err, extract.ProcessedByRulesFallback)
 	}
 	if n := len(srv.Requests()); n != 3 {
 		t.Fatalf("server saw %d requests, want 3 (1 + 2 retries)", n)
+	}
+	refused := llmtest.NewServer(t, llmtest.Reply{Status: http.StatusUnauthorized, Content: "bad key"})
+	if got, err := newLLMExtractor(t, refused, nil).Extract(context.Background(), session); !errors.Is(err, llm.ErrRequest) || got != nil {
+		t.Fatalf("refused: %v, %v; want no entries and an error wrapping llm.ErrRequest", got, err)
 	}
 }
 

@@ -230,6 +230,9 @@ type extraction struct {
 	EventID string        `json:"event_id"` // the session_ended event that extracted
 	Entries []storedEntry `json:"entries"`
 	Facts   []storedFact  `json:"facts,omitempty"`
+	// ProcessedBy is ProcessedByRulesFallback when the rules extracted in the
+	// model's place: a later pass finds such sessions by it.
+	ProcessedBy string `json:"processed_by,omitempty"`
 }
 
 type storedEntry struct {
@@ -292,6 +295,23 @@ func (w *Worker) handle(ctx context.Context, env events.Envelope) error {
 	return nil
 }
 
+// extractEntries asks the extractor, and with a Reporter logs, naming the
+// session, when the rules stood in for the model; by is then
+// ProcessedByRulesFallback.
+func (w *Worker) extractEntries(ctx context.Context, conv []Message, log *zap.Logger) (found []Extracted, by string, err error) {
+	rep, ok := w.deps.Extractor.(Reporter)
+	if !ok {
+		found, err = w.deps.Extractor.Extract(ctx, conv)
+		return found, "", err
+	}
+	r, err := rep.ExtractReport(ctx, conv)
+	if err == nil && r.ProcessedBy != "" {
+		log.Warn("model extraction unusable; the offline rules extracted this session instead",
+			zap.String("processed_by", r.ProcessedBy), zap.Int("entries", len(r.Entries)), zap.String("reason", r.Reason))
+	}
+	return r.Entries, r.ProcessedBy, err
+}
+
 // load returns the session's record and its revision; nil when there is none.
 func (w *Worker) load(ctx context.Context, key string) (*extraction, uint64, error) {
 	e, err := w.state.Get(ctx, key)
@@ -339,7 +359,7 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 		gctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		wg.Go(func() {
-			if found, chunks, extErr = w.extractChunks(gctx, key, conv, log); extErr != nil {
+			if found, chunks, ex.ProcessedBy, extErr = w.extractChunks(gctx, key, conv, log); extErr != nil {
 				cancel()
 			}
 		})

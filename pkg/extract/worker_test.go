@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
@@ -27,6 +29,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -523,59 +526,60 @@ func TestWorkerSkipsEmptyAndSystemOnlySessions(t *testing.T) {
 	}
 }
 
-// SPEC A3, E7: an LLM that keeps failing costs a bounded number of calls, writes
-// nothing and dead-letters the event; the worker goes on with the next session.
-func TestWorkerDeadLettersSessionWhenLLMIsDown(t *testing.T) {
+// Issue 22: with the model down (or its reply unusable) the offline rules
+// extract the session, the record in KV says processed_by rules_fallback, and
+// a log line names the session.
+func TestWorkerFallsBackToTheRulesWhenLLMIsDown(t *testing.T) {
 	r := newRig(t)
 	srv := llmtest.NewServer(t,
 		llmtest.Reply{Status: 503, Content: "overloaded"},
-		llmtest.Reply{Status: 503, Content: "overloaded"},
-		llmtest.Reply{Status: 503, Content: "overloaded"},
-		llmtest.Reply{Content: `{"entries":[{"category":"general","content":"Fiscal year starts in April."}]}`},
+		llmtest.Reply{Content: "not JSON at all"},
 	)
 	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m", Timeout: 2 * time.Second, MaxRetries: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := r.deps(newCounting(extract.NewLLM(client, nil)))
+	core, logs := observer.New(zap.WarnLevel)
+	deps := r.deps(extract.NewLLM(client, nil))
 	deps.Decider, deps.Semantic, deps.Vectors, deps.Embedder = nil, nil, nil, nil
-	startWorker(t, fastConfig(), deps)
+	w, err := extract.NewWorker(fastConfig(), deps, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 
-	saveSession(t, r.events, "u1", "down", []turn{{role: events.RoleUser, text: "Our fiscal year starts in April."}})
-	ended := endSession(t, r.events, "u1", "down", endedAt)
-
-	var dls []bus.DeadLetter
-	bustest.Eventually(t, waitLong, func() error {
-		var err error
-		if dls, err = bus.ListDeadLetters(context.Background(), r.js, bus.DefaultDLQStream, 10); err != nil {
-			return err
+	want, _ := extract.NewRules(nil).Extract(context.Background(), []extract.Message{{Role: extract.RoleUser, Text: realistic[2].text}})
+	for _, session := range []string{"down", "garbage"} {
+		saveSession(t, r.events, "u1", session, realistic[2:3])
+		endSession(t, r.events, "u1", session, endedAt)
+		waitStatus(t, r.js, "u1", session, "applied")
+		kv, err := r.js.KeyValue(context.Background(), stateBucket)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(dls) != 1 {
-			return fmt.Errorf("%d dead letters, want 1", len(dls))
+		e, err := kv.Get(context.Background(), tenant+".u1."+session)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	dl, err := events.Decode(dls[0].Data)
-	if err != nil || dl.ID != ended.ID || dls[0].Worker != bus.WorkerExtractor || !strings.Contains(dls[0].Reason, "unavailable") {
-		t.Errorf("dead letter %+v (%v); want the session_ended %s of the extractor, reason naming the unavailable LLM", dls[0], err, ended.ID)
+		var st struct {
+			ProcessedBy string            `json:"processed_by"`
+			Entries     []json.RawMessage `json:"entries"`
+		}
+		if err := json.Unmarshal(e.Value(), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.ProcessedBy != extract.ProcessedByRulesFallback || len(st.Entries) != len(want) {
+			t.Errorf("session %s: processed_by %q, %d entries; want %q and the rules' %d", session, st.ProcessedBy, len(st.Entries), extract.ProcessedByRulesFallback, len(want))
+		}
+		if n := logs.FilterField(obs.Session(session)).FilterFieldKey("processed_by").Len(); n != 1 {
+			t.Errorf("session %s: %d log lines naming it and the fallback, want 1: %v", session, n, logs.All())
+		}
 	}
-	if n := len(srv.Requests()); n != 3 {
-		t.Errorf("LLM asked %d times, want 3 (first attempt and 2 retries)", n)
-	}
-	if _, err := readState(r.js, "u1", "down"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Errorf("state of the failed session: %v, want none", err)
-	}
-	if files, _ := r.docs.Files(context.Background(), docstore.Namespace{Tenant: tenant, User: "u1"}); len(files) != 0 {
-		t.Errorf("failed session wrote %v", files)
-	}
-
-	// The next session goes through once the endpoint answers.
-	saveSession(t, r.events, "u2", "next", []turn{{role: events.RoleUser, text: "Our fiscal year starts in April."}})
-	endSession(t, r.events, "u2", "next", endedAt)
-	waitStatus(t, r.js, "u2", "next", "applied")
-	want := "### [2026-11-22 10:30] general\n\nFiscal year starts in April.\n\n---\n"
-	if got := readFile(t, r, "u2", docstore.MemoryFile); got != want {
-		t.Errorf("MEMORY.md of the next session = %q, want %q", got, want)
+	if dls, err := bus.ListDeadLetters(context.Background(), r.js, bus.DefaultDLQStream, 10); err != nil || len(dls) != 0 {
+		t.Errorf("dead letters %v (%v), want none", dls, err)
 	}
 }
 

@@ -139,6 +139,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	schemas map[string]*jsonschema.Schema // compiled once per schema text
+
+	// secrets are what redact removes: the key and the base URL's user info.
+	secrets []string
 }
 
 // New returns a Client for cfg. A nil logger logs nothing.
@@ -159,6 +162,7 @@ func New(cfg Config, logger *zap.Logger) (*Client, error) {
 	// No client-wide timeout: each attempt gets its own deadline from Config.Timeout.
 	oc.HTTPClient = &http.Client{}
 	return &Client{
+		secrets:  secretsOf(cfg),
 		cfg:      cfg,
 		endpoint: endpoint,
 		api:      openai.NewClientWithConfig(oc),
@@ -283,10 +287,29 @@ func (c *Client) fail(status int, err error) error {
 // (servers echo keys in "invalid key" messages) and bounds its length, since error
 // bodies can be whole HTML pages.
 func (c *Client) redact(s string) string {
-	if c.cfg.APIKey != "" {
-		s = strings.ReplaceAll(s, c.cfg.APIKey, "[redacted]")
+	for _, secret := range c.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
 	}
 	return truncate(s, 300)
+}
+
+// secretsOf lists what must never be shown of cfg: the API key and the base
+// URL's user info (the transport's errors quote the URL as "user:***@host").
+func secretsOf(cfg Config) []string {
+	var out []string
+	if u, err := url.Parse(cfg.BaseURL); err == nil && u.User != nil {
+		out = append(out, u.User.String())
+		if p, ok := u.User.Password(); ok && p != "" {
+			out = append(out, p)
+		}
+		if n := u.User.Username(); n != "" {
+			out = append(out, n+":***", n+"@")
+		}
+	}
+	if cfg.APIKey != "" {
+		out = append(out, cfg.APIKey)
+	}
+	return out
 }
 
 func truncate(s string, n int) string {

@@ -201,11 +201,12 @@ func (s *Service) SearchItems(ctx context.Context, tenant string, req events.Ite
 	if err := firstErr(events.ValidateID("tenant", tenant), req.Validate()); err != nil {
 		return events.ItemListReply{}, invalid(err)
 	}
-	ranked, err := s.recall(ctx, vectorstore.Filter{Tenant: tenant, UserID: req.UserID, Scope: string(req.Scope)},
+	recalled, err := s.recall(ctx, vectorstore.Filter{Tenant: tenant, UserID: req.UserID, Scope: string(req.Scope)},
 		req.Query, itemType, map[vectorstore.MemoryType]int{vectorstore.Item: req.Limit})
 	if err != nil {
 		return events.ItemListReply{}, err
 	}
+	ranked := recalled.Ranked
 	reply := events.ItemListReply{Items: make([]events.MemoryItem, 0, len(ranked))}
 	for _, r := range ranked {
 		it, err := toItem(r.Record)

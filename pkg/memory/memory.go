@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,6 +51,12 @@ type Config struct {
 	KEpisodic, KSemantic, KItem int
 	// Rank tunes the re-ranking; see RankConfig.
 	Rank RankConfig
+	// QueryEmbedTimeout bounds the embedding of a read's query (recall, search);
+	// past it the read ranks by BM25 alone and says so. Default 1.5s.
+	QueryEmbedTimeout time.Duration
+	// EmbedRetryAfter is how long after a failed query embedding reads skip the
+	// embedder (fail fast during a known outage); default 10s.
+	EmbedRetryAfter time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -70,6 +77,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.KItem == 0 {
 		c.KItem = 5
+	}
+	if c.QueryEmbedTimeout == 0 {
+		c.QueryEmbedTimeout = DefaultQueryEmbedTimeout
+	}
+	if c.EmbedRetryAfter == 0 {
+		c.EmbedRetryAfter = DefaultEmbedRetryAfter
 	}
 	c.Rank.setDefaults()
 }
@@ -93,6 +106,12 @@ func (c Config) Validate() error {
 		if k.v < 1 || k.v > events.MaxLimit {
 			errs = append(errs, fmt.Errorf("%s is %d, want 1..%d", k.name, k.v, events.MaxLimit))
 		}
+	}
+	if c.QueryEmbedTimeout < 0 {
+		errs = append(errs, fmt.Errorf("QueryEmbedTimeout is %s, want > 0", c.QueryEmbedTimeout))
+	}
+	if c.EmbedRetryAfter < 0 {
+		errs = append(errs, fmt.Errorf("EmbedRetryAfter is %s, want >= 0", c.EmbedRetryAfter))
 	}
 	errs = append(errs, c.Rank.validate()...)
 	if err := errors.Join(errs...); err != nil {
@@ -122,6 +141,12 @@ type Service struct {
 	now     func() time.Time
 	log     *HistoryLog
 	logger  *zap.Logger
+	clock   func() time.Time // deps.Now, not truncated
+
+	// embedDownUntil is the Unix nanosecond time until which reads skip the
+	// embedder (0: not known to be down); embedErr its last error.
+	embedDownUntil atomic.Int64
+	embedErr       atomic.Pointer[string]
 }
 
 // New creates or updates the history stream and returns the service.
@@ -160,6 +185,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 		now:     func() time.Time { return deps.Now().UTC().Truncate(timeResolution) },
 		log:     log,
 		logger:  logger,
+		clock:   deps.Now,
 	}, nil
 }
 
@@ -325,10 +351,12 @@ func (s *Service) Search(ctx context.Context, tenant string, req events.SearchRe
 			limits[t] = req.Limit
 		}
 	}
-	ranked, err := s.Recall(ctx, tenant, req.UserID, req.Query, types, limits)
+	recalled, err := s.RecallStatus(ctx, tenant, req.UserID, req.Query, types, limits)
 	if err != nil {
 		return events.SearchReply{}, err
 	}
+	ranked := recalled.Ranked
+	reply.Degraded = recalled.Degraded
 	if req.Limit > 0 && len(ranked) > req.Limit {
 		ranked = ranked[:req.Limit]
 	}

@@ -127,33 +127,54 @@ type Ranked struct {
 // per-type results are merged, best first, ties by id. Expired records are never
 // returned.
 func (s *Service) Recall(ctx context.Context, tenant, userID, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) ([]Ranked, error) {
+	r, err := s.RecallStatus(ctx, tenant, userID, query, types, limits)
+	return r.Ranked, err
+}
+
+// Recalled is a recall's result: the ranked memories and, when the recall could
+// not use the embedder, why (Degraded; the ranking is then BM25 alone).
+type Recalled struct {
+	Ranked   []Ranked
+	Degraded []string
+}
+
+// RecallStatus is Recall that also says when it degraded: with the embedder
+// failing, timing out (Config.QueryEmbedTimeout) or known to be down (within
+// Config.EmbedRetryAfter of its last failure), it ranks by BM25 over the stored
+// texts, which needs no model, and names the failure in Degraded instead of
+// failing.
+func (s *Service) RecallStatus(ctx context.Context, tenant, userID, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) (Recalled, error) {
 	if err := firstErr(events.ValidateID("tenant", tenant), events.ValidateID("user_id", userID)); err != nil {
-		return nil, invalid(err)
+		return Recalled{}, invalid(err)
 	}
 	if query == "" {
-		return nil, invalidf("query is required")
+		return Recalled{}, invalidf("query is required")
 	}
 	for t, k := range limits {
 		if k < 0 || k > events.MaxLimit {
-			return nil, invalidf("limit of %s is %d, want 0 (default) to %d", t, k, events.MaxLimit)
+			return Recalled{}, invalidf("limit of %s is %d, want 0 (default) to %d", t, k, events.MaxLimit)
 		}
 	}
 	return s.recall(ctx, vectorstore.Filter{Tenant: tenant, UserID: userID}, query, types, limits)
 }
 
 // recall is Recall within base (tenant, user, and for items a scope).
-func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) ([]Ranked, error) {
+func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) (Recalled, error) {
 	if len(types) == 0 {
 		types = vectorTypes
 	}
 	for _, t := range types {
 		if !t.Valid() {
-			return nil, invalidf("memory type %q is not one of %q", t, []vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Semantic, vectorstore.Item})
+			return Recalled{}, invalidf("memory type %q is not one of %q", t, []vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Semantic, vectorstore.Item})
 		}
 	}
-	vec, err := s.embedOne(ctx, query)
+	vec, degraded, err := s.queryVector(ctx, query)
 	if err != nil {
-		return nil, err
+		return Recalled{}, err
+	}
+	mode := s.cfg.Rank.Mode
+	if vec == nil {
+		mode = vectorstore.Sparse
 	}
 	now := s.now()
 	types = slices.Clone(types)
@@ -165,13 +186,13 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	for i, t := range types {
 		// The per-type searches are independent; running them side by side halves
 		// the latency of the common two-type recall.
-		wg.Go(func() { perType[i], errs[i] = s.recallType(ctx, base, t, query, vec, limits[t], now) })
+		wg.Go(func() { perType[i], errs[i] = s.recallType(ctx, base, t, query, vec, mode, limits[t], now) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return Recalled{}, err
 	}
-	if s.cfg.Rank.Mode == vectorstore.Sparse {
+	if mode == vectorstore.Sparse {
 		onOneScale(perType)
 	}
 	n := 0
@@ -188,19 +209,20 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 		out = append(out, tr.ranked...)
 	}
 	sortRanked(out)
-	return out, nil
+	return Recalled{Ranked: out, Degraded: degraded}, nil
 }
 
 // recallType is one type's share of recall: its best k (0: the type's default)
-// live records of base, re-ranked.
-func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vectorstore.MemoryType, query string, vec []float32, k int, now time.Time) (typeRecall, error) {
+// live records of base, re-ranked, searched in mode (sparse alone when vec is
+// nil: the embedder is down).
+func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vectorstore.MemoryType, query string, vec []float32, mode vectorstore.Mode, k int, now time.Time) (typeRecall, error) {
 	if k == 0 {
 		k = s.defaultK(t)
 	}
 	f := base
 	f.MemoryTypes = []vectorstore.MemoryType{t}
 	f.IncludeExpired = true
-	mode, want := s.cfg.Rank.Mode, k*recallOversample
+	want := k * recallOversample
 	// Ranking needs no metadata: the candidates come without it, and only the k
 	// kept have theirs read (withMetadata).
 	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Mode: mode, WithoutMetadata: true}, want, now)
@@ -211,7 +233,7 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	for _, h := range hits {
 		ranked = append(ranked, Ranked{Record: h.Record, Score: s.cfg.Rank.Score(relevance(mode, h.Score, hits[0].Score), now.Sub(h.Record.TS), h.Record.HitCount)})
 	}
-	if mode == vectorstore.Sparse && len(hits) < want {
+	if mode == vectorstore.Sparse && len(hits) < want && vec != nil {
 		// BM25 only finds memories sharing a word with the query; the rest follow
 		// by dense similarity (an embedder still matches "study" to "student"),
 		// each below every keyword match.

@@ -40,6 +40,30 @@ const (
 // keeps consolidate.HitEventWindow of them.
 const MetaHitEvents = "hit_events"
 
+// Reconsolidation bookkeeping of an episodic record (SPEC C5, issue 22: memory that
+// does not drift). Reconsolidation rewrites only the text around the statement,
+// always from MetaBaseText, so rewrites never stack; MetaThing is never rewritten
+// by it.
+const (
+	// MetaBaseText is the text before any reconsolidation: what every
+	// reconsolidation rewrites from. Absent until the first one; a merge or
+	// separation (a new statement) sets it to its new text.
+	MetaBaseText = "base_text"
+	// MetaReconsolidatedSessions lists the session keys whose context packs
+	// already reconsolidated the record (the newest consolidate.HitEventWindow).
+	MetaReconsolidatedSessions = "reconsolidated_sessions"
+	// MetaReconsolidatedAt is the RFC 3339 time of the last reconsolidation.
+	MetaReconsolidatedAt = "reconsolidated_at"
+)
+
+// MetaProcessedBy marks a record written by a rule-based processor standing in
+// for the model (value ProcessedByRulesFallback), so that a later pass can find
+// it (a metadata filter) and redo it with the model.
+const (
+	MetaProcessedBy          = "processed_by"
+	ProcessedByRulesFallback = "rules_fallback"
+)
+
 // Provenance of every record built from observations; the retriever copies both into
 // each context-pack item, so a memory can be traced to what was said (e.g. a dia_id).
 const (
@@ -169,12 +193,15 @@ func EpisodeMetadata(ep Episode, chatID string) map[string]any {
 	md[MetaUpdates] = []any{}
 	md[MetaSourceChatIDs] = []any{chatID}
 	md[MetaMergedFromIDs] = []any{}
+	if ep.ProcessedBy != "" {
+		md[MetaProcessedBy] = ep.ProcessedBy
+	}
 	return md
 }
 
 // episodeMetadataKeys is the most keys an episodic record's metadata starts with:
 // those of EpisodeMetadata and of addProvenance.
-const episodeMetadataKeys = 10
+const episodeMetadataKeys = 11
 
 // EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
 // vector (embed EpisodeStatement(obs, ep)). The id is deterministic from the source

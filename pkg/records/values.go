@@ -40,6 +40,9 @@ type Episode struct {
 	Who     string    // the speaker
 	Time    time.Time // when it was said (the observation's time)
 	Reason  string    // which rule or model decision produced this outcome
+	// ProcessedBy is ProcessedByRulesFallback when the rules decided in the
+	// model's place; it becomes metadata MetaProcessedBy.
+	ProcessedBy string
 }
 
 // Fact is a stable fact about a person found in episodic memories (SPEC C8).

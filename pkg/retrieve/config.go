@@ -52,9 +52,10 @@ const (
 // Every call is scoped to the tenant of the request subject; requests have been
 // validated before they are passed on.
 type Memories interface {
-	// Recall returns the user's best memories of each type for query, at most
-	// limits[type] of each, best first (SPEC C4).
-	Recall(ctx context.Context, tenant, userID, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) ([]memory.Ranked, error)
+	// RecallStatus returns the user's best memories of each type for query, at
+	// most limits[type] of each, best first (SPEC C4), and what the recall did
+	// without when the embedder was unavailable (then it ranks by BM25 alone).
+	RecallStatus(ctx context.Context, tenant, userID, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) (memory.Recalled, error)
 
 	Add(ctx context.Context, tenant string, req events.AddRequest) (events.AddReply, error)
 	Get(ctx context.Context, tenant string, req events.GetRequest) (events.Memory, error)

@@ -253,12 +253,14 @@ func sessionHistory(recent []session.Message, q []string, pol policy.Policy) []s
 
 // recall fills episodic_items and semantic_items (SPEC C4) with their provenance.
 func (s *Service) recall(ctx context.Context, tenant string, req events.ContextRequest, pack *events.ContextPack) error {
-	ranked, err := s.deps.Memories.Recall(ctx, tenant, req.UserID, req.Query,
+	recalled, err := s.deps.Memories.RecallStatus(ctx, tenant, req.UserID, req.Query,
 		[]vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Semantic},
 		map[vectorstore.MemoryType]int{vectorstore.Episodic: s.cfg.KEpisodic, vectorstore.Semantic: s.cfg.KSemantic})
 	if err != nil {
 		return fmt.Errorf("recall: %w", err)
 	}
+	ranked := recalled.Ranked
+	pack.Degraded = append(pack.Degraded, recalled.Degraded...)
 	// One backing array for both lists, each at its final length: no growing.
 	nEpisodic := 0
 	for _, r := range ranked {

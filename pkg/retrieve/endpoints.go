@@ -40,7 +40,10 @@ func (s *Service) search(ctx context.Context, tenant string, req events.SearchRe
 		types = events.MemoryTypes
 	}
 	byType := make(map[events.MemoryType][]events.SearchResult, len(searchTypeOrder))
-	var vectorTypes []events.MemoryType
+	var (
+		vectorTypes []events.MemoryType
+		degraded    []string
+	)
 	for _, t := range types {
 		if t != events.MemoryMarkdown && !slices.Contains(vectorTypes, t) {
 			vectorTypes = append(vectorTypes, t)
@@ -56,6 +59,7 @@ func (s *Service) search(ctx context.Context, tenant string, req events.SearchRe
 		for _, r := range reply.Results {
 			byType[r.MemoryType] = append(byType[r.MemoryType], r)
 		}
+		degraded = reply.Degraded
 	}
 	if slices.Contains(types, events.MemoryMarkdown) {
 		md, err := s.searchMarkdown(ctx, ns, req.Query, pol.RecentDays, limit)
@@ -64,7 +68,7 @@ func (s *Service) search(ctx context.Context, tenant string, req events.SearchRe
 		}
 		byType[events.MemoryMarkdown] = md
 	}
-	out := events.SearchReply{Results: []events.SearchResult{}}
+	out := events.SearchReply{Results: []events.SearchResult{}, Degraded: degraded}
 	for rank := 0; len(out.Results) < limit; rank++ {
 		added := false
 		for _, t := range searchTypeOrder {
