@@ -101,6 +101,10 @@ func baseEnv() []string {
 			env = append(env, kv)
 		}
 	}
+	if md := os.Getenv("AGENTMEM_TEST_CHAOS_MAX_DELIVER"); md != "" {
+		// A low limit turns crashes into dead letters, to exercise that side of the account.
+		env = append(env, "AGENTMEM_NATS_CONSUMER_MAX_DELIVER="+md)
+	}
 	return append(env,
 		"AGENTMEM_LOG_LEVEL=info",
 		"AGENTMEM_LOG_FORMAT=json",
