@@ -225,7 +225,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		DecideConcurrency: rt.modelBudget().concurrency,
 	}, ingest.Deps{
 		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
-		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
+		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics, Gate: rt.Priority,
 	}, p.logger)
 }
 
@@ -270,7 +270,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
-		Memories: mem, Consolidator: runner, Summarize: extract.SummarizeSession,
+		Memories: mem, Consolidator: runner, Summarize: extract.SummarizeSession, Gate: rt.Priority,
 	}, p.logger)
 }
 

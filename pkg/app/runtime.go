@@ -27,6 +27,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
@@ -48,6 +49,9 @@ type Runtime struct {
 	Vectors  vectorstore.Store
 	Embedder embed.Embedder
 	LLM      *llm.Client // nil: offline, rule-based processors
+	// Priority lets the retriever's requests go ahead of ingest batches when both
+	// run in this process (agentmem up).
+	Priority *priority.Gate
 
 	connCfg bus.ConnConfig
 	closers []func() error
@@ -69,7 +73,7 @@ func NewRuntime(ctx context.Context, cfg config.Config, srv *server.Server, logg
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{Config: cfg, Logger: logger, Registry: obs.NewRegistry(), connCfg: connCfg}
+	rt := &Runtime{Config: cfg, Logger: logger, Registry: obs.NewRegistry(), Priority: priority.New(0), connCfg: connCfg}
 	if err := rt.open(ctx); err != nil {
 		_ = rt.Close()
 		return nil, err

@@ -27,6 +27,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -78,6 +79,9 @@ type Deps struct {
 	Vectors  vectorstore.Store
 	Embedder embed.Embedder
 	Metrics  *obs.Metrics
+	// Gate, when set, holds each batch back while the process serves reads
+	// (priority.Gate.Background), so that a backlog does not slow context requests.
+	Gate *priority.Gate
 }
 
 func (d Deps) validate() error {
@@ -150,6 +154,12 @@ func (w *Worker) Ready(ctx context.Context) error { return w.worker.Ready(ctx) }
 // once everything it produced is stored.
 func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []error {
 	errs := make([]error, len(envs))
+	if err := w.deps.Gate.Background(ctx); err != nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("ingest: waiting for reads to go first: %w", err)
+		}
+		return errs
+	}
 	for i, env := range envs {
 		if env.Type != events.TypeObservation {
 			errs[i] = bus.Permanent(fmt.Errorf("ingest: %s event on an observation subject", env.Type))

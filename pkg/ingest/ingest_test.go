@@ -20,6 +20,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/ingest"
+	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -58,7 +59,7 @@ func startIngestWith(t testing.TB, cfg ingest.Config) rig {
 
 // newIngest builds an ingest worker on a fresh server and stores without running
 // it, for tests that call HandleBatch with batches of their own.
-func newIngest(t testing.TB, cfg ingest.Config) (rig, *ingest.Worker) {
+func newIngest(t testing.TB, cfg ingest.Config, with ...func(*ingest.Deps)) (rig, *ingest.Worker) {
 	t.Helper()
 	srv, _, js := bustest.Provisioned(t)
 	ctx := context.Background()
@@ -75,7 +76,7 @@ func newIngest(t testing.TB, cfg ingest.Config) (rig, *ingest.Worker) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = vectors.Close() })
-	w, err := ingest.New(cfg, ingest.Deps{
+	deps := ingest.Deps{
 		Dial: func(name string) (*nats.Conn, error) {
 			return nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
 		},
@@ -84,7 +85,11 @@ func newIngest(t testing.TB, cfg ingest.Config) (rig, *ingest.Worker) {
 		Decider:  processor.NewRuleDecider(),
 		Vectors:  vectors,
 		Embedder: emb,
-	}, nil)
+	}
+	for _, f := range with {
+		f(&deps)
+	}
+	w, err := ingest.New(cfg, deps, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,4 +539,25 @@ func unitVector() []float32 {
 	v := make([]float32, embed.DefaultLocalDimensions)
 	v[0] = 1
 	return v
+}
+
+// A batch waits while the process serves reads (the gate's foreground work): with
+// a read held open, a batch whose context ends meanwhile fails without storing.
+func TestBatchesLetReadsGoFirst(t *testing.T) {
+	gate := priority.New(time.Hour)
+	r, w := newIngest(t, ingest.Config{}, func(d *ingest.Deps) { d.Gate = gate })
+	read := gate.Foreground()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	errs := w.HandleBatch(ctx, []events.Envelope{observation("u1", "Remember: my team meets on Tuesdays")})
+	if !errors.Is(errs[0], context.DeadlineExceeded) {
+		t.Fatalf("batch during a read: %v, want it to have waited until its deadline", errs[0])
+	}
+	read()
+	if errs := w.HandleBatch(context.Background(), []events.Envelope{observation("u1", "Remember: my team meets on Tuesdays")}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if n := len(r.episodes(t, "u1")); n != 1 {
+		t.Fatalf("%d episodes, want the one of the batch after the read", n)
+	}
 }

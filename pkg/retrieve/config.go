@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -46,6 +47,9 @@ const (
 	DefaultPolicyCacheSize = 10000
 	DefaultDocCacheSize    = 1024
 	DefaultDrainTimeout    = 30 * time.Second
+	// DefaultConcurrency: enough requests at once to keep the CPUs busy while some
+	// wait on the stores, few enough that a burst does not pile up goroutines.
+	DefaultConcurrency = 32
 )
 
 // Memories is the episodic/semantic/item memory service; *memory.Service implements it.
@@ -117,6 +121,9 @@ type Config struct {
 	// content, add and update text, item content, queries, a restored session's
 	// texts); a longer one is a 400. Default events.DefaultMaxTextBytes.
 	MaxTextBytes int
+	// Concurrency is how many requests one replica serves at once (each on a
+	// goroutine of its own); default DefaultConcurrency.
+	Concurrency int
 }
 
 func (c *Config) setDefaults() {
@@ -137,6 +144,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.DocCacheSize, DefaultDocCacheSize)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&c.MaxTextBytes, events.DefaultMaxTextBytes)
+	setDefault(&c.Concurrency, DefaultConcurrency)
 }
 
 func setDefault[T comparable](dst *T, def T) {
@@ -161,7 +169,7 @@ func (c Config) Validate() error {
 		{"AutoLoadLines", c.AutoLoadLines}, {"KEpisodic", c.KEpisodic}, {"KSemantic", c.KSemantic},
 		{"MaxTokens", c.MaxTokens}, {"ItemsLimit", c.ItemsLimit}, {"RecentTurns", c.RecentTurns},
 		{"SummaryMaxChars", c.SummaryMaxChars}, {"PolicyCacheSize", c.PolicyCacheSize},
-		{"DocCacheSize", c.DocCacheSize}, {"MaxTextBytes", c.MaxTextBytes},
+		{"DocCacheSize", c.DocCacheSize}, {"MaxTextBytes", c.MaxTextBytes}, {"Concurrency", c.Concurrency},
 	} {
 		if f.v < 1 {
 			return fmt.Errorf("%w: %s is %d; it must be positive", ErrInvalidConfig, f.name, f.v)
@@ -190,7 +198,10 @@ type Deps struct {
 	// session's messages, oldest first (the extractor's, extract.SummarizeSession,
 	// passed in so that the retriever does not import another component).
 	Summarize Summarizer
-	Now       func() time.Time // default time.Now
+	// Gate, when set, marks every request as foreground work, so that background
+	// work of the process that waits on it (ingest batches) lets reads go first.
+	Gate *priority.Gate
+	Now  func() time.Time // default time.Now
 }
 
 // Summarizer summarises a conversation in at most maxChars bytes.

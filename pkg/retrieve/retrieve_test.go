@@ -91,7 +91,13 @@ func (r *rig) deps() Deps {
 // start runs a retriever until the test ends and waits until it serves.
 func (r *rig) start(cfg Config) *Service {
 	r.t.Helper()
-	svc, err := New(cfg, r.deps(), nil)
+	return r.startWith(cfg, r.deps())
+}
+
+// startWith is start with deps of the test's own.
+func (r *rig) startWith(cfg Config, deps Deps) *Service {
+	r.t.Helper()
+	svc, err := New(cfg, deps, nil)
 	must(r.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -890,5 +896,37 @@ func TestContextLimitsEachKindByItsOwnK(t *testing.T) {
 	pack := ok[events.ContextPack](t, r.call(events.EndpointContext, events.ContextRequest{UserID: "u1", SessionID: "s9", Query: "which columns do my sales files have?"}))
 	if len(pack.EpisodicItems) != 2 || len(pack.SemanticItems) != 1 {
 		t.Fatalf("%d episodic and %d semantic memories, want 2 and 1", len(pack.EpisodicItems), len(pack.SemanticItems))
+	}
+}
+
+// Requests to one endpoint are served concurrently: a request held up (here the
+// summariser of session s1 waits for the test) does not hold up the next one.
+// micro alone serves an endpoint's requests one after another.
+func TestSlowRequestDoesNotHoldUpOthers(t *testing.T) {
+	r := newRig(t)
+	r.observe("u1", "s1", "Remember: the slow one", nil)
+	r.observe("u1", "s2", "Remember: the quick one", nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	deps := r.deps()
+	deps.Summarize = func(conv []session.Message, maxChars int) string {
+		if len(conv) > 0 && strings.Contains(conv[0].Text, "slow") {
+			close(entered)
+			<-release
+		}
+		return extract.SummarizeSession(conv, maxChars)
+	}
+	r.startWith(Config{}, deps)
+	slow := make(chan *nats.Msg, 1)
+	go func() {
+		slow <- r.call(events.EndpointSessionSummary, events.SessionRequest{UserID: "u1", SessionID: "s1"})
+	}()
+	<-entered
+	quick := ok[events.SessionSummaryReply](t, r.call(events.EndpointSessionSummary, events.SessionRequest{UserID: "u1", SessionID: "s2"}))
+	if quick.SessionID != "s2" {
+		t.Fatalf("reply %+v", quick)
+	}
+	close(release)
+	if got := ok[events.SessionSummaryReply](t, <-slow); got.SessionID != "s1" {
+		t.Fatalf("slow reply %+v", got)
 	}
 }

@@ -44,6 +44,7 @@ type Service struct {
 	base     context.Context // handlers' context: outlives Run's ctx until the drain is over
 	inflight atomic.Int64
 	received atomic.Uint64
+	slots    chan struct{} // one per request being served (Config.Concurrency)
 	hits     *hitPublisher // memory_hit events of context packs; Run starts it, drain stops it
 }
 
@@ -78,6 +79,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 		logger:   logger.Named("retriever"),
 		policies: policies,
 		docs:     docs,
+		slots:    make(chan struct{}, cfg.Concurrency),
 	}
 	s.hits = newHitPublisher(deps.JS, s.logger, cfg.DrainTimeout)
 	s.handlers = s.endpoints()
@@ -256,43 +258,61 @@ func (s *Service) Info() (micro.Info, bool) {
 
 // serve wraps an endpoint: tenant from the subject, a recovered panic answers 500,
 // errors become micro errors with a code and a message that says what is wrong.
+//
+// micro calls an endpoint's handler for one request after another, so each
+// request is served on a goroutine of its own, at most Concurrency at once: one
+// request slowed down (by ingest taking the CPU) no longer queues every other
+// behind it. The slot is taken before the goroutine starts, so a replica at its
+// bound stops reading requests and the others in its queue group take them.
 func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		s.received.Add(1)
 		s.inflight.Add(1)
-		defer s.inflight.Add(-1)
-		defer func() {
-			if r := recover(); r != nil {
-				s.logger.Error("panic serving request", zap.String("endpoint", endpoint), zap.Any("panic", r), zap.Stack("stack"))
-				s.respondError(req, endpoint, fmt.Errorf("internal error serving %s", endpoint))
-			}
+		s.slots <- struct{}{}
+		go func() {
+			defer func() {
+				<-s.slots
+				s.inflight.Add(-1)
+			}()
+			defer s.deps.Gate.Foreground()()
+			s.handle(endpoint, fn, req)
 		}()
-		sub, err := events.ParseSubject(req.Subject())
-		if err == nil && (sub.Kind != events.SubjectRPC || sub.Endpoint != endpoint) {
-			err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.Subject(), endpoint)
-		}
-		if err != nil {
-			s.respondError(req, endpoint, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err))
-			return
-		}
-		reply, err := fn(s.base, sub.Tenant, req.Data())
-		if err != nil {
-			s.respondError(req, endpoint, err)
-			return
-		}
-		buf := replyBuffers.Get().(*bytes.Buffer)
-		defer putReplyBuffer(buf)
-		// A reply over the connection's max_payload would not be sent at all: the
-		// requester would wait for its timeout. fit cuts it, or it becomes a 413.
-		if err := fit(buf, endpoint, reply, int(s.deps.Conn.MaxPayload())); err != nil {
-			s.respondError(req, endpoint, err)
-			return
-		}
-		if err := req.Respond(buf.Bytes()); err != nil {
-			s.logger.Warn("respond", zap.String("endpoint", endpoint), zap.Error(err))
-			s.respondError(req, endpoint, fmt.Errorf("respond to %s: %w", endpoint, err))
-		}
 	})
+}
+
+// handle answers one request.
+func (s *Service) handle(endpoint string, fn endpointFunc, req micro.Request) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logger.Error("panic serving request", zap.String("endpoint", endpoint), zap.Any("panic", r), zap.Stack("stack"))
+			s.respondError(req, endpoint, fmt.Errorf("internal error serving %s", endpoint))
+		}
+	}()
+	sub, err := events.ParseSubject(req.Subject())
+	if err == nil && (sub.Kind != events.SubjectRPC || sub.Endpoint != endpoint) {
+		err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.Subject(), endpoint)
+	}
+	if err != nil {
+		s.respondError(req, endpoint, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err))
+		return
+	}
+	reply, err := fn(s.base, sub.Tenant, req.Data())
+	if err != nil {
+		s.respondError(req, endpoint, err)
+		return
+	}
+	buf := replyBuffers.Get().(*bytes.Buffer)
+	defer putReplyBuffer(buf)
+	// A reply over the connection's max_payload would not be sent at all: the
+	// requester would wait for its timeout. fit cuts it, or it becomes a 413.
+	if err := fit(buf, endpoint, reply, int(s.deps.Conn.MaxPayload())); err != nil {
+		s.respondError(req, endpoint, err)
+		return
+	}
+	if err := req.Respond(buf.Bytes()); err != nil {
+		s.logger.Warn("respond", zap.String("endpoint", endpoint), zap.Error(err))
+		s.respondError(req, endpoint, fmt.Errorf("respond to %s: %w", endpoint, err))
+	}
 }
 
 // replyBuffers recycles the buffers replies are encoded into (a context pack is
