@@ -177,6 +177,13 @@ type Result struct {
 	ModelCallsPerObservation      float64 `json:"model_calls_per_observation,omitempty"`
 	ModelCallsPerSession          float64 `json:"model_calls_per_session,omitempty"`
 	ModelExtractorCallsPerSession float64 `json:"model_extractor_calls_per_session,omitempty"`
+	// Context requests answered while ingest drained a backlog of IngestMessages
+	// observations, and their p50/p99; CtxBacklogVsIdleP99 is that p99 over the
+	// latency phase's (idle) ctx_p99_us.
+	BacklogRequests     int     `json:"backlog_requests"`
+	CtxBacklogP50us     float64 `json:"ctx_backlog_p50_us"`
+	CtxBacklogP99us     float64 `json:"ctx_backlog_p99_us"`
+	CtxBacklogVsIdleP99 float64 `json:"ctx_backlog_vs_idle_p99"`
 	VectorBytes                   int64   `json:"vector_store_bytes"`
 	RSSSource                     string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
 	LoadSeconds                   float64 `json:"load_seconds"`
@@ -243,7 +250,7 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	for _, phase := range []struct {
 		name string
 		run  func(context.Context, *Result) error
-	}{{"load", b.load}, {"latency", b.latency}, {"raw", b.rawJetStream}, {"ingest", b.ingest}, {"extraction", b.extraction}} {
+	}{{"load", b.load}, {"latency", b.latency}, {"raw", b.rawJetStream}, {"ingest", b.ingest}, {"backlog", b.backlog}, {"extraction", b.extraction}} {
 		if err := profiled(cfg.ProfileDir, phase.name, func() error { return phase.run(ctx, &res) }); err != nil {
 			return Result{}, err
 		}
@@ -254,6 +261,7 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	res.RSSMB, res.RSSSource = peakRSSMB()
 	res.CtxVsNATSP99 = res.CtxP99us / res.NATSRRP99us
 	res.IngestVsRaw = res.IngestMsgsPerS / res.RawJSMsgsPerS
+	res.CtxBacklogVsIdleP99 = res.CtxBacklogP99us / res.CtxP99us
 	res.TotalSeconds = time.Since(began).Seconds()
 	return res, nil
 }
@@ -263,6 +271,7 @@ const (
 	tenantLoad    = "bench"
 	tenantIngest  = "bench-ingest"
 	tenantExtract = "bench-extract"
+	tenantBacklog = "bench-backlog"
 	agentID       = "bench-agent"
 )
 

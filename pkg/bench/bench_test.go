@@ -38,6 +38,7 @@ func TestRunSmall(t *testing.T) {
 		"raw_js_msgs_per_s": res.RawJSMsgsPerS, "ingest_msgs_per_s": res.IngestMsgsPerS, "extract_sessions_per_s": res.ExtractSessPerS,
 		"rss_mb": res.RSSMB, "bytes_per_memory": res.BytesPerMemory, "ctx_avg_tokens": res.CtxAvgTokens,
 		"load_seconds": res.LoadSeconds, "load_memories_per_s": res.LoadPerS, "total_seconds": res.TotalSeconds,
+		"ctx_backlog_p50_us": res.CtxBacklogP50us, "ctx_backlog_p99_us": res.CtxBacklogP99us, "ctx_backlog_vs_idle_p99": res.CtxBacklogVsIdleP99,
 	}
 	for name, v := range positive {
 		if !(v > 0) || math.IsInf(v, 0) {
@@ -54,6 +55,9 @@ func TestRunSmall(t *testing.T) {
 	}
 	if got, want := res.CtxVsNATSP99, res.CtxP99us/res.NATSRRP99us; got != want {
 		t.Errorf("ctx_vs_nats_p99 = %v, want ctx_p99_us/nats_rr_p99_us = %v", got, want)
+	}
+	if got, want := res.CtxBacklogVsIdleP99, res.CtxBacklogP99us/res.CtxP99us; got != want || res.BacklogRequests < 1 {
+		t.Errorf("ctx_backlog_vs_idle_p99 = %v over %d requests, want ctx_backlog_p99_us/ctx_p99_us = %v", got, res.BacklogRequests, want)
 	}
 	if got, want := res.IngestVsRaw, res.IngestMsgsPerS/res.RawJSMsgsPerS; got != want {
 		t.Errorf("ingest_vs_raw = %v, want ingest_msgs_per_s/raw_js_msgs_per_s = %v", got, want)
@@ -73,7 +77,7 @@ func TestRunSmall(t *testing.T) {
 	if res.GoVersion == "" || res.CPUs < 1 || res.GOMAXPROCS < 1 || res.RSSSource == "" {
 		t.Errorf("environment fields missing: %+v", res)
 	}
-	for _, phase := range []string{"loading 500 memories", "context requests", "raw JetStream", "ingest pipeline", "extraction"} {
+	for _, phase := range []string{"loading 500 memories", "context requests", "raw JetStream", "ingest pipeline", "drains a backlog", "extraction"} {
 		if !strings.Contains(progress.String(), phase) {
 			t.Errorf("progress output lacks %q:\n%s", phase, progress.String())
 		}
@@ -98,13 +102,13 @@ func TestRunSmall(t *testing.T) {
 	if err := res.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"context request p99", "µs", "msgs/s", "sessions/s", "target ctx_vs_nats_p99", "target ingest_vs_raw"} {
+	for _, want := range []string{"context request p99", "µs", "msgs/s", "sessions/s", "target ctx_vs_nats_p99", "target ingest_vs_raw", "target ctx_backlog_vs_idle_p99"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
-	if n := strings.Count(table.String(), "PASS") + strings.Count(table.String(), "FAIL"); n != 2 {
-		t.Errorf("table has %d PASS/FAIL verdicts, want 2:\n%s", n, table.String())
+	if n := strings.Count(table.String(), "PASS") + strings.Count(table.String(), "FAIL"); n != len(res.Targets()) {
+		t.Errorf("table has %d PASS/FAIL verdicts, want one per target (%d):\n%s", n, len(res.Targets()), table.String())
 	}
 }
 
@@ -145,8 +149,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 }
 
 func TestTargetsVerdicts(t *testing.T) {
-	pass := Result{CtxVsNATSP99: 5, IngestVsRaw: 0.3}.Targets()
-	fail := Result{CtxVsNATSP99: 5.01, IngestVsRaw: 0.29}.Targets()
+	pass := Result{CtxVsNATSP99: 5, IngestVsRaw: 0.3, CtxBacklogVsIdleP99: 5}.Targets()
+	fail := Result{CtxVsNATSP99: 5.01, IngestVsRaw: 0.29, CtxBacklogVsIdleP99: 5.01}.Targets()
 	for i := range pass {
 		if !pass[i].Pass || fail[i].Pass {
 			t.Errorf("%s: at the bound pass=%t, beyond it pass=%t", pass[i].Name, pass[i].Pass, fail[i].Pass)
