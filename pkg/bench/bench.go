@@ -184,16 +184,16 @@ type Result struct {
 	CtxBacklogP50us     float64 `json:"ctx_backlog_p50_us"`
 	CtxBacklogP99us     float64 `json:"ctx_backlog_p99_us"`
 	CtxBacklogVsIdleP99 float64 `json:"ctx_backlog_vs_idle_p99"`
-	VectorBytes                   int64   `json:"vector_store_bytes"`
-	RSSSource                     string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
-	LoadSeconds                   float64 `json:"load_seconds"`
-	LoadPerS                      float64 `json:"load_memories_per_s"`
-	TotalSeconds                  float64 `json:"total_seconds"`
-	GoVersion                     string  `json:"go_version"`
-	OS                            string  `json:"os"`
-	Arch                          string  `json:"arch"`
-	CPUs                          int     `json:"cpus"`
-	GOMAXPROCS                    int     `json:"gomaxprocs"`
+	VectorBytes         int64   `json:"vector_store_bytes"`
+	RSSSource           string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
+	LoadSeconds         float64 `json:"load_seconds"`
+	LoadPerS            float64 `json:"load_memories_per_s"`
+	TotalSeconds        float64 `json:"total_seconds"`
+	GoVersion           string  `json:"go_version"`
+	OS                  string  `json:"os"`
+	Arch                string  `json:"arch"`
+	CPUs                int     `json:"cpus"`
+	GOMAXPROCS          int     `json:"gomaxprocs"`
 }
 
 // profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.
