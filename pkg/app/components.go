@@ -151,6 +151,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Consumer:        bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
 		Concurrency:     in.Concurrency,
 		Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
+		Router:          bus.RouterConfig{Gate: rt.gate()},
 		ContextMessages: in.ContextMessages,
 	}, ingest.Deps{
 		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
@@ -161,7 +162,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, error) {
 	return extract.NewWorker(extract.WorkerConfig{
 		Consumer: bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
-		Router:   bus.RouterConfig{HandlerTimeout: rt.llmBudget()},
+		Router:   bus.RouterConfig{HandlerTimeout: rt.llmBudget(), Gate: rt.gate()},
 	}, extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
@@ -175,6 +176,7 @@ func (rt *Runtime) consolidator(ctx context.Context, p componentParts) (Componen
 	}
 	return consolidate.NewWorker(consolidate.WorkerConfig{
 		Consumer: bus.WorkerConsumer(bus.WorkerConsolidator, rt.consumerDefaults()),
+		Router:   bus.RouterConfig{Gate: rt.gate()},
 		Interval: rt.Config.Vector.ConsolidateInterval,
 	}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: p.metrics}, p.logger)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/pkg/breaker"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/consolidate"
@@ -48,6 +49,10 @@ type Runtime struct {
 	Vectors  vectorstore.Store
 	Embedder embed.Embedder
 	LLM      *llm.Client // nil: offline, rule-based processors
+	// Breakers are the circuit breakers of the model endpoints in use (chat
+	// model, embedder), each shared by every step that calls its endpoint: the
+	// stream workers' gate and the ready checks "llm" and "embedder".
+	Breakers breaker.Group
 
 	connCfg bus.ConnConfig
 	closers []func() error
@@ -107,6 +112,13 @@ func (rt *Runtime) open(ctx context.Context) error {
 	if rt.Embedder, err = rt.newEmbedder(); err != nil {
 		return err
 	}
+	if rt.Config.Embed.Provider == config.EmbedProviderOpenAI {
+		b, err := rt.newBreaker(EndpointEmbedder, safeURL(rt.Config.Embed.BaseURL), classifyEmbed)
+		if err != nil {
+			return err
+		}
+		rt.Embedder = guardedEmbedder{Embedder: rt.Embedder, b: b}
+	}
 	if rt.Vectors, err = rt.newVectors(ctx); err != nil {
 		return err
 	}
@@ -116,7 +128,11 @@ func (rt *Runtime) open(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries}, rt.Logger); err != nil {
+		guard, err := rt.newBreaker(EndpointLLM, safeURL(rt.Config.LLM.BaseURL), classifyLLM)
+		if err != nil {
+			return err
+		}
+		if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries, Guard: guard}, rt.Logger); err != nil {
 			return err
 		}
 	}

@@ -52,6 +52,15 @@ type Config struct {
 	// RetryBase is the first backoff wait, doubled on each retry (default 1 s, so
 	// 1 s, 2 s, 4 s as SPEC C9 asks).
 	RetryBase time.Duration
+	// Guard, if set, runs every call to the endpoint (with its retries): the
+	// endpoint's circuit breaker (pkg/breaker), shared with whatever else calls
+	// it. Nil calls directly.
+	Guard Guard
+}
+
+// Guard runs calls to an endpoint and may refuse them; its errors wrap call's.
+type Guard interface {
+	Do(ctx context.Context, call func(context.Context) error) error
 }
 
 func (c *Config) setDefaults() {
@@ -148,7 +157,8 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // which must be a non-nil pointer.
 //
 // Failures are *EndpointError values wrapping ErrUnavailable (after retries),
-// ErrRequest, ErrBadReply or, when ctx ends first, the context's error.
+// ErrRequest, ErrBadReply or, when ctx ends first, the context's error; with a
+// Guard, wrapped in its error, and a call it refused wraps ErrUnavailable.
 func (c *Client) CompleteJSON(ctx context.Context, system, user string, schema []byte, out any) error {
 	if v := reflect.ValueOf(out); v.Kind() != reflect.Pointer || v.IsNil() {
 		return fmt.Errorf("%w: out must be a non-nil pointer, got %T", ErrInvalidArgument, out)
@@ -157,7 +167,22 @@ func (c *Client) CompleteJSON(ctx context.Context, system, user string, schema [
 	if err != nil {
 		return err
 	}
-	content, err := c.complete(ctx, system, user)
+	var content string
+	if c.cfg.Guard == nil {
+		content, err = c.complete(ctx, system, user)
+	} else {
+		called := false
+		err = c.cfg.Guard.Do(ctx, func(ctx context.Context) (err error) {
+			called = true
+			content, err = c.complete(ctx, system, user)
+			return err
+		})
+		var ee *EndpointError
+		if err != nil && !called && !errors.As(err, &ee) {
+			// Refused without a call (circuit open): still ErrUnavailable to callers.
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
 	if err != nil {
 		return err
 	}
