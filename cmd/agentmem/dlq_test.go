@@ -13,26 +13,15 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/bus"
-	"github.com/agentmem/agentmem/pkg/config"
 )
 
 // Issue 22: dead letters (as an outage left them before outages were waited
 // out) are replayed in one command, by reason class or all at once, processed,
 // and gone from the list.
 func TestDLQReplayAllAndByReason(t *testing.T) {
-	cfg, err := config.Load("", []string{"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stack.Close() }()
-	url := stack.ClientURL()
-	t.Setenv("AGENTMEM_CONFIG", "")
+	stack, url := upForCLI(t, ctx)
 	js := stack.Runtime().JS
 
 	for i, class := range []string{bus.ClassRetriesExhausted, bus.ClassMaxDeliveries, bus.ClassRetriesExhausted} {

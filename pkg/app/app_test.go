@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/pipeline"
 )
 
 type rig struct {
@@ -34,22 +36,27 @@ type rig struct {
 // TCP listener on a free loopback port, so outside clients can connect too.
 func upStack(t *testing.T) rig {
 	t.Helper()
-	cfg, err := config.Load("", []string{
+	return upStackWith(t, []string{"AGENTMEM_HTTP_LISTEN="}, nil)
+}
+
+// upStackWith is upStack with more configuration variables and a logger.
+func upStackWith(t *testing.T, env []string, logger *zap.Logger) rig {
+	t.Helper()
+	cfg, err := config.Load("", append([]string{
 		"AGENTMEM_DATA_DIR=" + t.TempDir(),
-		"AGENTMEM_HTTP_LISTEN=",
 		"AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0",
-	})
+	}, env...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	stack, err := app.Up(ctx, cfg, app.UpOptions{}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := stack.Close(); err != nil {
+		if err := stack.Close(); err != nil && !errors.Is(err, pipeline.ErrStopped) {
 			t.Errorf("stack close: %v", err)
 		}
 	})

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -19,8 +18,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/client"
-	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/pipeline"
@@ -38,10 +35,9 @@ type modelRig struct {
 func upWithModel(t *testing.T, m *llmtest.Model) modelRig {
 	t.Helper()
 	ops := freeAddr(t)
-	cfg, err := config.Load("", []string{
-		"AGENTMEM_DATA_DIR=" + t.TempDir(),
+	core, logs := observer.New(zapcore.InfoLevel)
+	r := upStackWith(t, []string{
 		"AGENTMEM_HTTP_LISTEN=" + ops,
-		"AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0",
 		"AGENTMEM_LLM_BASE_URL=" + m.URL(),
 		"AGENTMEM_LLM_MODEL=fake",
 		"AGENTMEM_LLM_API_KEY=sk-test-secret-key",
@@ -51,28 +47,8 @@ func upWithModel(t *testing.T, m *llmtest.Model) modelRig {
 		"AGENTMEM_EMBED_BASE_URL=" + m.URL(),
 		"AGENTMEM_EMBED_MODEL=fake-embedding",
 		"AGENTMEM_EMBED_DIMENSIONS=64",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zapcore.InfoLevel)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, zap.New(core))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Close() })
-	nc, err := nats.Connect(stack.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	cl, err := client.New(nc, client.Config{Tenant: "acme", AgentID: "bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return modelRig{rig: rig{stack: stack, cfg: cfg, client: cl}, ops: ops, logs: logs}
+	}, zap.New(core))
+	return modelRig{rig: r, ops: ops, logs: logs}
 }
 
 // readyz returns /readyz's status and body.
@@ -153,7 +129,13 @@ func TestModelOutageIsWaitedOut(t *testing.T) {
 	calls := m.Calls(llmtest.StepDecide)
 	m.SetDown(false)
 	up := time.Now()
-	r.waitIdle(t)
+	// The next probe comes at most breaker.Config.MaxOpenFor (30 s) after the
+	// model is back; the backlog is done soon after.
+	idle, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if err := app.WaitIdle(idle, r.stack.Runtime().JS, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("outage %s: %d decide calls during it (probes and retries); idle %s after the model came back",
 		outage.Round(time.Second), calls, time.Since(up).Round(time.Millisecond))
 	bustest.Eventually(t, 30*time.Second, func() error {

@@ -105,7 +105,8 @@ type Config struct {
 	Threshold int
 	// OpenFor is the first open period; default 5s.
 	OpenFor time.Duration
-	// MaxOpenFor caps the open period, doubled after each failed probe; default 1m.
+	// MaxOpenFor caps the open period, doubled after each failed probe; default
+	// 30s: the longest a recovered endpoint waits for its next probe.
 	MaxOpenFor time.Duration
 	// OnChange, if set, is called after every state change with the new state
 	// (metrics). It must not call the Breaker.
@@ -120,7 +121,7 @@ func (c *Config) setDefaults() {
 		c.OpenFor = 5 * time.Second
 	}
 	if c.MaxOpenFor == 0 {
-		c.MaxOpenFor = time.Minute
+		c.MaxOpenFor = 30 * time.Second
 	}
 }
 
