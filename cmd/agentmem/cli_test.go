@@ -27,23 +27,30 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// The client commands speak the contract to a running stack: a session observed and
-// ended from the command line comes back in the context pack, search and topic; an
-// invalid event shows up in `dlq list` with its reason.
-func TestClientCommandsAgainstARunningStack(t *testing.T) {
+// upForCLI runs the all-in-one stack on a temporary directory for the commands
+// to reach at url; it is closed when the test ends.
+func upForCLI(t *testing.T, ctx context.Context) (stack *app.Stack, url string) {
+	t.Helper()
 	cfg, err := config.Load("", []string{"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	stack, err = app.Up(ctx, cfg, app.UpOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = stack.Close() }()
-	url := stack.ClientURL()
+	t.Cleanup(func() { _ = stack.Close() })
 	t.Setenv("AGENTMEM_CONFIG", "")
+	return stack, stack.ClientURL()
+}
+
+// The client commands speak the contract to a running stack: a session observed and
+// ended from the command line comes back in the context pack, search and topic; an
+// invalid event shows up in `dlq list` with its reason.
+func TestClientCommandsAgainstARunningStack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stack, url := upForCLI(t, ctx)
 
 	ns := []string{"--nats-url", url, "--tenant", "acme", "--user", "u1"}
 	for _, text := range []string{"My sales.csv has columns date, product and qty.", "I prefer bar charts."} {

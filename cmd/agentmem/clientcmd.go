@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -325,11 +328,22 @@ func newDLQCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	var all bool
+	var reason string
 	replay := &cobra.Command{
-		Use:   "replay SEQ...",
-		Short: "Re-publish dead letters to their original subjects (after fixing the cause)",
-		Args:  cobra.MinimumNArgs(1),
+		Use:   "replay {SEQ... | --all | --reason CLASS}",
+		Short: "Re-publish dead letters to their original subjects (after fixing the cause) and remove them from the list",
+		Long: `replay re-publishes dead letters to their original subjects, each with a fresh
+message id, and deletes each from the dead-letter stream once its publish is acked.
+Name them by sequence (see dlq list), or take every one (--all) or every one of a
+reason class (--reason malformed|max_deliveries|retries_exhausted).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case reason != "" && !slices.Contains(bus.ReasonClasses, reason):
+				return fmt.Errorf("--reason %q: want one of %s", reason, strings.Join(bus.ReasonClasses, ", "))
+			case (all || reason != "") == (len(args) > 0):
+				return errors.New("name the dead letters by sequence, or give --all or --reason, not both")
+			}
 			js, closeConn, err := jetStream(g)
 			if err != nil {
 				return err
@@ -337,27 +351,39 @@ func newDLQCmd(g *globalFlags) *cobra.Command {
 			defer closeConn()
 			ctx, cancel := withTimeout()
 			defer cancel()
-			dls, err := bus.ListDeadLetters(ctx, js, bus.DefaultDLQStream, events.MaxLimit)
+			dls, err := bus.ListDeadLetters(ctx, js, bus.DefaultDLQStream, math.MaxInt32)
 			if err != nil {
 				return err
 			}
-			bySeq := make(map[string]bus.DeadLetter, len(dls))
-			for _, dl := range dls {
-				bySeq[fmt.Sprint(dl.Seq)] = dl
-			}
-			for _, seq := range args {
-				dl, ok := bySeq[seq]
-				if !ok {
-					return fmt.Errorf("no dead letter with sequence %s (see `agentmem dlq list`)", seq)
+			var chosen []bus.DeadLetter
+			if len(args) == 0 {
+				chosen = bus.SelectDeadLetters(dls, reason)
+			} else {
+				bySeq := make(map[string]bus.DeadLetter, len(dls))
+				for _, dl := range dls {
+					bySeq[fmt.Sprint(dl.Seq)] = dl
 				}
+				for _, seq := range args {
+					dl, ok := bySeq[seq]
+					if !ok {
+						return fmt.Errorf("no dead letter with sequence %s (see `agentmem dlq list`)", seq)
+					}
+					chosen = append(chosen, dl)
+				}
+			}
+			out := cmd.OutOrStdout()
+			for _, dl := range chosen {
 				if err := bus.ReplayDeadLetter(ctx, js, dl); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "replayed %s to %s\n", seq, dl.Subject)
+				fmt.Fprintf(out, "replayed %d to %s\n", dl.Seq, dl.Subject)
 			}
+			fmt.Fprintf(out, "%d dead letter(s) replayed\n", len(chosen))
 			return nil
 		},
 	}
+	replay.Flags().BoolVar(&all, "all", false, "replay every dead letter")
+	replay.Flags().StringVar(&reason, "reason", "", "replay the dead letters of this reason class: "+strings.Join(bus.ReasonClasses, ", "))
 	dlq.AddCommand(list, replay)
 	return dlq
 }

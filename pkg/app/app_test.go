@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
@@ -38,7 +39,13 @@ func upStack(t *testing.T) rig { return upStackWith(t) }
 // upStackWith is upStack with more configuration (AGENTMEM_* variables).
 func upStackWith(t *testing.T, environ ...string) rig {
 	t.Helper()
-	stack, cfg := apptest.Up(t, environ...)
+	return upStackLogged(t, nil, environ...)
+}
+
+// upStackLogged is upStackWith with the stack logging to logger.
+func upStackLogged(t *testing.T, logger *zap.Logger, environ ...string) rig {
+	t.Helper()
+	stack, cfg := apptest.UpLogged(t, logger, environ...)
 	nc, err := nats.Connect(stack.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -135,6 +135,7 @@ func (rt *Runtime) ingestInFlight() int {
 func (rt *Runtime) extractorConfig() extract.WorkerConfig {
 	cfg := extract.WorkerConfig{
 		Consumer:     bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
+		Router:       bus.RouterConfig{Gate: rt.gate()},
 		MaxTextBytes: rt.Config.Limits.MaxTextBytes,
 	}
 	b := rt.modelBudget()
@@ -220,7 +221,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
 		ContextMessages: in.ContextMessages,
 		MaxTextBytes:    rt.Config.Limits.MaxTextBytes,
-		Router:          bus.RouterConfig{HandlerTimeout: rt.ingestTimeout()},
+		Router:          bus.RouterConfig{HandlerTimeout: rt.ingestTimeout(), Gate: rt.gate()},
 		// The model client bounds the calls in flight; a batch asks them all at once.
 		DecideConcurrency: rt.modelBudget().concurrency,
 	}, ingest.Deps{
@@ -243,6 +244,7 @@ func (rt *Runtime) consolidator(ctx context.Context, p componentParts) (Componen
 	}
 	return consolidate.NewWorker(consolidate.WorkerConfig{
 		Consumer: bus.WorkerConsumer(bus.WorkerConsolidator, rt.consumerDefaults()),
+		Router:   bus.RouterConfig{Gate: rt.gate()},
 		Interval: rt.Config.Vector.ConsolidateInterval,
 	}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: p.metrics}, p.logger)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/pkg/breaker"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/consolidate"
@@ -52,6 +53,10 @@ type Runtime struct {
 	// Priority lets the retriever's requests go ahead of ingest batches when both
 	// run in this process (agentmem up).
 	Priority *priority.Gate
+	// Breakers are the circuit breakers of the model endpoints in use (chat
+	// model, embedder), each shared by every step that calls its endpoint: the
+	// stream workers' gate and the ready checks "llm" and "embedder".
+	Breakers breaker.Group
 
 	connCfg bus.ConnConfig
 	closers []func() error
@@ -116,6 +121,13 @@ func (rt *Runtime) open(ctx context.Context) error {
 	if err := rt.checkEmbedder(ctx); err != nil {
 		return err
 	}
+	if rt.Config.Embed.Provider == config.EmbedProviderOpenAI {
+		b, err := rt.newBreaker(EndpointEmbedder, safeURL(rt.Config.Embed.BaseURL), classifyEmbed)
+		if err != nil {
+			return err
+		}
+		rt.Embedder = guardedEmbedder{Embedder: rt.Embedder, b: b}
+	}
 	if rt.Vectors, err = rt.newVectors(ctx); err != nil {
 		return err
 	}
@@ -131,6 +143,13 @@ func (rt *Runtime) newModels() error {
 	if rt.Embedder, err = rt.newEmbedder(); err != nil {
 		return fmt.Errorf("%w: embed: %w", ErrModelConfig, err)
 	}
+	if rt.Config.Embed.Provider == config.EmbedProviderOpenAI {
+		b, err := rt.newBreaker(EndpointEmbedder, safeURL(rt.Config.Embed.BaseURL), classifyEmbed)
+		if err != nil {
+			return err
+		}
+		rt.Embedder = guardedEmbedder{Embedder: rt.Embedder, b: b}
+	}
 	if rt.Config.LLM.Offline() {
 		return nil
 	}
@@ -142,8 +161,12 @@ func (rt *Runtime) newModels() error {
 	if err != nil {
 		return err
 	}
+	guard, err := rt.newBreaker(EndpointLLM, safeURL(rt.Config.LLM.BaseURL), classifyLLM)
+	if err != nil {
+		return err
+	}
 	if rt.LLM, err = llm.New(llm.Config{BaseURL: rt.Config.LLM.BaseURL, Model: rt.Config.LLM.Model, APIKey: key, Timeout: rt.Config.LLM.Timeout, MaxRetries: rt.Config.LLM.MaxRetries,
-		Concurrency: rt.Config.LLM.Concurrency, Observer: llmMetrics}, rt.Logger); err != nil {
+		Concurrency: rt.Config.LLM.Concurrency, Observer: llmMetrics, Guard: guard}, rt.Logger); err != nil {
 		return fmt.Errorf("%w: llm: %w", ErrModelConfig, err)
 	}
 	return nil

@@ -65,6 +65,9 @@ func Serve(ctx context.Context, rt *Runtime, names []string, onReady func()) err
 	for name, c := range comps {
 		ops.AddReadyCheck(name, c.Ready)
 	}
+	for _, b := range rt.Breakers {
+		ops.AddReadyCheck(b.Name(), b.Ready)
+	}
 	if err := mountInspector(rt, ops); err != nil {
 		return err
 	}

@@ -136,7 +136,17 @@ func (s *Stack) ClientURL() string {
 }
 
 // Done reports the end of the served components: their error, or nil after Close.
-func (s *Stack) Done() <-chan error { return s.done }
+// Reading it leaves the result for Close (which otherwise waited forever for a
+// result already taken).
+func (s *Stack) Done() <-chan error {
+	out, done := make(chan error, 1), s.done
+	go func() {
+		err := <-done
+		done <- err
+		out <- err
+	}()
+	return out
+}
 
 // Close stops the components (in-flight messages finish), then the runtime and the
 // server.

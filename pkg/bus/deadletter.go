@@ -21,6 +21,8 @@ const ReasonMaxDeliveries = "max deliveries exceeded"
 
 // DeadLetter is one message of the dead-letter stream.
 type DeadLetter struct {
+	// Stream is the dead-letter stream it was read from.
+	Stream string
 	// Seq is the dead letter's sequence in the dead-letter stream.
 	Seq uint64
 	// Worker whose handler gave up (the last token of memdlq.<worker>).
@@ -62,7 +64,9 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, dlqStream stri
 		if err != nil {
 			return out, fmt.Errorf("%w: stream %s sequence %d: %w", ErrDeadLetter, dlqStream, seq, err)
 		}
-		out = append(out, deadLetterFrom(raw))
+		dl := deadLetterFrom(raw)
+		dl.Stream = dlqStream
+		out = append(out, dl)
 	}
 	return out, nil
 }
@@ -82,8 +86,11 @@ func deadLetterFrom(raw *jetstream.RawStreamMsg) DeadLetter {
 }
 
 // ReplayDeadLetter publishes the original data of dl to its original subject with a
-// fresh Nats-Msg-Id, so that JetStream's duplicate detection does not drop it. The
-// dead letter itself stays in the dead-letter stream as a record.
+// fresh Nats-Msg-Id, so that JetStream's duplicate detection does not drop it, and
+// once JetStream acked that publish, deletes the dead letter from its stream
+// (dl.Stream, as ListDeadLetters sets it; kept when empty). A failed delete
+// leaves a dead letter that was replayed: the error says so, and replaying it
+// again is harmless (the workers are idempotent).
 func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, dl DeadLetter) error {
 	if err := validatePublishSubject(dl.Subject); err != nil {
 		return fmt.Errorf("%w: replay of dead letter %d: %w", ErrDeadLetter, dl.Seq, err)
@@ -94,5 +101,29 @@ func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, dl DeadLetter
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("%w: replay of dead letter %d to %s: %w", ErrDeadLetter, dl.Seq, dl.Subject, err)
 	}
+	if dl.Stream == "" {
+		return nil
+	}
+	stream, err := js.Stream(ctx, dl.Stream)
+	if err == nil {
+		err = stream.DeleteMsg(ctx, dl.Seq)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("%w: dead letter %d was replayed to %s but not deleted from %s: %w", ErrDeadLetter, dl.Seq, dl.Subject, dl.Stream, err)
+	}
 	return nil
 }
+
+// SelectDeadLetters returns the dead letters of class, or all of them for "".
+func SelectDeadLetters(dls []DeadLetter, class string) []DeadLetter {
+	var out []DeadLetter
+	for _, dl := range dls {
+		if class == "" || dl.Class == class {
+			out = append(out, dl)
+		}
+	}
+	return out
+}
+
+// ReasonClasses are the dead-letter reason classes, for validating a selection.
+var ReasonClasses = []string{ClassMalformed, ClassMaxDeliveries, ClassRetriesExhausted}

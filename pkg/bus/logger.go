@@ -12,16 +12,31 @@ import (
 type zapAdapter struct{ l *zap.Logger }
 
 // NewWatermillLogger adapts logger for Watermill. zap has no trace level: Watermill's
-// Trace messages (one per message handled) are logged at debug level.
+// Trace messages (one per message handled) are logged at debug level. Its lines
+// carry no stack trace: the stack would be Watermill's router goroutine, never the
+// handler's (a panic's stack is in the recovered error already).
 func NewWatermillLogger(logger *zap.Logger) watermill.LoggerAdapter {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return zapAdapter{l: logger}
+	return zapAdapter{l: logger.WithOptions(zap.AddStacktrace(zapcore.InvalidLevel))}
+}
+
+// retryMessages are the Error lines Watermill logs for a handler failure that
+// is retried, in process (the Retry middleware) or by redelivery (the Router,
+// after a nack): a worker's ordinary retries, logged at warn level. What gives up
+// (a dead letter, a stopped worker) has its own line.
+var retryMessages = map[string]bool{
+	"Handler returned error":   true,
+	"Error occurred, retrying": true,
 }
 
 func (a zapAdapter) Error(msg string, err error, fields watermill.LogFields) {
-	a.log(zap.ErrorLevel, msg, fields, zap.Error(err))
+	level := zap.ErrorLevel
+	if retryMessages[msg] {
+		level = zap.WarnLevel
+	}
+	a.log(level, msg, fields, zap.Error(err))
 }
 
 func (a zapAdapter) Info(msg string, fields watermill.LogFields) {

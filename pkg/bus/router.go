@@ -83,6 +83,17 @@ type RouterConfig struct {
 	// this many times (its worker crashed or hung on every delivery; see
 	// ConsumerSpec); 0 or -1 is unlimited.
 	MaxDeliver int
+	// Gate, if set, pauses the worker's pulls while a dependency of its handlers
+	// is down; the pipeline hands it to the Subscriber. The Router itself waits
+	// out the OutageErrors of the handlers whatever Gate is.
+	Gate Gate
+	// Done, when closed, ends the waits for outages: the messages waiting are
+	// held (left unsettled, redelivered after their ack deadline). Set it to the
+	// worker's stop signal.
+	Done <-chan struct{}
+	// OnConfigError is called (for every message that hit it) with a handler's
+	// ConfigError; the message is held. The pipeline stops the worker with it.
+	OnConfigError func(error)
 }
 
 func (c RouterConfig) withDefaults() RouterConfig {
@@ -153,13 +164,22 @@ func (c RouterConfig) Validate() error {
 //     exhausted retries are dead-lettered; if the dead-letter publish fails, the
 //     message is nacked and redelivered.
 //     The reason's class (HeaderReasonClass) goes with it.
+//     Held messages (below) pass it untouched.
 //  3. MaxDeliveries: a message delivered more than MaxDeliver times fails at once
 //     with ErrMaxDeliveries (permanent), so the PoisonQueue dead-letters it.
-//  4. Retry: retries a failed attempt with exponential backoff, except errors
-//     marked Permanent (malformed input), which go straight to the PoisonQueue.
-//  5. Timeout: each attempt gets its own deadline (Retry resets the context
+//  4. Outage wait: a handler that failed with an OutageError (a model endpoint
+//     behind an open circuit) runs again once the outage may be over, as often as
+//     it takes, so an outage never dead-letters a message nor uses up its
+//     deliveries. A ConfigError (the endpoint refuses the key or model) calls
+//     OnConfigError and holds the message: it is neither acked nor nacked and the
+//     server redelivers it after its ack deadline. So does a stop (Done) during
+//     a wait.
+//  5. Retry: retries a failed attempt with exponential backoff, except errors
+//     marked Permanent (malformed input), which go straight to the PoisonQueue,
+//     and outage and configuration errors, which go to the outage wait.
+//  6. Timeout: each attempt gets its own deadline (Retry resets the context
 //     between attempts, otherwise attempt 2 would start with attempt 1's expired one).
-//  6. Recoverer: innermost, so that a panic becomes an error that is retried and
+//  7. Recoverer: innermost, so that a panic becomes an error that is retried and
 //     then dead-lettered like any other failure.
 //
 // dlqPub publishes the dead letters; give it a connection of its own.
@@ -180,16 +200,18 @@ func NewRouter(cfg RouterConfig, dlqPub message.Publisher, logger *zap.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	poison, err := middleware.PoisonQueue(dlqPub, dlqSubject)
+	poison, err := middleware.PoisonQueueWithFilter(dlqPub, dlqSubject, func(err error) bool { return !isHeld(err) })
 	if err != nil {
 		return nil, fmt.Errorf("%w: router %s: %w", ErrInvalidConfig, cfg.Worker, err)
 	}
 	retry := middleware.Retry{
-		MaxRetries:          cfg.Retry.MaxRetries,
-		InitialInterval:     cfg.Retry.InitialInterval,
-		MaxInterval:         cfg.Retry.MaxInterval,
-		Multiplier:          cfg.Retry.Multiplier,
-		ShouldRetry:         func(p middleware.RetryParams) bool { return !IsPermanent(p.Err) },
+		MaxRetries:      cfg.Retry.MaxRetries,
+		InitialInterval: cfg.Retry.InitialInterval,
+		MaxInterval:     cfg.Retry.MaxInterval,
+		Multiplier:      cfg.Retry.Multiplier,
+		ShouldRetry: func(p middleware.RetryParams) bool {
+			return !IsPermanent(p.Err) && !IsOutage(p.Err) && !IsConfigError(p.Err)
+		},
 		ResetContextOnRetry: true,
 		Logger:              wlog,
 	}
@@ -198,6 +220,7 @@ func NewRouter(cfg RouterConfig, dlqPub message.Publisher, logger *zap.Logger) (
 		poison,
 		classify,
 		maxDeliveries(cfg.MaxDeliver),
+		waitOutages(cfg.Done, cfg.OnConfigError),
 		retry.Middleware,
 		middleware.Timeout(cfg.HandlerTimeout),
 		middleware.Recoverer,

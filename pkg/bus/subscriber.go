@@ -45,8 +45,13 @@ type SubscriberConfig struct {
 	// deadline) of a message whose handler is still running; after that the
 	// server redelivers it. Default 5m: enough for the Router's retries at
 	// their default handler timeout, short enough that a hung handler does not hold
-	// a message forever.
+	// a message forever. The time Gate is closed does not count: a handler waiting
+	// out an outage is not hung.
 	MaxProcessing time.Duration
+	// Gate, if set, pauses pulling while it is closed (a model endpoint is down),
+	// so that messages stay in the stream, their deliveries unused, instead of
+	// being handed to handlers that can only wait.
+	Gate Gate
 	// CloseTimeout bounds how long Close waits for in-flight messages to be acked
 	// or nacked; default 30s.
 	CloseTimeout time.Duration
@@ -177,6 +182,12 @@ func (s *Subscriber) run(msgCtx context.Context, cons jetstream.Consumer, out ch
 	fl := newFlight(s)
 	for {
 		n := acquireSlots(slots, stop)
+		if n > 0 && !s.waitGate(stop) {
+			for range n {
+				<-slots
+			}
+			n = 0
+		}
 		if n == 0 || !s.pull(msgCtx, cons, n, slots, fl, out, stop) {
 			break
 		}
@@ -203,6 +214,30 @@ func acquireSlots(slots chan struct{}, stop <-chan struct{}) int {
 		}
 	}
 	return n
+}
+
+// waitGate waits while the Gate is closed; false when stop closed first.
+func (s *Subscriber) waitGate(stop <-chan struct{}) bool {
+	g := s.cfg.Gate
+	if g == nil || !g.Closed() {
+		return true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	start := time.Now()
+	s.logger.Info("pulling paused: a dependency of the handlers is unavailable")
+	if err := g.Wait(ctx); err != nil {
+		return false
+	}
+	s.logger.Info("pulling resumed", zap.Duration("paused_for", time.Since(start)))
+	return true
 }
 
 // pullWait is how long one pull request waits for messages; it bounds how long
@@ -319,11 +354,20 @@ func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message,
 			}
 			return
 		case <-wm.Nacked():
+			if wm.Metadata.Get(MetaHeld) != "" {
+				// Held by the Router: redelivered after the ack deadline, not at
+				// once into a pull request still open.
+				s.messageLogger(msg, wm).Debug("message held; redelivered after its ack deadline")
+				return
+			}
 			if err := s.nak(msg); err != nil {
 				s.messageLogger(msg, wm).Warn("nak failed; the message is redelivered after its ack deadline", zap.Error(err))
 			}
 			return
 		case <-beat:
+			if s.cfg.Gate != nil && s.cfg.Gate.Closed() {
+				started = time.Now() // waiting out an outage: not hung
+			}
 			if time.Since(started) >= s.cfg.MaxProcessing {
 				beat = nil
 				s.messageLogger(msg, wm).Warn("handler still running after MaxProcessing; letting the server redeliver the message",

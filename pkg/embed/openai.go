@@ -198,7 +198,7 @@ func (o *OpenAI) embedBatch(ctx context.Context, batch []string) ([][]float32, e
 			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, o.endpoint, ctx.Err())
 		}
 		if !transient(err) {
-			return nil, fmt.Errorf("%w: %s: %s", ErrRejected, o.endpoint, o.redact(err))
+			return nil, &statusError{status: httpStatus(err), err: fmt.Errorf("%w: %s: %s", ErrRejected, o.endpoint, o.redact(err))}
 		}
 		if attempt >= o.cfg.Retries {
 			return nil, fmt.Errorf("%w: %s after %d attempts: %s", ErrUnavailable, o.endpoint, attempt+1, o.redact(err))
@@ -249,6 +249,39 @@ func transient(err error) bool {
 	// Anything else is a transport failure (refused, reset, timeout) or an
 	// undecodable body from a proxy in between: worth another try.
 	return true
+}
+
+// httpStatus is the HTTP status of a failed request, 0 without a response.
+func httpStatus(err error) int {
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.HTTPStatusCode
+	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) {
+		return reqErr.HTTPStatusCode
+	}
+	return 0
+}
+
+// statusError keeps the HTTP status of a rejected request for HTTPStatus.
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// HTTPStatus returns the HTTP status with which the endpoint rejected a request
+// (err wraps ErrRejected), or 0: 401 and 403 tell a key it refuses, 404 a model
+// it does not have.
+func HTTPStatus(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
+	return 0
 }
 
 func retryableStatus(code int) bool {

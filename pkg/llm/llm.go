@@ -61,6 +61,15 @@ type Config struct {
 	Concurrency int
 	// Observer, when set, is told about every attempt (step, outcome, tokens).
 	Observer Observer
+	// Guard, if set, runs every call to the endpoint (with its retries): the
+	// endpoint's circuit breaker (pkg/breaker), shared with whatever else calls
+	// it. Nil calls directly.
+	Guard Guard
+}
+
+// Guard runs calls to an endpoint and may refuse them; its errors wrap call's.
+type Guard interface {
+	Do(ctx context.Context, call func(context.Context) error) error
 }
 
 func (c *Config) setDefaults() {
@@ -184,7 +193,8 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // which must be a non-nil pointer.
 //
 // Failures are *EndpointError values wrapping ErrUnavailable (after retries),
-// ErrRequest, ErrBadReply or, when ctx ends first, the context's error.
+// ErrRequest, ErrBadReply or, when ctx ends first, the context's error; with a
+// Guard, wrapped in its error, and a call it refused wraps ErrUnavailable.
 func (c *Client) CompleteJSON(ctx context.Context, system, user string, schema []byte, out any) error {
 	if v := reflect.ValueOf(out); v.Kind() != reflect.Pointer || v.IsNil() {
 		return fmt.Errorf("%w: out must be a non-nil pointer, got %T", ErrInvalidArgument, out)
@@ -200,7 +210,25 @@ func (c *Client) CompleteJSON(ctx context.Context, system, user string, schema [
 	}
 	defer func() { <-c.slots }()
 	step := StepOf(ctx)
-	content, usage, err := c.complete(ctx, step, system, user)
+	var (
+		content string
+		usage   openai.Usage
+	)
+	if c.cfg.Guard == nil {
+		content, usage, err = c.complete(ctx, step, system, user)
+	} else {
+		called := false
+		err = c.cfg.Guard.Do(ctx, func(ctx context.Context) (err error) {
+			called = true
+			content, usage, err = c.complete(ctx, step, system, user)
+			return err
+		})
+		var ee *EndpointError
+		if err != nil && !called && !errors.As(err, &ee) {
+			// Refused without a call (circuit open): still ErrUnavailable to callers.
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
 	if err != nil {
 		return err
 	}

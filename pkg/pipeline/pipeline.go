@@ -22,8 +22,15 @@ import (
 	"github.com/agentmem/agentmem/pkg/obs"
 )
 
-// ErrInvalidConfig is returned for a Config that cannot work.
-var ErrInvalidConfig = errors.New("pipeline: invalid config")
+// Sentinel errors.
+var (
+	// ErrInvalidConfig is returned for a Config that cannot work.
+	ErrInvalidConfig = errors.New("pipeline: invalid config")
+	// ErrStopped is returned by Run when a dependency refused the configuration
+	// (a bus.ConfigError: the model endpoint rejects the key or the model): the
+	// worker stopped with the message that hit it still in the stream.
+	ErrStopped = errors.New("pipeline: worker stopped")
+)
 
 // Handler processes one event that decoded and validated and arrived on the subject
 // its ids belong on. Returning an error retries it (then dead-letters it); wrap input
@@ -142,7 +149,14 @@ func (w *Worker) Ready(context.Context) error {
 // Run consumes until ctx ends, then stops pulling and lets the messages in flight
 // finish (bounded by the router's CloseTimeout) before it returns. A message not
 // finished by then is not acked and is redelivered to a replica.
+//
+// While cfg.Router.Gate is closed (a model endpoint is down) it pulls nothing and
+// the handlers that hit the outage wait for it (bus.NewRouter). A handler error
+// that is a bus.ConfigError stops the worker the same way and Run returns it,
+// wrapped in ErrStopped; the messages in flight stay in the stream.
 func (w *Worker) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	subConn, err := w.cfg.Dial("agentmem-" + w.cfg.Worker)
 	if err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
@@ -162,7 +176,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
 	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: subConn, Stream: w.cfg.Stream, Consumer: w.cfg.Consumer, Concurrency: w.cfg.Concurrency,
-		MaxProcessing: maxProcessing(w.cfg.Router)}, w.logger)
+		MaxProcessing: maxProcessing(w.cfg.Router), Gate: w.cfg.Router.Gate}, w.logger)
 	if err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
@@ -171,7 +185,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
-	router, err := bus.NewRouter(w.cfg.Router, countingPublisher{dlqPub, w.cfg.Metrics}, w.logger)
+	rc := w.cfg.Router
+	rc.Done = ctx.Done()
+	rc.OnConfigError = func(err error) { stop(fmt.Errorf("%w: %w", ErrStopped, err)) }
+	router, err := bus.NewRouter(rc, countingPublisher{dlqPub, w.cfg.Metrics}, w.logger)
 	if err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
@@ -186,6 +203,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	if err := router.Run(ctx); err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrStopped) {
+		return cause
 	}
 	return nil
 }
@@ -250,6 +270,13 @@ func (w *Worker) handleOne(msg *message.Message) *result {
 }
 
 func (w *Worker) logFailure(msg *message.Message, r *result) {
+	if bus.IsOutage(r.err) || bus.IsConfigError(r.err) {
+		// Logged once per endpoint by its circuit breaker, not once per message.
+		if w.logger.Core().Enabled(zap.DebugLevel) {
+			w.logger.Debug("handler waits for a dependency", append(eventFields(r.env), zap.Error(r.err))...)
+		}
+		return
+	}
 	w.logger.Warn("handler failed", append(eventFields(r.env), zap.String("delivery", msg.Metadata.Get(bus.MetaDeliveryCount)), zap.Error(r.err))...)
 }
 

@@ -5,19 +5,30 @@ package apptest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/pipeline"
 )
 
 // Up runs the stack until the test ends. env adds AGENTMEM_* settings
 // ("AGENTMEM_HTTP_LISTEN=127.0.0.1:0"); by default the operations server is off.
 func Up(t testing.TB, env ...string) (*app.Stack, config.Config) {
+	t.Helper()
+	return UpLogged(t, nil, env...)
+}
+
+// UpLogged is Up with the stack logging to logger. A stack whose components
+// stopped on purpose (pipeline.ErrStopped: a model refused its configuration)
+// closes without failing the test.
+func UpLogged(t testing.TB, logger *zap.Logger, env ...string) (*app.Stack, config.Config) {
 	t.Helper()
 	cfg, err := config.Load("", append([]string{
 		"AGENTMEM_DATA_DIR=" + t.TempDir(),
@@ -29,12 +40,12 @@ func Up(t testing.TB, env ...string) (*app.Stack, config.Config) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	stack, err := app.Up(ctx, cfg, app.UpOptions{}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := stack.Close(); err != nil {
+		if err := stack.Close(); err != nil && !errors.Is(err, pipeline.ErrStopped) {
 			t.Errorf("stack close: %v", err)
 		}
 	})

@@ -1,0 +1,189 @@
+package breaker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/breaker"
+	"github.com/agentmem/agentmem/pkg/bus"
+)
+
+var (
+	errDown   = errors.New("connection refused")
+	errConfig = errors.New("HTTP 401")
+)
+
+func classify(err error) breaker.Class {
+	switch {
+	case errors.Is(err, errDown):
+		return breaker.ClassTransient
+	case errors.Is(err, errConfig):
+		return breaker.ClassConfig
+	}
+	return breaker.ClassSuccess
+}
+
+func newBreaker(t *testing.T, openFor time.Duration) (*breaker.Breaker, *[]breaker.State) {
+	t.Helper()
+	var changes []breaker.State
+	b, err := breaker.New(breaker.Config{
+		Name: "llm", Endpoint: "http://model/v1", Classify: classify,
+		OpenFor: openFor, MaxOpenFor: 4 * openFor,
+		OnChange: func(s breaker.State) { changes = append(changes, s) },
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, &changes
+}
+
+func call(b *breaker.Breaker, err error) (called bool, out error) {
+	out = b.Do(context.Background(), func(context.Context) error { called = true; return err })
+	return called, out
+}
+
+// waitState polls until b is in state s.
+func waitState(t *testing.T, b *breaker.Breaker, s breaker.State) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for b.State() != s {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("state %s, want %s", b.State(), s)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// A transient failure opens the circuit: calls are refused without reaching the
+// endpoint, as outage errors the Router waits out, and the endpoint is not ready.
+// After the open period one probe goes through; its failure reopens the circuit
+// for longer, its success closes it and wakes the waiters.
+func TestOutageOpensProbesAndCloses(t *testing.T) {
+	b, changes := newBreaker(t, 50*time.Millisecond)
+	if called, err := call(b, nil); !called || err != nil || b.Ready(context.Background()) != nil {
+		t.Fatalf("closed breaker: called %v, err %v", called, err)
+	}
+	_, err := call(b, errDown)
+	if !bus.IsOutage(err) || !errors.Is(err, errDown) || b.State() != breaker.StateOpen {
+		t.Fatalf("transient failure: %v (outage %v), state %s", err, bus.IsOutage(err), b.State())
+	}
+	if b.Ready(context.Background()) == nil || !(breaker.Group{b}).Closed() {
+		t.Fatal("open breaker is ready, or its gate is not closed")
+	}
+	called, err := call(b, nil)
+	if called || !bus.IsOutage(err) || !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("open breaker: called %v, err %v", called, err)
+	}
+
+	// Waiters wake when it half-opens; the probe fails and it opens again.
+	var outage bus.OutageError
+	errors.As(err, &outage)
+	if err := outage.WaitRecovery(context.Background()); err != nil || b.State() != breaker.StateHalfOpen {
+		t.Fatalf("wait: %v, state %s", err, b.State())
+	}
+	if called, err := call(b, errDown); !called || !bus.IsOutage(err) || b.State() != breaker.StateOpen {
+		t.Fatalf("failed probe: called %v, %v, state %s", called, err, b.State())
+	}
+	waitState(t, b, breaker.StateHalfOpen)
+	if called, err := call(b, nil); !called || err != nil || b.State() != breaker.StateClosed {
+		t.Fatalf("probe: called %v, %v, state %s", called, err, b.State())
+	}
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatalf("closed again but not ready: %v", err)
+	}
+	want := []breaker.State{breaker.StateOpen, breaker.StateHalfOpen, breaker.StateProbing, breaker.StateOpen, breaker.StateHalfOpen, breaker.StateProbing, breaker.StateClosed}
+	if len(*changes) != len(want) {
+		t.Fatalf("changes %v, want %v", *changes, want)
+	}
+	for i := range want {
+		if (*changes)[i] != want[i] {
+			t.Fatalf("changes %v, want %v", *changes, want)
+		}
+	}
+}
+
+// While the probe is in flight other calls are refused, and waiters stay asleep
+// until it settles.
+func TestOneProbeAtATime(t *testing.T) {
+	b, _ := newBreaker(t, 10*time.Millisecond)
+	call(b, errDown)
+	waitState(t, b, breaker.StateHalfOpen)
+	release := make(chan struct{})
+	probed := make(chan error, 1)
+	go func() {
+		probed <- b.Do(context.Background(), func(context.Context) error { <-release; return nil })
+	}()
+	waitState(t, b, breaker.StateProbing)
+	if called, err := call(b, nil); called || !bus.IsOutage(err) {
+		t.Fatalf("second call during the probe: called %v, %v", called, err)
+	}
+	woke := make(chan error, 1)
+	go func() { woke <- b.Wait(context.Background()) }()
+	select {
+	case err := <-woke:
+		t.Fatalf("waiter woke during the probe: %v", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	close(release)
+	if err := <-probed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil || b.State() != breaker.StateClosed {
+		t.Fatalf("waiter: %v, state %s", err, b.State())
+	}
+}
+
+// A call whose caller's deadline passed counts as the endpoint not answering; a
+// cancelled one says nothing.
+func TestDeadlineIsTransientCancelIsNeutral(t *testing.T) {
+	b, _ := newBreaker(t, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := b.Do(ctx, func(ctx context.Context) error { return ctx.Err() })
+	if bus.IsOutage(err) || b.State() != breaker.StateClosed {
+		t.Fatalf("cancelled call: %v, state %s", err, b.State())
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	err = b.Do(ctx, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	if !bus.IsOutage(err) || b.State() != breaker.StateOpen {
+		t.Fatalf("call past its deadline: %v, state %s", err, b.State())
+	}
+}
+
+// A configuration error latches the breaker: every later call is refused with it,
+// as a ConfigError, and it never becomes passable or ready again.
+func TestConfigErrorLatches(t *testing.T) {
+	b, changes := newBreaker(t, time.Millisecond)
+	_, err := call(b, errConfig)
+	if !bus.IsConfigError(err) || bus.IsOutage(err) || !errors.Is(err, errConfig) {
+		t.Fatalf("config error: %v", err)
+	}
+	called, err := call(b, nil)
+	if called || !bus.IsConfigError(err) || !errors.Is(err, breaker.ErrMisconfigured) || !errors.Is(err, errConfig) {
+		t.Fatalf("after a config error: called %v, %v", called, err)
+	}
+	if b.Ready(context.Background()) == nil || !(breaker.Group{b}).Closed() || b.State() != breaker.StateMisconfigured {
+		t.Fatalf("misconfigured breaker passable or ready; state %s", b.State())
+	}
+	if len(*changes) != 1 || (*changes)[0] != breaker.StateMisconfigured {
+		t.Fatalf("changes %v", *changes)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []breaker.Config{
+		{Endpoint: "x", Classify: classify},
+		{Name: "llm", Endpoint: "x"},
+		{Name: "llm", Endpoint: "x", Classify: classify, OpenFor: time.Minute, MaxOpenFor: time.Second},
+		{Name: "llm", Endpoint: "x", Classify: classify, Threshold: -1},
+	} {
+		if _, err := breaker.New(c, nil); !errors.Is(err, breaker.ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", c, err)
+		}
+	}
+}
