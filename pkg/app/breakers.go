@@ -91,6 +91,15 @@ type guardedEmbedder struct {
 	b *breaker.Breaker
 }
 
+// remoteEmbedder is the OpenAI-compatible client behind e, breaker or not.
+func remoteEmbedder(e embed.Embedder) (*embed.OpenAI, bool) {
+	if g, ok := e.(guardedEmbedder); ok {
+		e = g.Embedder
+	}
+	o, ok := e.(*embed.OpenAI)
+	return o, ok
+}
+
 func (g guardedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	var vecs [][]float32
 	called := false

@@ -25,7 +25,9 @@ const embedderCheckTimeout = 3 * time.Second
 // unknown model), stop the start with ErrModelConfig. An endpoint that does not
 // answer is only logged: reads degrade to BM25 until it does, and writes wait.
 func (rt *Runtime) checkEmbedder(ctx context.Context) error {
-	o, ok := rt.Embedder.(*embed.OpenAI)
+	// The client itself, not through the breaker: a start-up check that fails
+	// must not open the circuit for the workers.
+	o, ok := remoteEmbedder(rt.Embedder)
 	if !ok {
 		return nil
 	}
@@ -56,7 +58,7 @@ func (rt *Runtime) Models() (chat, embedder string) {
 	}
 	dims := strconv.Itoa(rt.Embedder.Dimensions()) + " dimensions"
 	embedder = "local (built-in, lexical, " + dims + "; recall ranks by BM25)"
-	if o, ok := rt.Embedder.(*embed.OpenAI); ok {
+	if o, ok := remoteEmbedder(rt.Embedder); ok {
 		embedder = o.Model() + " at " + o.Endpoint() + " (" + dims + ")"
 	}
 	return chat, embedder

@@ -121,13 +121,6 @@ func (rt *Runtime) open(ctx context.Context) error {
 	if err := rt.checkEmbedder(ctx); err != nil {
 		return err
 	}
-	if rt.Config.Embed.Provider == config.EmbedProviderOpenAI {
-		b, err := rt.newBreaker(EndpointEmbedder, safeURL(rt.Config.Embed.BaseURL), classifyEmbed)
-		if err != nil {
-			return err
-		}
-		rt.Embedder = guardedEmbedder{Embedder: rt.Embedder, b: b}
-	}
 	if rt.Vectors, err = rt.newVectors(ctx); err != nil {
 		return err
 	}
