@@ -32,6 +32,20 @@ var (
 		"favourite")
 )
 
+// Cues of the same two topics in other languages, found as substrings of the
+// query's folded form (bm25.Fold): Chinese has no spaces and German joins nouns
+// ("Umsatzdatei"), so a term match would miss them.
+var (
+	fileStructureCues = []string{"文件", "表格", "工作表", "工作簿", "字段", "列", "行数", "数据表",
+		"datei", "tabelle", "spalte", "blatt", "blätter", "arbeitsmappe", "zeilen", "feld"}
+	preferenceCues = []string{"格式", "图表", "偏好", "喜欢", "风格", "回答", "显示",
+		"format", "diagramm", "bevorz", "stil", "antwort", "darstell"}
+)
+
+func mentionsCue(folded string, cues []string) bool {
+	return slices.ContainsFunc(cues, func(c string) bool { return strings.Contains(folded, c) })
+}
+
 // termSet holds the index terms of words, so that the words match a query however
 // the tokenizer stems them ("tables" and "table" alike).
 func termSet(words ...string) map[string]bool {
@@ -111,11 +125,13 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 		}
 	}
 	if !req.Lightweight {
+		folded := bm25.Fold(req.Query)
 		for _, t := range []struct {
 			file  string
 			terms map[string]bool
-		}{{docstore.FilePatternsFile, fileStructureTerms}, {docstore.UserPrefsFile, preferenceTerms}} {
-			if !mentions(terms, t.terms) {
+			cues  []string
+		}{{docstore.FilePatternsFile, fileStructureTerms, fileStructureCues}, {docstore.UserPrefsFile, preferenceTerms, preferenceCues}} {
+			if !mentions(terms, t.terms) && !mentionsCue(folded, t.cues) {
 				continue
 			}
 			text, err := s.readOptional(ctx, ns, t.file)
