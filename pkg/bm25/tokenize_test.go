@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode"
 	"testing"
+	"unicode"
 
 	"github.com/kljensen/snowball/english"
 	"pgregory.net/rapid"

@@ -92,4 +92,4 @@ func TestScenarioSuite(t *testing.T) {
 }
 
 // minScenarioPassRate is what the offline default must keep.
-const minScenarioPassRate = 45.0
+const minScenarioPassRate = 95.0

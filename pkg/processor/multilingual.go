@@ -26,7 +26,7 @@ var (
 	// habitOther marks a habit or standing instruction: always, never, from now
 	// on, by default, usually, prefer.
 	habitOther = regexp.MustCompile(`总是|一律|以后|永远|始终|默认|习惯|通常|偏好|喜欢|尽量|不要用|别用|\b(?:immer|nie|niemals|künftig|standardmäßig|normalerweise|grundsätzlich|bevorzuge|bevorzugt|lieber|ab jetzt)\b`)
-	habitEN     = setOf("always", "never", "usually", "normally", "typically", "default", "prefer", "rather", "henceforth")
+	habitEN    = setOf("always", "never", "usually", "normally", "typically", "default", "prefer", "rather", "henceforth")
 	// questionOther: a question in Chinese or German without a question mark.
 	questionOther = regexp.MustCompile(`[吗呢]\s*$|^(?:什么|哪|谁|怎么|为什么|几|多少)|^(?:was|wie|wann|wo|wer|welche[rsmn]?|warum|wieso)\b`)
 	// chitChatOther: greetings, thanks and fillers in Chinese and German.
@@ -182,7 +182,7 @@ var (
 	describesFileRe = regexp.MustCompile(`(?i)\b[\w\-]+\.(?:csv|tsv|xlsx|xls|json|parquet)\b|\bcolumns?\s*[:=]|\b\d[\d,_.]*\s*(?:rows|records|entries)\b|\bshape\s*[:=]|\bRangeIndex\b`)
 	// confirmRe: the user says a fix worked (English, Chinese, German), without a
 	// negation.
-	confirmRe = regexp.MustCompile(`(?i)\b(?:that|it|this|which|the fix)\s+(?:worked|works|did it|did the trick|fixed it|solved it)\b|\b(?:works|working)\s+(?:now|fine|perfectly)\b|\bit'?s\s+working\b|\b(?:problem|issue|error)\s+(?:is\s+)?(?:solved|fixed|resolved|gone)\b|可以了|好了|成功了|解决了|搞定|能运行了|可以运行了|管用|\b(?:hat\s+(?:funktioniert|geklappt)|klappt|funktioniert\s+(?:jetzt|wieder)|läuft\s+(?:jetzt|wieder))\b`)
+	confirmRe  = regexp.MustCompile(`(?i)\b(?:that|it|this|which|the fix)\s+(?:worked|works|did it|did the trick|fixed it|solved it)\b|\b(?:works|working)\s+(?:now|fine|perfectly)\b|\bit'?s\s+working\b|\b(?:problem|issue|error)\s+(?:is\s+)?(?:solved|fixed|resolved|gone)\b|可以了|好了|成功了|解决了|搞定|能运行了|可以运行了|管用|\b(?:hat\s+(?:funktioniert|geklappt)|klappt|funktioniert\s+(?:jetzt|wieder)|läuft\s+(?:jetzt|wieder))\b`)
 	negationRe = regexp.MustCompile(`(?i)\b(?:not|never|still|nope|doesn't|didn't|isn't|wasn't|won't|don't|can't|cannot|nicht|kein|keine|immer noch)\b|没|不行|还是`)
 	// errorSignRe: a message reporting an error.
 	errorSignRe = regexp.MustCompile(`\b[A-Z][A-Za-z]*(?:Error|Exception)\b|(?i:\berror\b|\bexception\b|\bfailed\b|\bfehler\b|报错|错误)|#(?:VALUE!|REF!|N/A|NV|DIV/0!|NAME\?|NUM!|NULL!|WERT!|BEZUG!)`)
