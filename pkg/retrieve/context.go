@@ -16,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -95,6 +96,7 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 	if maxTokens == 0 {
 		maxTokens = s.cfg.MaxTokens
 	}
+	dedupe(&pack)
 	render(&pack, maxTokens)
 	pack.Recount()
 	s.publishHit(tenant, req, &pack)
@@ -340,4 +342,35 @@ func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *eve
 		}
 	}
 	s.hits.enqueue(hitEvent{tenant: tenant, req: req, ids: ids, ts: s.deps.Now().UTC()})
+}
+
+// dedupe drops every pack entry whose text is already in the pack, so no entry
+// is there twice across sections: a chunk of MEMORY.md that the core memory or a
+// loaded topic file holds, and a fact, episode or chunk whose text (compared in
+// textnorm.Normalize form) an earlier entry has, in priority order: core,
+// topics, facts, episodes, chunks.
+func dedupe(pack *events.ContextPack) {
+	var whole []string // normalised texts of the core and the topics
+	if pack.Core != nil {
+		whole = append(whole, textnorm.Normalize(pack.Core.Text))
+	}
+	for _, t := range pack.Topics {
+		whole = append(whole, textnorm.Normalize(t.Text))
+	}
+	seen := map[string]bool{}
+	keep := func(list []events.PackItem) []events.PackItem {
+		out := list[:0]
+		for _, it := range list {
+			n := textnorm.Normalize(it.Text)
+			if n == "" || seen[n] || slices.ContainsFunc(whole, func(w string) bool { return strings.Contains(w, n) }) {
+				continue
+			}
+			seen[n] = true
+			out = append(out, it)
+		}
+		return out
+	}
+	pack.SemanticItems = keep(pack.SemanticItems)
+	pack.EpisodicItems = keep(pack.EpisodicItems)
+	pack.Chunks = keep(pack.Chunks)
 }
