@@ -36,24 +36,29 @@
 // identity or affiliation, personal fact or event) picked by keywords. In order:
 //
 //  1. Empty text and system messages are not written.
+//
 //  2. An explicit request to remember ("Remember, ...", "Please don't forget
 //     that ...", "Can you keep in mind: ...", or "..., please remember that.") is
 //     always written when its body has a first-person word or at least three
 //     content words; Thing is the body. "Remember when we ...?" is a question,
 //     not a request.
+//
 //  3. Greetings, thanks, acknowledgements and fillers (every word from a closed
 //     chit-chat vocabulary: "hi!", "thanks", "ok", "lol", "good morning", "I
 //     agree") and single tokens are not written.
+//
 //  4. The text is cut into sentences (and at a comma that opens a question).
 //     Questions are dropped ("What is the capital of France?", "How do I convert
 //     my file?"), as are chit-chat sentences and fragments (fewer than three
 //     content words; stop words and pronouns other than first person do not
 //     count, so "I like hiking" is a statement and "I love it" is not).
+//
 //  5. From a human speaker, a remaining sentence is kept when it has a
 //     first-person word (I, my, we, our, ...) and is not a request to the
 //     assistant ("I want you to ...", "help me ...", "please ..."): facts, events,
 //     plans and preferences such as "I moved to Berlin last year", "my sister's
 //     name is Ana", "we went hiking on Saturday".
+//
 //  6. From an assistant or tool, a sentence is kept only when its subject is the
 //     user ("You live in Berlin", "Your sales files have columns ...") and it is
 //     not advice ("You can ...", "You should ..."); everything else an assistant
