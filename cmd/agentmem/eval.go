@@ -17,7 +17,7 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 		Use:   "eval",
 		Short: "Evaluate agentmem's retrieval on benchmark data",
 	}
-	cmd.AddCommand(newEvalLoCoMoCmd(g))
+	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g))
 	return cmd
 }
 
@@ -95,4 +95,58 @@ func parseKs(s string) ([]int, error) {
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+func newEvalScenariosCmd(g *globalFlags) *cobra.Command {
+	var (
+		data, dataDir, prompts string
+		asJSON                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scenarios --data DIR",
+		Short: "Pass rates of the scenario suite: what gets remembered, and what must not be",
+		Long: `scenarios replays every scenario of DIR (*.json, format in testdata/scenarios/README.md)
+through an in-process agentmem (each scenario its own tenant and user; its sessions
+as observations with their roles, session_ended after each), waits for the pipeline,
+consolidates, and asks each query as a context request with the retriever's default
+budget. A scenario passes when every query's prompt contains its "must" strings and
+none of its "must_not" strings (NFKC, case folded). Reports the pass rate overall,
+per category and per language; the configuration (--config, AGENTMEM_*) selects the
+models; storage is always a private directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			scenarios, err := eval.LoadScenarios(data)
+			if err != nil {
+				return err
+			}
+			logger, err := g.processLogger()
+			if err != nil {
+				return err
+			}
+			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+			if prompts != "" {
+				f, err := os.Create(prompts)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				cfg.Prompts = f
+			}
+			ctx, stop := app.SignalContext()
+			defer stop()
+			rep, err := eval.RunScenarios(ctx, cfg, scenarios, logger)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), rep)
+			}
+			return rep.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "testdata/scenarios", "directory of scenario files")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	cmd.Flags().StringVar(&prompts, "prompts", "", "write every query's prompt to this file")
+	return cmd
 }

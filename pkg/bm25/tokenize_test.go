@@ -3,9 +3,11 @@ package bm25
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/kljensen/snowball/english"
 	"pgregory.net/rapid"
@@ -94,4 +96,50 @@ func BenchmarkTokenize(b *testing.B) {
 		Tokenize(texts[i%len(texts)])
 		i++
 	}
+}
+
+func TestTokenizeCJKBigrams(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"销售报表", []string{"销售", "售报", "报表"}},
+		{"表", []string{"表"}},
+		{"sales_q1.xlsx 有这些列", []string{"sale", "q1", "xlsx", "有这", "这些", "些列"}},
+		{"東京で働いています", []string{"東京", "京で", "で働", "働い", "いて", "てい", "いま", "ます"}},
+		{"서울에 살아요", []string{"서울", "울에", "살아", "아요"}},
+		{"ＣＳＶ Ｆｉｌｅｓ", []string{"csv", "file"}},
+		{"STRASSE straße", []string{"strass", "strass"}},
+	} {
+		if got := Tokenize(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("Tokenize(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// A query in a script finds a text in the same script that shares a word of two
+// characters or more, wherever the word stands.
+func TestPropertyCJKWordInTextMatchesQuery(t *testing.T) {
+	han := rapid.SliceOfN(rapid.RuneFrom(nil, &unicode.RangeTable{R16: []unicode.Range16{{Lo: 0x4E00, Hi: 0x9FA5, Stride: 1}}}), 2, 4)
+	rapid.Check(t, func(t *rapid.T) {
+		word := string(han.Draw(t, "word"))
+		before := string(han.Draw(t, "before"))
+		after := string(han.Draw(t, "after"))
+		text := Tokenize(before + word + after)
+		for _, q := range Tokenize(word) {
+			if !slices.Contains(text, q) {
+				t.Fatalf("term %q of %q not among the terms of %q: %q", q, word, before+word+after, text)
+			}
+		}
+	})
+}
+
+func TestPropertyFoldMatchesLowerOnASCII(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.String().Draw(t, "s")
+		f := Fold(s)
+		if isASCII(s) && f != strings.ToLower(s) {
+			t.Fatalf("Fold(%q) = %q, want lower case", s, f)
+		}
+	})
 }

@@ -73,7 +73,7 @@ func (l *Local) Dimensions() int { return l.dims }
 
 // Name implements Embedder. The version changes whenever the feature scheme does,
 // because vectors from two schemes are not comparable.
-func (l *Local) Name() string { return fmt.Sprintf("local-hash-v1-%d", l.dims) }
+func (l *Local) Name() string { return fmt.Sprintf("local-hash-v2-%d", l.dims) }
 
 // Embed implements Embedder. It never fails except on a cancelled context. A text
 // without tokens (empty, only punctuation or stopwords) gives the zero vector, whose

@@ -22,3 +22,14 @@ func stackConfig(file string, environ []string, dir string, maxK int) (config.Co
 	}
 	return cfg, nil
 }
+
+// scenarioStackConfig loads the configuration of a scenario run's private stack:
+// the caller's file and environment with storage and listeners under dir, and the
+// retriever's defaults otherwise (the pack an agent would get).
+func scenarioStackConfig(file string, environ []string, dir string) (config.Config, error) {
+	cfg, err := config.Load(file, config.WithOverrides(environ, config.Sandbox(dir)))
+	if err != nil {
+		return config.Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return cfg, nil
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/pipeline"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -445,6 +446,7 @@ func conversation(stored []eventstore.Stored, maxTextBytes int) ([]Message, map[
 		default:
 			continue
 		}
+		m.Text = redact.Clean(m.Text) // no credential or planted instruction reaches an entry
 		if strings.TrimSpace(m.Text) == "" {
 			continue
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -325,9 +326,13 @@ type sessionOf struct{ tenant, userID, sessionID string }
 // same record.
 func (w *Worker) episode(ctx context.Context, env events.Envelope, before []records.Utterance) (rec vectorstore.Record, statement string, write bool, err error) {
 	o := env.Observation
+	// Credentials and planted instructions never reach a memory (pkg/redact).
+	for i := range before {
+		before[i].Text = redact.Clean(before[i].Text)
+	}
 	cobs := records.Observation{
 		Role:    string(o.Role),
-		Text:    o.Text,
+		Text:    redact.Clean(o.Text),
 		TS:      env.TS,
 		ChatID:  env.SessionID,
 		Who:     records.Speaker(o.Meta),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agentmem/agentmem/pkg/records"
@@ -30,6 +31,7 @@ const (
 	ReasonNoUserFact    = "assistant or tool text states no user fact"
 	ReasonPersonalFact  = "first-person statement"
 	ReasonAssistantFact = "assistant or tool states a user fact"
+	ReasonConfirmedFix  = "user confirms a fix"
 )
 
 // minContentWords is the fewest content words (see stopWords) a written statement
@@ -59,6 +61,18 @@ func (RuleDecider) Decide(_ context.Context, obs records.Observation) (records.E
 			ep.Context = describe(ReasonRemember, ep.Who, obs.ChatID)
 			return ep, nil
 		}
+		if body, ok := rememberOther(text); ok {
+			ep.Write, ep.Reason = true, ReasonRemember
+			ep.Thing = cleanStatement(body)
+			ep.Context = describe(ReasonRemember, ep.Who, obs.ChatID)
+			return ep, nil
+		}
+		if confirmsFix(text, obs.Before) {
+			ep.Write, ep.Reason = true, ReasonConfirmedFix
+			ep.Thing = cleanStatement(text)
+			ep.Context = describe("error and confirmed fix", ep.Who, obs.ChatID)
+			return ep, nil
+		}
 	}
 	// Sentences are cut, and trimmed, only at runes that are not word runes, so
 	// the words of the sentences, in order, are the words of the text: the text is
@@ -74,7 +88,7 @@ func (RuleDecider) Decide(_ context.Context, obs records.Observation) (records.E
 	case allChitChat(ws): // every sentence is chit-chat
 		ep.Reason = ReasonChitChat
 		return ep, nil
-	case len(ws) <= 1:
+	case len(ws) <= 1 && cjkRunes(text) < 4:
 		ep.Reason = ReasonSingleToken
 		return ep, nil
 	}
@@ -86,9 +100,12 @@ func (RuleDecider) Decide(_ context.Context, obs records.Observation) (records.E
 		switch {
 		case s.question || (len(sw) > 0 && questionWords[sw[0]]):
 			questions++
-		case allChitChat(sw), contentWords(sw) < minContentWords:
-		case machine && statesUserFact(sw), !machine && isPersonalStatement(sw):
-			kept = append(kept, cleanStatement(s.text))
+		case allChitChat(sw), contentWords(sw) < minContentWords && cjkRunes(s.text) < 4:
+		case machine && statesUserFact(sw), !machine && isPersonalStatement(sw),
+			!machine && isStandingStatement(s.text, sw), role == "tool" && describesFile(s.text):
+			if c := cleanStatement(s.text); !slices.Contains(kept, c) {
+				kept = append(kept, c)
+			}
 		}
 	}
 	if len(kept) == 0 {

@@ -36,33 +36,60 @@
 // identity or affiliation, personal fact or event) picked by keywords. In order:
 //
 //  1. Empty text and system messages are not written.
+//
 //  2. An explicit request to remember ("Remember, ...", "Please don't forget
 //     that ...", "Can you keep in mind: ...", or "..., please remember that.") is
 //     always written when its body has a first-person word or at least three
 //     content words; Thing is the body. "Remember when we ...?" is a question,
 //     not a request.
+//
 //  3. Greetings, thanks, acknowledgements and fillers (every word from a closed
 //     chit-chat vocabulary: "hi!", "thanks", "ok", "lol", "good morning", "I
 //     agree") and single tokens are not written.
+//
 //  4. The text is cut into sentences (and at a comma that opens a question).
 //     Questions are dropped ("What is the capital of France?", "How do I convert
 //     my file?"), as are chit-chat sentences and fragments (fewer than three
 //     content words; stop words and pronouns other than first person do not
 //     count, so "I like hiking" is a statement and "I love it" is not).
+//
 //  5. From a human speaker, a remaining sentence is kept when it has a
 //     first-person word (I, my, we, our, ...) and is not a request to the
 //     assistant ("I want you to ...", "help me ...", "please ..."): facts, events,
 //     plans and preferences such as "I moved to Berlin last year", "my sister's
 //     name is Ana", "we went hiking on Saturday".
+//
 //  6. From an assistant or tool, a sentence is kept only when its subject is the
 //     user ("You live in Berlin", "Your sales files have columns ...") and it is
 //     not advice ("You can ...", "You should ..."); everything else an assistant
 //     says is answer text, not memory.
 //
+//  7. Other languages and impersonal statements (multilingual.go), on the folded
+//     text (NFKC, case folded): a Chinese or German remember request ("请记住：…",
+//     "记住，…", "Merk dir bitte: …", "Vergiss nicht, dass …") is written like
+//     rule 2; a user message confirming a fix ("that worked", "可以了", "hat
+//     geklappt"), without a negation, after an assistant reply that follows an
+//     error report in its context, is written, so the episode holds error, fix
+//     and confirmation; a human sentence that rule 5 did not keep is kept when
+//     it is no question, greeting or request (an English imperative verb first,
+//     "please", "帮我", "bitte", …) and is a habit or standing instruction
+//     ("always", "by default", "总是", "immer"; this wins over the imperative),
+//     in the German or Chinese first person, or an impersonal statement with an
+//     anchor: a digit, an identifier or file name, a capitalised word after the
+//     first, or a word of files, data, tools and dates ("The staging DB is
+//     orders_v2", "季度报告的截止日期是三月二十八日"); a tool sentence describing a
+//     file (a data file name, "Columns:", a row count, pandas' shape) is kept.
+//     Sentences end also at 。！？； and not after a one- or two-digit German
+//     ordinal ("am 1. Juli"). Sentences addressed to the assistant ("Your ...")
+//     are not kept by this rule.
+//
+// Before any rule, ingest replaces credentials by [REDACTED:<kind>] and drops
+// planted instructions (pkg/redact), in the text and in its context.
+//
 // The episode is written when a sentence was kept; Thing is the kept sentences,
 // cleaned (single spaces, capital letter, final period). Limits: the rules are
-// lexical and English-only; impersonal facts without "remember" ("The staging DB
-// is orders_v2") are not written; a first-person sentence about something
+// lexical, English first with the Chinese and German cues of rule 7; an
+// impersonal statement without an anchor ("the weather is nice") is not written; a first-person sentence about something
 // fleeting ("I'm tired today") is; sarcasm, negation and coreference are not
 // understood. The LLM decider has none of these limits but keeps rule 2 as a
 // guarantee: an explicit remember request is written whatever the model says.

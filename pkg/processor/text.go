@@ -95,6 +95,11 @@ func splitSentences(s string) []sentence {
 		case r == '\n':
 			emit(s[start:i], false)
 			start = next
+		case r == '。' || r == '！' || r == '？' || r == '；':
+			emit(s[start:next], r == '？')
+			start = next
+		case r == '.' && atBoundary && ordinalBefore(s[start:i]):
+			// "am 1. Juli": a German ordinal, not the end of a sentence.
 		case (r == '.' || r == '!' || r == '?' || r == ';') && atBoundary:
 			emit(s[start:next], r == '?')
 			start = next
@@ -106,6 +111,17 @@ func splitSentences(s string) []sentence {
 	}
 	emit(s[start:], strings.HasSuffix(strings.TrimSpace(s[start:]), "?"))
 	return out
+}
+
+// ordinalBefore reports whether s ends with a number of one or two digits
+// after a space: "15." in "am 15. März" is an ordinal.
+func ordinalBefore(s string) bool {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	n := len(s) - i
+	return n >= 1 && n <= 2 && i > 0 && s[i-1] == ' '
 }
 
 // questionWords open a question when they start a sentence.

@@ -16,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -31,6 +32,20 @@ var (
 		"preference", "color", "colour", "font", "layout", "output", "theme", "decimal", "favorite",
 		"favourite")
 )
+
+// Cues of the same two topics in other languages, found as substrings of the
+// query's folded form (bm25.Fold): Chinese has no spaces and German joins nouns
+// ("Umsatzdatei"), so a term match would miss them.
+var (
+	fileStructureCues = []string{"文件", "表格", "工作表", "工作簿", "字段", "列", "行数", "数据表",
+		"datei", "tabelle", "spalte", "blatt", "blätter", "arbeitsmappe", "zeilen", "feld"}
+	preferenceCues = []string{"格式", "图表", "偏好", "喜欢", "风格", "回答", "显示",
+		"format", "diagramm", "bevorz", "stil", "antwort", "darstell"}
+)
+
+func mentionsCue(folded string, cues []string) bool {
+	return slices.ContainsFunc(cues, func(c string) bool { return strings.Contains(folded, c) })
+}
 
 // termSet holds the index terms of words, so that the words match a query however
 // the tokenizer stems them ("tables" and "table" alike).
@@ -81,6 +96,7 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 	if maxTokens == 0 {
 		maxTokens = s.cfg.MaxTokens
 	}
+	dedupe(&pack)
 	render(&pack, maxTokens)
 	pack.Recount()
 	s.publishHit(tenant, req, &pack)
@@ -111,11 +127,13 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 		}
 	}
 	if !req.Lightweight {
+		folded := bm25.Fold(req.Query)
 		for _, t := range []struct {
 			file  string
 			terms map[string]bool
-		}{{docstore.FilePatternsFile, fileStructureTerms}, {docstore.UserPrefsFile, preferenceTerms}} {
-			if !mentions(terms, t.terms) {
+			cues  []string
+		}{{docstore.FilePatternsFile, fileStructureTerms, fileStructureCues}, {docstore.UserPrefsFile, preferenceTerms, preferenceCues}} {
+			if !mentions(terms, t.terms) && !mentionsCue(folded, t.cues) {
 				continue
 			}
 			text, err := s.readOptional(ctx, ns, t.file)
@@ -324,4 +342,35 @@ func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *eve
 		}
 	}
 	s.hits.enqueue(hitEvent{tenant: tenant, req: req, ids: ids, ts: s.deps.Now().UTC()})
+}
+
+// dedupe drops every pack entry whose text is already in the pack, so no entry
+// is there twice across sections: a chunk of MEMORY.md that the core memory or a
+// loaded topic file holds, and a fact, episode or chunk whose text (compared in
+// textnorm.Normalize form) an earlier entry has, in priority order: core,
+// topics, facts, episodes, chunks.
+func dedupe(pack *events.ContextPack) {
+	var whole []string // normalised texts of the core and the topics
+	if pack.Core != nil {
+		whole = append(whole, textnorm.Normalize(pack.Core.Text))
+	}
+	for _, t := range pack.Topics {
+		whole = append(whole, textnorm.Normalize(t.Text))
+	}
+	seen := map[string]bool{}
+	keep := func(list []events.PackItem) []events.PackItem {
+		out := list[:0]
+		for _, it := range list {
+			n := textnorm.Normalize(it.Text)
+			if n == "" || seen[n] || slices.ContainsFunc(whole, func(w string) bool { return strings.Contains(w, n) }) {
+				continue
+			}
+			seen[n] = true
+			out = append(out, it)
+		}
+		return out
+	}
+	pack.SemanticItems = keep(pack.SemanticItems)
+	pack.EpisodicItems = keep(pack.EpisodicItems)
+	pack.Chunks = keep(pack.Chunks)
 }

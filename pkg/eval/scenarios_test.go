@@ -1,0 +1,95 @@
+package eval
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scenarioDir is the suite shipped with the repository.
+const scenarioDir = "../../testdata/scenarios"
+
+func TestLoadScenariosSuite(t *testing.T) {
+	scs, err := LoadScenarios(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scs) < 80 {
+		t.Fatalf("the suite has %d scenarios, want at least 80", len(scs))
+	}
+	cats, langs := map[string]int{}, map[string]int{}
+	for _, s := range scs {
+		cats[s.Category]++
+		langs[s.Language]++
+	}
+	for _, c := range ScenarioCategories {
+		if cats[c] == 0 {
+			t.Errorf("no scenario of category %s", c)
+		}
+	}
+	if len(langs) < 3 {
+		t.Errorf("languages %v, want at least 3", langs)
+	}
+}
+
+func TestScenarioValidate(t *testing.T) {
+	ok := Scenario{ID: "a", Language: "en", Category: ScenarioGeneral,
+		Sessions: [][]ScenarioMessage{{{Role: "user", Text: "hi"}}}, Queries: []ScenarioQuery{{Query: "q", Must: []string{"x"}}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*Scenario){
+		"category": func(s *Scenario) { s.Category = "other" },
+		"role":     func(s *Scenario) { s.Sessions = [][]ScenarioMessage{{{Role: "system", Text: "x"}}} },
+		"checks":   func(s *Scenario) { s.Queries = []ScenarioQuery{{Query: "q"}} },
+		"sessions": func(s *Scenario) { s.Sessions = nil },
+	} {
+		s := ok
+		mut(&s)
+		if err := s.Validate(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestCheckPackFoldsCaseAndWidth(t *testing.T) {
+	q := ScenarioQuery{Must: []string{"ORDER_DATE", "ＡＢＣ"}, MustNot: []string{"secret"}}
+	if f := q.CheckPack("columns order_date and abc"); len(f) != 0 {
+		t.Fatalf("unexpected failures %v", f)
+	}
+	if f := q.CheckPack("order_date abc Secret"); len(f) != 1 || !strings.Contains(f[0], "has") {
+		t.Fatalf("failures %v, want one 'has'", f)
+	}
+}
+
+// TestScenarioSuite runs the whole suite through the real pipeline (a few
+// seconds) and holds the offline rules to the targets.
+func TestScenarioSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	scs, err := LoadScenarios(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := RunScenarios(ctx, ScenarioConfig{DataDir: t.TempDir(), IdleTimeout: 2 * time.Minute}, scs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Scenarios != len(scs) {
+		t.Fatalf("ran %d scenarios of %d", rep.Scenarios, len(scs))
+	}
+	for _, f := range rep.Failures {
+		t.Log(f)
+	}
+	if rep.PassRate < minScenarioPassRate {
+		t.Errorf("pass rate %.1f%%, want at least %.1f%%", rep.PassRate, minScenarioPassRate)
+	}
+	t.Logf("pass rate %.1f%%, per category %v, per language %v", rep.PassRate, rep.PerCategory, rep.PerLanguage)
+}
+
+// minScenarioPassRate is what the offline default must keep.
+const minScenarioPassRate = 95.0
