@@ -60,6 +60,8 @@ var Endpoints = []string{
 	EndpointAdd, EndpointGet, EndpointUpdate, EndpointDelete, EndpointReset, EndpointHistory, EndpointConsolidate,
 	EndpointSessionSummary, EndpointSessionClear, EndpointSessionArchive, EndpointSessionRestore,
 	EndpointItemSave, EndpointItemGet, EndpointItemList, EndpointItemUpdate, EndpointItemDelete, EndpointItemDeleteScope, EndpointItemSearch,
+	EndpointBackupsList, EndpointBackupsRestore, EndpointCompress,
+	EndpointPolicyShow, EndpointPolicySet, EndpointPolicyHistory, EndpointPolicyRollback,
 }
 
 // IsEndpoint reports whether name is one of Endpoints.

@@ -186,7 +186,7 @@ func (rt *Runtime) newDocs(ctx context.Context) (*docstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return docstore.New(docstore.Config{AutoLoadLines: m.AutoLoadLines, MaxLines: m.MaxLines, TargetLines: m.TargetLines}, backend, rt.Logger)
+	return docstore.New(docstore.Config{AutoLoadLines: m.AutoLoadLines, MaxLines: m.MaxLines, TargetLines: m.TargetLines, BackupsKeep: m.BackupsKeep}, backend, rt.Logger)
 }
 
 func (rt *Runtime) newEmbedder() (embed.Embedder, error) {
