@@ -23,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -58,6 +59,9 @@ type Runtime struct {
 	mem     *memory.Service     // built on first use, shared
 	run     *consolidate.Runner // built on first use, shared
 	procs   *processors         // built on first use, shared
+	// The lifecycle's (SPEC B2, B4, B5), built on first use, shared.
+	lcMetrics *lifecycle.Metrics
+	compact   *lifecycle.Compactor
 }
 
 // NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the

@@ -399,6 +399,33 @@ func (s *Store) Replace(ctx context.Context, ns Namespace, name string, content 
 	return backup, nil
 }
 
+// ReplaceIf is Replace only while the file still holds expect: a compare-and-set
+// for a writer that computed content from expect (long-term compression, SPEC
+// B4). When the file changed since, nothing is written and the error wraps
+// ErrChanged; the caller reads again.
+func (s *Store) ReplaceIf(ctx context.Context, ns Namespace, name string, expect, content []byte) (string, error) {
+	if err := checkName(ns, name); err != nil {
+		return "", err
+	}
+	if !replaceable(name) {
+		return "", fmt.Errorf("%w: %s cannot be replaced; only MEMORY.md, topic files and daily notes can", ErrInvalidPath, name)
+	}
+	backup, err := s.overwriteWith(ctx, ns, name, func(cur []byte, exists bool) ([]byte, error) {
+		if !exists || !bytes.Equal(cur, expect) {
+			return nil, fmt.Errorf("%w: %s", ErrChanged, name)
+		}
+		return content, nil
+	}, func(t time.Time, seq int) string { return backupName(t, seq, name) }, nil)
+	if errors.Is(err, ErrChanged) {
+		return "", err
+	}
+	if err != nil {
+		return backup, s.failed(ns, name, fmt.Errorf("docstore: replace %s: %w", name, err))
+	}
+	s.logger.Info("replaced file", nsFields(ns, name, zap.String("backup", backup))...)
+	return backup, nil
+}
+
 // Backups lists the namespace's backups, oldest first.
 func (s *Store) Backups(ctx context.Context, ns Namespace) ([]string, error) {
 	return s.stamped(ctx, ns, BackupsDir, parseBackupName)
