@@ -217,3 +217,24 @@ func validateRelativeFile(path, name string) error {
 	}
 	return nil
 }
+
+// SummaryDue is the body of a summary_due event (SPEC B2): the session had
+// Messages message observations, Tokens of them estimated, when ingest saw it
+// pass session_summary_message_threshold or session_summary_token_percent of
+// the context window. The extractor summarises what is new since the last
+// summary; a redelivery or a later summary_due of a session already summarised
+// that far changes nothing.
+type SummaryDue struct {
+	Messages int `json:"messages"`
+	Tokens   int `json:"tokens,omitempty"`
+}
+
+func (s *SummaryDue) validate(path string) error {
+	if s.Messages < 1 {
+		return ruleError(path+".messages", "is %d; must be at least 1", s.Messages)
+	}
+	if s.Tokens < 0 {
+		return ruleError(path+".tokens", "is %d; must not be negative", s.Tokens)
+	}
+	return nil
+}

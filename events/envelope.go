@@ -24,10 +24,13 @@ const (
 	TypeMemoryHit            Type = "memory_hit"
 	TypeMemoryWritten        Type = "memory_written"
 	TypeConsolidateRequested Type = "consolidate_requested"
+	// TypeSummaryDue says a session has grown past its summary threshold (SPEC
+	// B2); ingest publishes it, the extractor summarises.
+	TypeSummaryDue Type = "summary_due"
 )
 
 // Types lists every event type.
-var Types = []Type{TypeObservation, TypeSessionEnded, TypeMemoryHit, TypeMemoryWritten, TypeConsolidateRequested}
+var Types = []Type{TypeObservation, TypeSessionEnded, TypeMemoryHit, TypeMemoryWritten, TypeConsolidateRequested, TypeSummaryDue}
 
 // HeaderMsgID is the NATS header that carries Envelope.ID on publish, so JetStream
 // drops a duplicate publish of the same event inside its duplicate window.
@@ -50,6 +53,7 @@ type Envelope struct {
 	MemoryHit            *MemoryHit            `json:"memory_hit,omitempty"`
 	MemoryWritten        *MemoryWritten        `json:"memory_written,omitempty"`
 	ConsolidateRequested *ConsolidateRequested `json:"consolidate_requested,omitempty"`
+	SummaryDue           *SummaryDue           `json:"summary_due,omitempty"`
 }
 
 // New returns an envelope of type t with a fresh ULID, the current UTC time and the
@@ -89,7 +93,7 @@ func (e Envelope) validate() error {
 	if !oneOf(e.Type, Types) {
 		return enumError("type", e.Type, Types)
 	}
-	if e.Type == TypeObservation || e.Type == TypeSessionEnded {
+	if e.Type == TypeObservation || e.Type == TypeSessionEnded || e.Type == TypeSummaryDue {
 		if err := ValidateID("session_id", e.SessionID); err != nil {
 			return fmt.Errorf("%w (required for type %s)", err, e.Type)
 		}
@@ -106,6 +110,8 @@ func (e Envelope) validate() error {
 		return e.MemoryHit.validate("memory_hit")
 	case TypeMemoryWritten:
 		return e.MemoryWritten.validate("memory_written")
+	case TypeSummaryDue:
+		return e.SummaryDue.validate("summary_due")
 	}
 	return nil
 }
@@ -122,6 +128,7 @@ func (e Envelope) checkBodies() error {
 		{TypeMemoryHit, e.MemoryHit != nil, true},
 		{TypeMemoryWritten, e.MemoryWritten != nil, true},
 		{TypeConsolidateRequested, e.ConsolidateRequested != nil, false},
+		{TypeSummaryDue, e.SummaryDue != nil, true},
 	}
 	for _, b := range bodies {
 		switch {
@@ -155,6 +162,8 @@ func (e Envelope) Subject() (string, error) {
 		return WrittenSubject(e.Tenant, e.UserID)
 	case TypeConsolidateRequested:
 		return ConsolidateSubject(e.Tenant, e.UserID)
+	case TypeSummaryDue:
+		return SummaryDueSubject(e.Tenant, e.UserID, e.SessionID)
 	default:
 		return "", wrap(ErrInvalidSubject, enumError("type", e.Type, Types))
 	}

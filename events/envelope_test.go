@@ -95,7 +95,7 @@ func TestEnvelopeEncode(t *testing.T) {
 func TestEnvelopeSubjectParsesBackToItsIDs(t *testing.T) {
 	kinds := map[Type]SubjectKind{
 		TypeObservation: SubjectObservation, TypeSessionEnded: SubjectEnded, TypeMemoryHit: SubjectHit,
-		TypeMemoryWritten: SubjectWritten, TypeConsolidateRequested: SubjectConsolidate,
+		TypeMemoryWritten: SubjectWritten, TypeConsolidateRequested: SubjectConsolidate, TypeSummaryDue: SubjectSummaryDue,
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		e := genEnvelope().Draw(t, "envelope")

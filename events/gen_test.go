@@ -226,6 +226,9 @@ func genEnvelopeOf(typ Type) *rapid.Generator[Envelope] {
 			if rapid.Bool().Draw(t, "with_body") {
 				e.ConsolidateRequested = &ConsolidateRequested{Reason: genOptionalText().Draw(t, "reason")}
 			}
+		case TypeSummaryDue:
+			e.SessionID = genID().Draw(t, "session")
+			e.SummaryDue = &SummaryDue{Messages: rapid.IntRange(1, 1000).Draw(t, "messages"), Tokens: rapid.IntRange(0, 100000).Draw(t, "tokens")}
 		}
 		return e
 	})

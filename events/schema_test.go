@@ -141,7 +141,7 @@ var mutations = []mutation{
 	{"bad session", anyType, func(t *rapid.T, e *Envelope) {
 		e.SessionID = rapid.Map(genBadID(), func(s string) string { return "*" + s }).Draw(t, "bad")
 	}},
-	{"missing session", isType(TypeObservation, TypeSessionEnded), func(_ *rapid.T, e *Envelope) { e.SessionID = "" }},
+	{"missing session", isType(TypeObservation, TypeSessionEnded, TypeSummaryDue), func(_ *rapid.T, e *Envelope) { e.SessionID = "" }},
 	{"zero ts", anyType, func(_ *rapid.T, e *Envelope) { e.TS = time.Time{} }},
 	{"unknown type", anyType, func(_ *rapid.T, e *Envelope) { e.Type = "gossip" }},
 	{"schema version", anyType, func(t *rapid.T, e *Envelope) {
@@ -154,8 +154,8 @@ var mutations = []mutation{
 			e.MemoryHit = &MemoryHit{MemoryIDs: []string{"m1"}}
 		}
 	}},
-	{"missing body", isType(TypeObservation, TypeMemoryHit, TypeMemoryWritten), func(_ *rapid.T, e *Envelope) {
-		e.Observation, e.MemoryHit, e.MemoryWritten = nil, nil, nil
+	{"missing body", isType(TypeObservation, TypeMemoryHit, TypeMemoryWritten, TypeSummaryDue), func(_ *rapid.T, e *Envelope) {
+		e.Observation, e.MemoryHit, e.MemoryWritten, e.SummaryDue = nil, nil, nil, nil
 	}},
 	{"bad role", isType(TypeObservation), func(t *rapid.T, e *Envelope) {
 		e.Observation.Role = Role(rapid.SampledFrom([]string{"", "robot", "User"}).Draw(t, "role"))

@@ -25,6 +25,7 @@ const (
 	FilterHits         = "mem.*.hit.*"
 	FilterWritten      = "mem.*.written.*"
 	FilterConsolidate  = "mem.*.consolidate.*"
+	FilterSummaryDue   = "mem.*.summary.*.*"
 )
 
 // Retriever endpoints: memrpc.<tenant>.<endpoint>. A dotted name is still one logical
@@ -60,6 +61,8 @@ var Endpoints = []string{
 	EndpointAdd, EndpointGet, EndpointUpdate, EndpointDelete, EndpointReset, EndpointHistory, EndpointConsolidate,
 	EndpointSessionSummary, EndpointSessionClear, EndpointSessionArchive, EndpointSessionRestore,
 	EndpointItemSave, EndpointItemGet, EndpointItemList, EndpointItemUpdate, EndpointItemDelete, EndpointItemDeleteScope, EndpointItemSearch,
+	EndpointBackupsList, EndpointBackupsRestore, EndpointCompress,
+	EndpointPolicyShow, EndpointPolicySet, EndpointPolicyHistory, EndpointPolicyRollback,
 }
 
 // IsEndpoint reports whether name is one of Endpoints.
@@ -77,6 +80,7 @@ const (
 	SubjectHit         SubjectKind = "hit"
 	SubjectWritten     SubjectKind = "written"
 	SubjectConsolidate SubjectKind = "consolidate"
+	SubjectSummaryDue  SubjectKind = "summary"
 	SubjectRPC         SubjectKind = "rpc"
 	SubjectDLQ         SubjectKind = "dlq"
 )
@@ -101,6 +105,11 @@ func ObservationSubject(tenant, user, session string) (string, error) {
 // EndedSubject is mem.<tenant>.ended.<user>.<session>.
 func EndedSubject(tenant, user, session string) (string, error) {
 	return sessionSubject(SubjectEnded, tenant, user, session)
+}
+
+// SummaryDueSubject is mem.<tenant>.summary.<user>.<session>.
+func SummaryDueSubject(tenant, user, session string) (string, error) {
+	return sessionSubject(SubjectSummaryDue, tenant, user, session)
 }
 
 // HitSubject is mem.<tenant>.hit.<user>.
@@ -197,11 +206,11 @@ func splitSubject(s string) (Subject, error) {
 		sub := Subject{Kind: SubjectKind(tokens[2]), Tenant: tokens[1], User: tokens[3]}
 		want := 4
 		switch sub.Kind {
-		case SubjectObservation, SubjectEnded:
+		case SubjectObservation, SubjectEnded, SubjectSummaryDue:
 			want = 5
 		case SubjectHit, SubjectWritten, SubjectConsolidate:
 		default:
-			return Subject{}, fmt.Errorf("has event kind %q; known kinds are obs, ended, hit, written, consolidate", tokens[2])
+			return Subject{}, fmt.Errorf("has event kind %q; known kinds are obs, ended, summary, hit, written, consolidate", tokens[2])
 		}
 		if len(tokens) != want {
 			return Subject{}, fmt.Errorf("has %d tokens; %s subjects have %d", len(tokens), sub.Kind, want)
@@ -239,6 +248,8 @@ func (s Subject) Format() (string, error) {
 		return WrittenSubject(s.Tenant, s.User)
 	case SubjectConsolidate:
 		return ConsolidateSubject(s.Tenant, s.User)
+	case SubjectSummaryDue:
+		return SummaryDueSubject(s.Tenant, s.User, s.Session)
 	case SubjectRPC:
 		return RPCSubject(s.Tenant, s.Endpoint)
 	case SubjectDLQ:

@@ -108,6 +108,8 @@ type clientCommand struct {
 	// flags registers the command's own flags; required lists those it needs.
 	flags    func(f *pflag.FlagSet)
 	required []string
+	// args, if set, takes the positional arguments (none are accepted otherwise).
+	args func(args []string) error
 	// check, if set, vets the flags before connecting.
 	check func() error
 	// call makes the call and prints its result to out.
@@ -119,7 +121,12 @@ func (c clientCommand) command(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   c.use,
 		Short: c.short,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.args != nil {
+				if err := c.args(args); err != nil {
+					return err
+				}
+			}
 			if c.check != nil {
 				if err := c.check(); err != nil {
 					return err
@@ -151,7 +158,7 @@ func (c clientCommand) command(g *globalFlags) *cobra.Command {
 
 // clientCommands are the commands that make one call for a tenant's user.
 func clientCommands() []clientCommand {
-	return []clientCommand{observeCmd(), endCmd(), contextCmd(), searchCmd(), appendCmd(), topicCmd()}
+	return []clientCommand{observeCmd(), endCmd(), contextCmd(), searchCmd(), appendCmd(), topicCmd(), compressCmd()}
 }
 
 func observeCmd() clientCommand {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/ingest"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
@@ -242,11 +243,15 @@ func (rt *Runtime) consolidator(ctx context.Context, p componentParts) (Componen
 	if err != nil {
 		return nil, err
 	}
+	compactor, err := rt.compactor()
+	if err != nil {
+		return nil, err
+	}
 	return consolidate.NewWorker(consolidate.WorkerConfig{
 		Consumer: bus.WorkerConsumer(bus.WorkerConsolidator, rt.consumerDefaults()),
 		Router:   bus.RouterConfig{Gate: rt.gate()},
 		Interval: rt.Config.Vector.ConsolidateInterval,
-	}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: p.metrics}, p.logger)
+	}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: p.metrics, Compactor: compactor}, p.logger)
 }
 
 func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, error) {
@@ -263,6 +268,10 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		return nil, err
 	}
 	rt.onClose(func() error { conn.Close(); return nil })
+	compactor, err := rt.compactor()
+	if err != nil {
+		return nil, err
+	}
 	m := rt.Config.Memory
 	return retrieve.New(retrieve.Config{
 		Policy:        m.Policy,
@@ -272,7 +281,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
-		Memories: mem, Consolidator: runner, Summarize: extract.SummarizeSession, Gate: rt.Priority,
+		Memories: mem, Consolidator: runner, Compressor: compactor, Summarize: extract.SummarizeSession, Gate: rt.Priority,
 	}, p.logger)
 }
 
@@ -323,4 +332,42 @@ func (rt *Runtime) runner(ctx context.Context, procs processors) (*consolidate.R
 	}
 	rt.run = run
 	return run, nil
+}
+
+// lifecycleMetrics are the process's one set of lifecycle counters.
+func (rt *Runtime) lifecycleMetrics() (*lifecycle.Metrics, error) {
+	if rt.lcMetrics == nil {
+		m, err := lifecycle.NewMetrics(rt.Registry)
+		if err != nil {
+			return nil, err
+		}
+		rt.lcMetrics = m
+	}
+	return rt.lcMetrics, nil
+}
+
+// compactor is the process's long-term compression (SPEC B4), shared by the
+// consolidator (after Markdown writes) and the retriever's compress endpoint.
+func (rt *Runtime) compactor() (*lifecycle.Compactor, error) {
+	if rt.compact != nil {
+		return rt.compact, nil
+	}
+	metrics, err := rt.lifecycleMetrics()
+	if err != nil {
+		return nil, err
+	}
+	var model lifecycle.Compressor
+	if rt.LLM != nil {
+		model = lifecycle.LLMCompressor{Client: rt.LLM}
+	}
+	m := rt.Config.Memory
+	c, err := lifecycle.NewCompactor(lifecycle.CompactorConfig{
+		Policy: m.Policy,
+		Guard:  lifecycle.GuardConfig{MaxLossPercent: m.CompressMaxTokenLoss},
+	}, rt.Docs, model, metrics, rt.Logger)
+	if err != nil {
+		return nil, err
+	}
+	rt.compact = c
+	return c, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -63,6 +64,9 @@ type Runtime struct {
 	mem     *memory.Service     // built on first use, shared
 	run     *consolidate.Runner // built on first use, shared
 	procs   *processors         // built on first use, shared
+	// The lifecycle's (SPEC B2, B4, B5), built on first use, shared.
+	lcMetrics *lifecycle.Metrics
+	compact   *lifecycle.Compactor
 }
 
 // NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the
@@ -202,7 +206,7 @@ func (rt *Runtime) newDocs(ctx context.Context) (*docstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return docstore.New(docstore.Config{AutoLoadLines: m.AutoLoadLines, MaxLines: m.MaxLines, TargetLines: m.TargetLines}, backend, rt.Logger)
+	return docstore.New(docstore.Config{AutoLoadLines: m.AutoLoadLines, MaxLines: m.MaxLines, TargetLines: m.TargetLines, BackupsKeep: m.BackupsKeep}, backend, rt.Logger)
 }
 
 func (rt *Runtime) newEmbedder() (embed.Embedder, error) {

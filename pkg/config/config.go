@@ -39,6 +39,15 @@ type Memory struct {
 	Backend       string `koanf:"backend"` // filesystem | jetstream
 	MaxLines      int    `koanf:"max_lines"`
 	TargetLines   int    `koanf:"target_lines"`
+	// BackupsKeep is how many backups of overwritten files a namespace keeps (A8).
+	BackupsKeep int `koanf:"backups_keep"`
+	// ContextWindowTokens is the agents' model context window that
+	// session_summary_token_percent is a share of (B2).
+	ContextWindowTokens int `koanf:"context_window_tokens"`
+	// CompressMaxTokenLoss is the percentage of MEMORY.md's distinct dates,
+	// numbers, names, file names and identifiers a long-term compression may
+	// drop (B4); 0, the default, allows none.
+	CompressMaxTokenLoss int `koanf:"compress_max_token_loss"`
 
 	policy.Policy `koanf:",squash"`
 }
@@ -239,7 +248,10 @@ func defaults() Config {
 			Backend:       MemoryBackendFilesystem,
 			MaxLines:      500,
 			TargetLines:   400,
-			Policy:        policy.Defaults(),
+			BackupsKeep:   20,
+			// 8192 tokens: the smallest window of the models agents commonly run.
+			ContextWindowTokens: 8192,
+			Policy:              policy.Defaults(),
 		},
 		NATS: NATS{
 			URL:    "nats://127.0.0.1:4222",

@@ -102,6 +102,11 @@ func (c Config) Validate() error {
 	p.oneOf("memory.backend", m.Backend, MemoryBackendFilesystem, MemoryBackendJetStream)
 	p.atLeast("memory.max_lines", m.MaxLines, 1)
 	p.atLeast("memory.target_lines", m.TargetLines, 1)
+	p.atLeast("memory.backups_keep", m.BackupsKeep, 1)
+	p.atLeast("memory.context_window_tokens", m.ContextWindowTokens, 1)
+	if m.CompressMaxTokenLoss < 0 || m.CompressMaxTokenLoss > 100 {
+		p.add("memory.compress_max_token_loss", "must be between 0 and 100, got %d", m.CompressMaxTokenLoss)
+	}
 	if m.TargetLines > m.MaxLines {
 		p.add("memory.target_lines", "must be <= memory.max_lines (%d), got %d", m.MaxLines, m.TargetLines)
 	}

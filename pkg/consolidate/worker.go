@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
@@ -121,12 +122,21 @@ func (c WorkerConfig) Validate() error {
 	return nil
 }
 
-// WorkerDeps are the parts the Worker uses; all but Metrics are required.
+// WorkerDeps are the parts the Worker uses; all but Metrics and Compactor are
+// required.
 type WorkerDeps struct {
 	Dial    pipeline.Dialer
 	JS      jetstream.JetStream // the namespaces bucket
 	Runner  *Runner
 	Metrics *obs.Metrics
+	// Compactor, when set, is asked after every memory_written event that wrote
+	// MEMORY.md whether the file is due for long-term compression (SPEC B4).
+	Compactor Compactor
+}
+
+// Compactor compresses MEMORY.md when it is due (lifecycle.Compactor).
+type Compactor interface {
+	Maybe(ctx context.Context, ns docstore.Namespace) (events.CompressReply, error)
 }
 
 // Worker is the consolidator stream worker: it applies memory hits, runs
@@ -210,6 +220,9 @@ func (w *Worker) handle(ctx context.Context, env events.Envelope) error {
 		err = w.hits.do(ctx, env)
 	case events.TypeMemoryWritten:
 		err = w.markDirty(ctx, env.Tenant, env.UserID)
+		if err == nil {
+			err = w.compressIfDue(ctx, env)
+		}
 	case events.TypeConsolidateRequested:
 		err = w.consolidateRequested(ctx, env.Tenant, env.UserID)
 	default:
@@ -219,6 +232,30 @@ func (w *Worker) handle(ctx context.Context, env events.Envelope) error {
 		return bus.Permanent(err)
 	}
 	return err
+}
+
+// compressIfDue runs the long-term compression check after a write to
+// MEMORY.md. Its failure is logged, not retried: the next write asks again, and
+// a redelivered memory_written event must not compress twice (the 24 h stamp
+// sees to that anyway).
+func (w *Worker) compressIfDue(ctx context.Context, env events.Envelope) error {
+	if w.deps.Compactor == nil || env.MemoryWritten == nil {
+		return nil
+	}
+	wrote := false
+	for _, e := range env.MemoryWritten.Entries {
+		wrote = wrote || e.File == docstore.MemoryFile
+	}
+	if !wrote {
+		return nil
+	}
+	if _, err := w.deps.Compactor.Maybe(ctx, docstore.Namespace{Tenant: env.Tenant, User: env.UserID}); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.logger.Warn("long-term compression failed; the next write tries again", obs.Tenant(env.Tenant), obs.User(env.UserID), zap.Error(err))
+	}
+	return nil
 }
 
 // consolidateRequested runs Consolidate for the namespace once one of the MaxRuns

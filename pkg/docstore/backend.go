@@ -18,6 +18,9 @@ var (
 	// ErrInvalidContent means data for a structured file (policy overrides, the
 	// compression stamp) is not in the required format.
 	ErrInvalidContent = errors.New("docstore: invalid content")
+	// ErrChanged means a compare-and-set (ReplaceIf) found the file changed since
+	// the caller read it; nothing was written.
+	ErrChanged = errors.New("docstore: changed since read")
 )
 
 // Namespace is one (tenant, user) memory; both IDs are validated with events.ValidateID.

@@ -21,6 +21,8 @@ const (
 	DefaultAutoLoadLines = 200
 	DefaultMaxLines      = 500
 	DefaultTargetLines   = 400
+	// DefaultBackupsKeep is how many backups a namespace keeps (SPEC A8).
+	DefaultBackupsKeep = 20
 )
 
 const (
@@ -48,6 +50,9 @@ type Config struct {
 	MaxLines int
 	// TargetLines is the size, in lines, that MEMORY.md is cut down to. Default 400.
 	TargetLines int
+	// BackupsKeep is how many backups a namespace keeps: after every backup the
+	// oldest beyond this many are deleted (SPEC A8). Default 20.
+	BackupsKeep int
 	// Now is the clock for entry stamps, daily notes and backup names. Default time.Now.
 	Now func() time.Time
 }
@@ -61,6 +66,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TargetLines == 0 {
 		c.TargetLines = min(DefaultTargetLines, c.MaxLines)
+	}
+	if c.BackupsKeep == 0 {
+		c.BackupsKeep = DefaultBackupsKeep
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -76,6 +84,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("docstore: MaxLines %d must be positive", c.MaxLines)
 	case c.TargetLines < 1 || c.TargetLines > c.MaxLines:
 		return fmt.Errorf("docstore: TargetLines %d must be between 1 and MaxLines (%d)", c.TargetLines, c.MaxLines)
+	case c.BackupsKeep < 1:
+		return fmt.Errorf("docstore: BackupsKeep %d must be positive", c.BackupsKeep)
 	case c.Now == nil:
 		return errors.New("docstore: Now is required")
 	}
@@ -185,16 +195,15 @@ func (s *Store) AppendEntries(ctx context.Context, ns Namespace, entries []markd
 		if len(byFile[file]) == 0 {
 			continue
 		}
-		var appended, skipped, dropped int
+		var (
+			appended, skipped int
+			perrs             []markdown.ParseError
+		)
 		err := s.b.Update(ctx, ns, file, func(old []byte, _ bool) ([]byte, error) {
 			var doc string
-			doc, appended, skipped = appendNew(string(old), byFile[file])
-			dropped = 0
+			doc, appended, skipped, perrs = appendNew(string(old), byFile[file])
 			if appended == 0 {
 				return nil, errUnchanged
-			}
-			if file == MemoryFile {
-				doc, dropped = markdown.TrimToCapacity(doc, s.cfg.MaxLines, s.cfg.TargetLines)
 			}
 			return []byte(doc), nil
 		})
@@ -205,11 +214,14 @@ func (s *Store) AppendEntries(ctx context.Context, ns Namespace, entries []markd
 			res.Appended[file] = appended
 		}
 		res.Skipped += skipped
-		res.Dropped += dropped
+		s.LogParseErrors(ns, file, perrs)
 		s.logger.Debug("appended entries", nsFields(ns, file, zap.Int("appended", appended), zap.Int("skipped", skipped))...)
-		if dropped > 0 {
-			s.logger.Info("capacity reached: dropped oldest entries", nsFields(ns, file,
-				zap.Int("dropped", dropped), zap.Int("max_lines", s.cfg.MaxLines), zap.Int("target_lines", s.cfg.TargetLines))...)
+		if file == MemoryFile && appended > 0 {
+			dropped, err := s.EnforceCapacity(ctx, ns)
+			res.Dropped += dropped
+			if err != nil {
+				return res, err
+			}
 		}
 	}
 	return res, nil
@@ -239,9 +251,18 @@ func checkEntry(e markdown.Entry) error {
 	return nil
 }
 
+// LogParseErrors logs the malformed entries markdown.ParseEntries skipped in a
+// file (SPEC A6): they are kept in the file but invisible to the duplicate check,
+// the compressor and readers of entries, which someone editing it should know.
+func (s *Store) LogParseErrors(ns Namespace, file string, perrs []markdown.ParseError) {
+	for _, pe := range perrs {
+		s.logger.Warn("malformed entry skipped", nsFields(ns, file, zap.Int("line", pe.Line), zap.String("reason", pe.Reason))...)
+	}
+}
+
 // appendNew appends to doc the entries not already in it, in order.
-func appendNew(doc string, entries []markdown.Entry) (string, int, int) {
-	present, _ := markdown.ParseEntries(doc)
+func appendNew(doc string, entries []markdown.Entry) (string, int, int, []markdown.ParseError) {
+	present, perrs := markdown.ParseEntries(doc)
 	seen := make(map[string]bool, len(present)+len(entries))
 	for _, e := range present {
 		seen[markdown.FormatEntry(e)] = true
@@ -256,16 +277,21 @@ func appendNew(doc string, entries []markdown.Entry) (string, int, int) {
 		fresh = append(fresh, e)
 	}
 	if len(fresh) == 0 {
-		return doc, 0, len(entries)
+		return doc, 0, len(entries), perrs
 	}
-	return markdown.AppendBlock(doc, markdown.FormatEntries(fresh)), len(fresh), len(entries) - len(fresh)
+	return markdown.AppendBlock(doc, markdown.FormatEntries(fresh)), len(fresh), len(entries) - len(fresh), perrs
 }
 
 // AppendLongTerm appends "## YYYY-MM-DD" and content to MEMORY.md (SPEC A9); it
 // never rewrites what is there.
+// Like every append to MEMORY.md, it is followed by the capacity bound (SPEC A7).
 func (s *Store) AppendLongTerm(ctx context.Context, ns Namespace, content string) error {
 	block := markdown.FormatLongTerm(s.now(), content)
-	return s.appendBlock(ctx, ns, MemoryFile, content, block)
+	if err := s.appendBlock(ctx, ns, MemoryFile, content, block); err != nil {
+		return err
+	}
+	_, err := s.EnforceCapacity(ctx, ns)
+	return err
 }
 
 // AppendToday appends content to today's daily note (SPEC A9) and returns its name.
@@ -373,6 +399,33 @@ func (s *Store) Replace(ctx context.Context, ns Namespace, name string, content 
 	return backup, nil
 }
 
+// ReplaceIf is Replace only while the file still holds expect: a compare-and-set
+// for a writer that computed content from expect (long-term compression, SPEC
+// B4). When the file changed since, nothing is written and the error wraps
+// ErrChanged; the caller reads again.
+func (s *Store) ReplaceIf(ctx context.Context, ns Namespace, name string, expect, content []byte) (string, error) {
+	if err := checkName(ns, name); err != nil {
+		return "", err
+	}
+	if !replaceable(name) {
+		return "", fmt.Errorf("%w: %s cannot be replaced; only MEMORY.md, topic files and daily notes can", ErrInvalidPath, name)
+	}
+	backup, err := s.overwriteWith(ctx, ns, name, func(cur []byte, exists bool) ([]byte, error) {
+		if !exists || !bytes.Equal(cur, expect) {
+			return nil, fmt.Errorf("%w: %s", ErrChanged, name)
+		}
+		return content, nil
+	}, func(t time.Time, seq int) string { return backupName(t, seq, name) }, nil)
+	if errors.Is(err, ErrChanged) {
+		return "", err
+	}
+	if err != nil {
+		return backup, s.failed(ns, name, fmt.Errorf("docstore: replace %s: %w", name, err))
+	}
+	s.logger.Info("replaced file", nsFields(ns, name, zap.String("backup", backup))...)
+	return backup, nil
+}
+
 // Backups lists the namespace's backups, oldest first.
 func (s *Store) Backups(ctx context.Context, ns Namespace) ([]string, error) {
 	return s.stamped(ctx, ns, BackupsDir, parseBackupName)
@@ -398,24 +451,32 @@ func (s *Store) Restore(ctx context.Context, ns Namespace, backup string) error 
 		return err
 	}
 	s.logger.Info("restored backup", nsFields(ns, sn.Target, zap.String("from", backup))...)
+	if sn.Target == MemoryFile {
+		if _, err := s.EnforceCapacity(ctx, ns); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // EnforceCapacity cuts MEMORY.md to TargetLines when it exceeds MaxLines (SPEC A7)
-// and returns how many entries were dropped.
+// and returns how many entries were dropped. The cut is an overwrite: the content
+// it replaces is backed up first (SPEC A8), and the replacement is a
+// compare-and-set on that content, so an append that lands in between is kept
+// (the cut is computed again over it).
 func (s *Store) EnforceCapacity(ctx context.Context, ns Namespace) (int, error) {
 	if err := ns.Validate(); err != nil {
 		return 0, err
 	}
 	var dropped int
-	err := s.b.Update(ctx, ns, MemoryFile, func(old []byte, exists bool) ([]byte, error) {
+	backup, err := s.overwriteWith(ctx, ns, MemoryFile, func(cur []byte, exists bool) ([]byte, error) {
 		var doc string
-		doc, dropped = markdown.TrimToCapacity(string(old), s.cfg.MaxLines, s.cfg.TargetLines)
+		doc, dropped = markdown.TrimToCapacity(string(cur), s.cfg.MaxLines, s.cfg.TargetLines)
 		if !exists || dropped == 0 {
 			return nil, errUnchanged
 		}
 		return []byte(doc), nil
-	})
+	}, func(t time.Time, seq int) string { return backupName(t, seq, MemoryFile) }, nil)
 	if errors.Is(err, errUnchanged) {
 		return 0, nil
 	}
@@ -423,7 +484,8 @@ func (s *Store) EnforceCapacity(ctx context.Context, ns Namespace) (int, error) 
 		return 0, s.failed(ns, MemoryFile, fmt.Errorf("docstore: enforce capacity: %w", err))
 	}
 	s.logger.Info("capacity reached: dropped oldest entries", nsFields(ns, MemoryFile,
-		zap.Int("dropped", dropped), zap.Int("max_lines", s.cfg.MaxLines), zap.Int("target_lines", s.cfg.TargetLines))...)
+		zap.Int("dropped", dropped), zap.Int("max_lines", s.cfg.MaxLines), zap.Int("target_lines", s.cfg.TargetLines),
+		zap.String("backup", backup))...)
 	return dropped, nil
 }
 
@@ -482,21 +544,49 @@ func (s *Store) PolicySnapshots(ctx context.Context, ns Namespace) ([]string, er
 // SPEC B5); the current overrides are snapshotted first. name is a name from
 // PolicySnapshots, with or without the "policy_snapshots/" prefix.
 func (s *Store) RestorePolicySnapshot(ctx context.Context, ns Namespace, name string) error {
+	_, err := s.RollbackPolicy(ctx, ns, name)
+	return err
+}
+
+// RollbackPolicy is RestorePolicySnapshot returning the name of the snapshot
+// taken of the overrides it replaced.
+func (s *Store) RollbackPolicy(ctx context.Context, ns Namespace, name string) (string, error) {
 	name = inDir(PolicySnapshotsDir, name)
 	if err := checkName(ns, name); err != nil {
-		return err
+		return "", err
 	}
 	if !isSnapshot(name) {
-		return fmt.Errorf("%w: %s is not a policy snapshot", ErrInvalidPath, name)
+		return "", fmt.Errorf("%w: %s is not a policy snapshot", ErrInvalidPath, name)
 	}
 	data, err := s.b.Read(ctx, ns, name)
 	if err != nil {
-		return fmt.Errorf("docstore: restore %s: %w", name, err)
+		return "", fmt.Errorf("docstore: restore %s: %w", name, err)
 	}
-	if _, err := s.SetPolicyOverrides(ctx, ns, data); err != nil {
-		return fmt.Errorf("docstore: restore %s: %w", name, err)
+	snapshot, err := s.SetPolicyOverrides(ctx, ns, data)
+	if err != nil {
+		return "", fmt.Errorf("docstore: restore %s: %w", name, err)
 	}
-	return nil
+	return snapshot, nil
+}
+
+// InDir accepts a bare base name for a file that only lives in dir
+// (BackupsDir, PolicySnapshotsDir) and returns its full name.
+func InDir(dir, name string) string { return inDir(dir, name) }
+
+// BackupTarget returns the file a backup (with or without "backups/") was
+// taken of.
+func (s *Store) BackupTarget(backup string) (string, error) {
+	sn, ok := parseBackupName(inDir(BackupsDir, backup))
+	if !ok {
+		return "", fmt.Errorf("%w: %s is not a backup", ErrInvalidPath, backup)
+	}
+	return sn.Target, nil
+}
+
+// SnapshotTime returns the UTC second a policy snapshot was taken.
+func (s *Store) SnapshotTime(name string) (time.Time, bool) {
+	sn, ok := parseSnapshotName(inDir(PolicySnapshotsDir, name))
+	return sn.Time, ok
 }
 
 // LastLongTermCompress returns the time stamped by SetLastLongTermCompress (SPEC
@@ -531,10 +621,24 @@ func (s *Store) SetLastLongTermCompress(ctx context.Context, ns Namespace, t tim
 // always holds exactly the content that was replaced.
 func (s *Store) overwrite(ctx context.Context, ns Namespace, target string, content []byte,
 	copyName func(time.Time, int) string, ifMissing []byte) (string, error) {
+	return s.overwriteWith(ctx, ns, target, func([]byte, bool) ([]byte, error) { return content, nil }, copyName, ifMissing)
+}
+
+// overwriteWith is overwrite with the new content computed from the current one
+// by next (called again whenever target changed meanwhile; an error from it,
+// errUnchanged included, stops everything before any copy is made). A backup
+// made under backups/ is followed by pruning the namespace's backups to
+// BackupsKeep.
+func (s *Store) overwriteWith(ctx context.Context, ns Namespace, target string, next func(cur []byte, exists bool) ([]byte, error),
+	copyName func(time.Time, int) string, ifMissing []byte) (string, error) {
 	for range maxOverwriteAttempts {
 		cur, err := s.b.Read(ctx, ns, target)
 		exists := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {
+			return "", err
+		}
+		content, err := next(cur, exists)
+		if err != nil {
 			return "", err
 		}
 		copyData, doCopy := cur, exists
@@ -545,6 +649,9 @@ func (s *Store) overwrite(ctx context.Context, ns Namespace, target string, cont
 		if doCopy {
 			if copied, err = s.createUnique(ctx, ns, copyName, copyData); err != nil {
 				return "", err
+			}
+			if strings.HasPrefix(copied, BackupsDir+"/") {
+				s.pruneBackups(ctx, ns)
 			}
 		}
 		err = s.b.Update(ctx, ns, target, func(old []byte, ok bool) ([]byte, error) {
@@ -560,12 +667,46 @@ func (s *Store) overwrite(ctx context.Context, ns Namespace, target string, cont
 	return "", fmt.Errorf("%w: %s changed during %d backup-and-replace attempts", ErrConflict, target, maxOverwriteAttempts)
 }
 
+// pruneBackups deletes the oldest backups beyond BackupsKeep. A failure is
+// logged, not returned: the overwrite it follows is still safe (its own backup
+// is the newest and is kept).
+func (s *Store) pruneBackups(ctx context.Context, ns Namespace) {
+	backups, err := s.Backups(ctx, ns)
+	if err != nil {
+		s.logger.Warn("listing backups to prune", nsFields(ns, BackupsDir, zap.Error(err))...)
+		return
+	}
+	for _, name := range backups[:max(0, len(backups)-s.cfg.BackupsKeep)] {
+		if err := s.b.Delete(ctx, ns, name); err != nil {
+			s.logger.Warn("pruning a backup", nsFields(ns, name, zap.Error(err))...)
+			continue
+		}
+		s.logger.Debug("pruned backup", nsFields(ns, name, zap.Int("keep", s.cfg.BackupsKeep))...)
+	}
+}
+
 // createUnique writes data under the first name from nameFor(now, seq), seq = 0, 1,
 // …, that does not exist yet; the existence check and the write are one atomic
 // update, so concurrent writers never share a name.
 func (s *Store) createUnique(ctx context.Context, ns Namespace, nameFor func(time.Time, int) string, data []byte) (string, error) {
 	now := s.now()
-	for seq := range maxStampSeq {
+	// Start after the copies already taken in this second, so that a new copy
+	// always sorts after them even when an older one of the second was pruned.
+	first := 0
+	probe := nameFor(now, 0)
+	dir, parse := BackupsDir, parseBackupName
+	if strings.HasPrefix(probe, PolicySnapshotsDir+"/") {
+		dir, parse = PolicySnapshotsDir, parseSnapshotName
+	}
+	if want, ok := parse(probe); ok {
+		names, _ := s.b.List(ctx, ns, dir) // a failed listing only means starting at 0
+		for _, name := range names {
+			if sn, ok := parse(name); ok && sn.Time.Equal(want.Time) && sn.Target == want.Target && sn.Seq >= first {
+				first = sn.Seq + 1
+			}
+		}
+	}
+	for seq := first; seq < first+maxStampSeq; seq++ {
 		name := nameFor(now, seq)
 		err := s.b.Update(ctx, ns, name, func(_ []byte, exists bool) ([]byte, error) {
 			if exists {

@@ -25,7 +25,14 @@ func findBlocks(lines []line) []block {
 			continue
 		}
 		if day, ok := isSectionHeading(lines[i].text); ok {
-			blocks = append(blocks, block{start: i, when: day})
+			// A section has only a date; one appended after an entry of the same
+			// day (memory_append after an extraction) is newer than that entry,
+			// not older: it takes the previous block's time within its day.
+			when := day
+			if k := len(blocks) - 1; k >= 0 && blocks[k].when.After(when) && blocks[k].when.Before(day.AddDate(0, 0, 1)) {
+				when = blocks[k].when
+			}
+			blocks = append(blocks, block{start: i, when: when})
 		}
 	}
 	for k := range blocks {
@@ -45,7 +52,8 @@ func findBlocks(lines []line) []block {
 // A block is an entry ("### [" header through its "---") or a long-term section
 // ("## YYYY-MM-DD"), together with whatever follows it up to the next block, such as
 // the blank line after an entry or a note someone typed under it. A block's age is its
-// header's time (a section's is midnight UTC of its date); equal ages go by position,
+// header's time (a section's is midnight UTC of its date, or the time of the block
+// before it when that is later on the same day); equal ages go by position,
 // earlier is older; an entry whose header date cannot be read counts as oldest. Text
 // before the first block (a title, a human preamble) is never dropped, so when it alone
 // exceeds targetLines every block is dropped and the preamble is returned as it is.

@@ -124,3 +124,24 @@ func TestPropertyCapacityKeepsNewestWholeEntries(t *testing.T) {
 		}
 	})
 }
+
+func TestPropertySplitBlocksTilesTheDocument(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		doc := rapid.SampledFrom([]string{"", "# Title\n\n", "note\n"}).Draw(t, "preamble")
+		for i := range rapid.IntRange(0, 6).Draw(t, "n") {
+			if rapid.Bool().Draw(t, "section") {
+				doc = AppendBlock(doc, FormatLongTerm(time.Date(2025, 1, 1+i, 0, 0, 0, 0, time.UTC), rapid.StringMatching(`[a-z ]{1,20}`).Draw(t, "text")))
+			} else {
+				doc = AppendBlock(doc, FormatEntry(Entry{Time: time.Date(2025, 1, 1+i, 10, 0, 0, 0, time.UTC), Category: CategoryGeneral, Content: rapid.StringMatching(`[a-z]{1,20}`).Draw(t, "content")}))
+			}
+		}
+		pre, blocks := SplitBlocks(doc)
+		got := pre
+		for _, b := range blocks {
+			got += b.Text
+		}
+		if got != doc {
+			t.Fatalf("blocks do not tile the document:\n%q\n%q", got, doc)
+		}
+	})
+}

@@ -194,6 +194,8 @@ type Deps struct {
 	Sessions     *session.Store
 	Memories     Memories
 	Consolidator Consolidator
+	// Compressor serves the compress endpoint; nil answers it 503.
+	Compressor Compressor
 	// Summarize writes the summary of session.summary and session.archive from a
 	// session's messages, oldest first (the extractor's, extract.SummarizeSession,
 	// passed in so that the retriever does not import another component).

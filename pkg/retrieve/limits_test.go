@@ -126,6 +126,8 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 	archive := events.SessionArchive{SchemaVersion: events.SchemaVersion, Tenant: tenant, UserID: user, SessionID: "s9", ArchivedTS: r.now,
 		Items: []events.MemoryItem{{Scope: events.ScopeSession, SessionID: "s9", Kind: events.ItemNote, Key: "n", Content: "small", Confidence: 1}}}
 	itemKey := events.ItemKeyRequest{UserID: user, Scope: events.ScopeUser, Kind: events.ItemFact, Key: "a"}
+	patternsBackup, err := r.docs.Replace(ctx, docstore.Namespace{Tenant: tenant, User: user}, docstore.FilePatternsFile, []byte(bigText(big, true)))
+	must(t, err)
 
 	type cut int
 	const (
@@ -162,6 +164,13 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 		{events.EndpointDelete, events.DeleteRequest{UserID: user, IDs: []string{hugeID}}, whole},
 		{events.EndpointSessionClear, events.SessionRequest{UserID: user, SessionID: "s1"}, whole},
 		{events.EndpointReset, events.ResetRequest{UserID: user}, whole},
+		{events.EndpointBackupsList, events.UserRequest{UserID: user}, whole},
+		{events.EndpointBackupsRestore, events.BackupRestoreRequest{UserID: user, Backup: patternsBackup}, whole},
+		{events.EndpointCompress, events.CompressRequest{UserID: user, DryRun: true}, whole},
+		{events.EndpointPolicySet, events.PolicySetRequest{UserID: user, Values: map[string]json.RawMessage{"retrieve_limit": json.RawMessage("5")}}, whole},
+		{events.EndpointPolicyShow, events.UserRequest{UserID: user}, whole},
+		{events.EndpointPolicyHistory, events.UserRequest{UserID: user}, whole},
+		{events.EndpointPolicyRollback, events.PolicyRollbackRequest{UserID: user}, whole},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

@@ -117,6 +117,13 @@ func (s *Service) endpoints() map[string]endpointFunc {
 		events.EndpointItemDelete:      handle(lim, m.DeleteItem),
 		events.EndpointItemDeleteScope: handle(lim, m.DeleteScope),
 		events.EndpointItemSearch:      handle(lim, m.SearchItems),
+		events.EndpointBackupsList:     handle(lim, s.backupsList),
+		events.EndpointBackupsRestore:  handle(lim, s.backupsRestore),
+		events.EndpointCompress:        handle(lim, s.compress),
+		events.EndpointPolicyShow:      handle(lim, s.policyShow),
+		events.EndpointPolicySet:       handle(lim, s.policySet),
+		events.EndpointPolicyHistory:   handle(lim, s.policyHistory),
+		events.EndpointPolicyRollback:  handle(lim, s.policyRollback),
 	}
 }
 
@@ -354,12 +361,12 @@ func ErrorCode(err error) string {
 		errors.Is(err, vectorstore.ErrInvalidFilter), errors.Is(err, vectorstore.ErrInvalidQuery),
 		errors.Is(err, vectorstore.ErrInvalidRecord), errors.Is(err, vectorstore.ErrConflict),
 		errors.Is(err, docstore.ErrInvalidContent), errors.Is(err, docstore.ErrInvalidPath),
-		errors.Is(err, memory.ErrInvalid):
+		errors.Is(err, memory.ErrInvalid), errors.Is(err, policy.ErrInvalid), errors.Is(err, policy.ErrInvalidOverrides):
 		return events.RPCCodeBadRequest
 	case errors.Is(err, ErrReplyTooLarge):
 		return events.RPCCodeTooLarge
 	case errors.Is(err, ErrNotFound), errors.Is(err, vectorstore.ErrNotFound), errors.Is(err, memory.ErrNotFound),
-		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound):
+		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound), errors.Is(err, docstore.ErrNotFound):
 		return events.RPCCodeNotFound
 	case errors.Is(err, ErrUnavailable), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrNoStreamResponse),

@@ -177,7 +177,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	content := "this is not JSON"
 	if !invalid {
-		content = answer(step, chat)
+		content = m.answerOf(step, chat)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": chat.Model,
@@ -199,7 +199,7 @@ func chatStep(req chatRequest) string {
 			return p.step
 		}
 	}
-	return StepUnknown
+	return extraStep(system)
 }
 
 var (
@@ -253,6 +253,10 @@ func answer(step string, req chatRequest) string {
 		}
 		v = map[string]any{"text": strings.TrimSpace(text)}
 	default:
+		if a, ok := extraAnswers[step]; ok {
+			v = a(user)
+			break
+		}
 		v = map[string]any{}
 	}
 	out, _ := json.Marshal(v)
