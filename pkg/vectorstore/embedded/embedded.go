@@ -95,10 +95,15 @@ func (c Config) Validate() error {
 // (together about 90% of a search and the bulk of the retriever's latency). In
 // memory a search is a scan of the partition's records.
 //
-// Why an exact scan: every query is confined to one partition, and a partition holds
-// hundreds of memories, not millions. Scoring a few hundred 384-d vectors takes tens
-// of microseconds, is exact (no recall loss, no index to tune or rebuild), and needs
-// no approximate-index structure to keep in sync under deletes.
+// Keyword (sparse) search, the offline default, walks the query terms' posting
+// lists, which every write keeps up to date (lexIndex), and reads only the
+// records they reach: its cost grows with how many records share the query's
+// words, not with the partition. Dense search is an exact scan of the partition's
+// records of the asked type: no approximate index yet. An HNSW graph was built
+// and measured for it (issue 20; BENCHMARKS.md "Cost curve") and left out: on the
+// local embedder's hashed vectors its recall@10 stayed under 0.8 at a beam of
+// 128 and it took 35–45 s to index 20,000 records on this machine, while dense
+// search runs only to fill a type with too few keyword matches.
 //
 // Memory: a loaded record costs its normalised vector (4·Dimensions bytes), its
 // strings, its terms and its metadata as JSON: about 2.6 KB and 8 heap objects at
