@@ -53,6 +53,7 @@ targets are ctx_vs_nats_p99 <= 5 and ingest_vs_raw >= 0.3.`,
 	f.IntVar(&cfg.Sessions, "sessions", bench.DefaultSessions, "sessions of the extraction phase")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory, removed afterwards)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	f.BoolVar(&cfg.Curve, "curve", false, fmt.Sprintf("also time context requests for one namespace of each of %v memories (the cost curve)", bench.CurveSizes))
 	f.StringVar(&cfg.ProfileDir, "profile-dir", "", "write a CPU profile of each phase here (load, latency, raw, ingest, extraction .pprof; go tool pprof)")
 	return cmd
 }

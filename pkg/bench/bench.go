@@ -97,6 +97,12 @@ type Config struct {
 	// extraction.pprof): a whole-run profile mixes what limits one figure with the
 	// others' work.
 	ProfileDir string
+	// Curve adds the cost curve phase (after the latency phase): context latency
+	// for one namespace of each of CurveSizes memories (~111,000 more memories
+	// loaded, so peak RSS rises with it).
+	Curve bool
+	// CurveSizes replaces CurveSizes as the curve's namespace sizes (tests).
+	CurveSizes []int
 }
 
 func (c *Config) setDefaults() {
@@ -194,6 +200,12 @@ type Result struct {
 	Arch                string  `json:"arch"`
 	CPUs                int     `json:"cpus"`
 	GOMAXPROCS          int     `json:"gomaxprocs"`
+	// The cost curve (Config.Curve): context p50/p99 for one namespace of each
+	// of CurveSizes memories, and the p99s again as flat fields.
+	Curve             []CurvePoint `json:"curve,omitempty"`
+	CurveCtxP99us1k   float64      `json:"curve_ctx_p99_us_1k,omitempty"`
+	CurveCtxP99us10k  float64      `json:"curve_ctx_p99_us_10k,omitempty"`
+	CurveCtxP99us100k float64      `json:"curve_ctx_p99_us_100k,omitempty"`
 }
 
 // profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.
@@ -250,7 +262,7 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	for _, phase := range []struct {
 		name string
 		run  func(context.Context, *Result) error
-	}{{"load", b.load}, {"latency", b.latency}, {"raw", b.rawJetStream}, {"ingest", b.ingest}, {"backlog", b.backlog}, {"extraction", b.extraction}} {
+	}{{"load", b.load}, {"latency", b.latency}, {"curve", b.curve}, {"raw", b.rawJetStream}, {"ingest", b.ingest}, {"backlog", b.backlog}, {"extraction", b.extraction}} {
 		if err := profiled(cfg.ProfileDir, phase.name, func() error { return phase.run(ctx, &res) }); err != nil {
 			return Result{}, err
 		}

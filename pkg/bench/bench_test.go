@@ -228,3 +228,27 @@ func TestRunTakesTheCallersConfiguration(t *testing.T) {
 		t.Fatalf("Run with ingest.concurrency -5: %v; want ErrInvalidConfig naming it", err)
 	}
 }
+
+// The curve phase times one namespace per size and reports each point.
+func TestRunCurve(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	cfg := Config{Memories: 200, Users: 10, Requests: 20, IngestMessages: 100, Sessions: 2, DataDir: t.TempDir(), Progress: &progress,
+		Curve: true, CurveSizes: []int{300, 1_000}}
+	res, err := Run(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if len(res.Curve) != 2 || res.Curve[0].Memories != 300 || res.Curve[1].Memories != 1_000 {
+		t.Fatalf("curve = %+v, want points for 300 and 1,000 memories", res.Curve)
+	}
+	for _, c := range res.Curve {
+		if !(c.CtxP50us > 0 && c.CtxP50us <= c.CtxP99us) {
+			t.Errorf("curve point %+v: want 0 < p50 <= p99", c)
+		}
+	}
+	if res.CurveCtxP99us1k != res.Curve[1].CtxP99us {
+		t.Errorf("curve_ctx_p99_us_1k = %v, want the 1,000 point's p99 %v", res.CurveCtxP99us1k, res.Curve[1].CtxP99us)
+	}
+}

@@ -48,7 +48,7 @@ func (b *bencher) load(ctx context.Context, res *Result) error {
 	// batch while this one upserts the last.
 	go func() {
 		defer close(batches)
-		genErr <- b.generate(genCtx, batches)
+		genErr <- b.generate(genCtx, tenantLoad, b.cfg.Memories, b.cfg.Users, batches)
 	}()
 	prog := newProgress(b.cfg.Progress, "memories", b.cfg.Memories)
 	stored := 0
@@ -92,18 +92,18 @@ func (b *bencher) load(ctx context.Context, res *Result) error {
 
 // generate sends batches of records built the way the pipeline builds them:
 // episodic records from the write decider's episode with the observation's
-// provenance, semantic records from facts.
-func (b *bencher) generate(ctx context.Context, out chan<- []vectorstore.Record) error {
+// provenance, semantic records from facts: memories of tenant over users.
+func (b *bencher) generate(ctx context.Context, tenant string, memories, users int, out chan<- []vectorstore.Record) error {
 	gen := newTexts(1)
 	decider := processor.NewRuleDecider()
 	base := time.Now().UTC().Add(-365 * 24 * time.Hour).Truncate(time.Second)
 	seenFacts := map[string]bool{} // a fact's id derives from its text: two equal facts are one record
-	for start := 0; start < b.cfg.Memories; start += loadBatch {
-		recs := make([]vectorstore.Record, 0, min(loadBatch, b.cfg.Memories-start))
+	for start := 0; start < memories; start += loadBatch {
+		recs := make([]vectorstore.Record, 0, min(loadBatch, memories-start))
 		texts := make([]string, 0, cap(recs))
 		for n := start; n < start+cap(recs); n++ {
-			user := userID(n % b.cfg.Users)
-			k := n / b.cfg.Users // the user's k-th memory
+			user := userID(n % users)
+			k := n / users // the user's k-th memory
 			chat := fmt.Sprintf("chat-%d", k/5)
 			ts := base.Add(time.Duration(n) * 300 * time.Millisecond)
 			eventID := fmt.Sprintf("load-%08d", n)
@@ -114,14 +114,14 @@ func (b *bencher) generate(ctx context.Context, out chan<- []vectorstore.Record)
 					text = gen.fact()
 				}
 				seenFacts[user+"\x00"+text] = true
-				rec = records.FactRecord(tenantLoad, user, records.Fact{Fact: text, SourceChatID: chat, FirstSeen: ts})
+				rec = records.FactRecord(tenant, user, records.Fact{Fact: text, SourceChatID: chat, FirstSeen: ts})
 			} else {
 				obs := records.Observation{Role: string(events.RoleUser), Text: text, TS: ts, ChatID: chat, EventID: eventID}
 				ep, err := decider.Decide(ctx, obs)
 				if err != nil || !ep.Write {
 					return fmt.Errorf("%w: the write decider did not keep generated memory %q (%s): %v", ErrMeasurement, text, ep.Reason, err)
 				}
-				rec = records.EpisodeRecord(tenantLoad, user, obs, ep)
+				rec = records.EpisodeRecord(tenant, user, obs, ep)
 			}
 			rec.Metadata[records.MetaSourceEventIDs] = []any{eventID}
 			rec.Metadata[records.MetaSourceMeta] = []any{map[string]any{"dia_id": fmt.Sprintf("D%d:%d", k/5+1, k%5+1)}}

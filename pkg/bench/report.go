@@ -52,6 +52,9 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("context request p50", f(r.CtxP50us, 1), "µs", fmt.Sprintf("%d requests interleaved with the echo, ~%.0f tokens per pack", r.Requests, r.CtxAvgTokens))
 	row("context request p99", f(r.CtxP99us, 1), "µs", fmt.Sprintf("until the reply's bytes arrive, as the echo; decoding a pack takes another %.0f µs (p50)", r.CtxDecodeP50us))
 	row("context p99 / NATS p99", f(r.CtxVsNATSP99, 2), "x", "")
+	for _, c := range r.Curve {
+		row(fmt.Sprintf("ctx p99, %d in 1 ns", c.Memories), f(c.CtxP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; cost curve: one namespace of %d memories", c.CtxP50us, c.Memories))
+	}
 	row("raw JetStream", f(r.RawJSMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d messages, async publish + 1 durable pull consumer acking%s", r.IngestMessages, cpuNote(r.RawCPUusPerMsg)))
 	row("ingest pipeline", f(r.IngestMsgsPerS, 0), "msgs/s", fmt.Sprintf("%d observations -> %d episodic memories%s", r.IngestMessages, r.IngestStored, cpuNote(r.IngestCPUusPerMsg)))
 	row("ingest / raw JetStream", f(r.IngestVsRaw, 2), "x", "")

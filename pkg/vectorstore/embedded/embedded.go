@@ -95,10 +95,15 @@ func (c Config) Validate() error {
 // (together about 90% of a search and the bulk of the retriever's latency). In
 // memory a search is a scan of the partition's records.
 //
-// Why an exact scan: every query is confined to one partition, and a partition holds
-// hundreds of memories, not millions. Scoring a few hundred 384-d vectors takes tens
-// of microseconds, is exact (no recall loss, no index to tune or rebuild), and needs
-// no approximate-index structure to keep in sync under deletes.
+// Keyword (sparse) search, the offline default, walks the query terms' posting
+// lists, which every write keeps up to date (lexIndex), and reads only the
+// records they reach: its cost grows with how many records share the query's
+// words, not with the partition. Dense search is an exact scan of the partition's
+// records of the asked type: no approximate index yet. An HNSW graph was built
+// and measured for it (issue 20; BENCHMARKS.md "Cost curve") and left out: on the
+// local embedder's hashed vectors its recall@10 stayed under 0.8 at a beam of
+// 128 and it took 35–45 s to index 20,000 records on this machine, while dense
+// search runs only to fill a type with too few keyword matches.
 //
 // Memory: a loaded record costs its normalised vector (4·Dimensions bytes), its
 // strings, its terms and its metadata as JSON: about 2.6 KB and 8 heap objects at
@@ -145,9 +150,9 @@ func (s *Store) Checkpoint(ctx context.Context) error { return s.b.Checkpoint(ct
 // second one fails at once instead of waiting); writeMu serialises writes and
 // partition loads (SQLite allows one writer anyway), so that a partition in memory
 // always matches the committed rows; cacheMu guards the partition map and the
-// partitions' contents; a partition's lazyMu guards only its lazily rebuilt views
-// (BM25 index, id order). Order: checkpointMu, then writeMu, then cacheMu, then
-// lazyMu; never the reverse. Reads take only cacheMu (shared), once their
+// partitions' contents (their BM25 postings included, which every write keeps up
+// to date); a partition's lazyMu guards only its lazily rebuilt id orders.
+// Order: checkpointMu, then writeMu, then cacheMu, then lazyMu; never the reverse. Reads take only cacheMu (shared), once their
 // partition is loaded.
 type backend struct {
 	cfg    Config
@@ -460,11 +465,11 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if len(p.entries) > 0 {
+	if p.live > 0 {
 		s.cacheMu.Lock()
 		s.parts[k] = p
 		s.cacheMu.Unlock()
-		s.logger.Debug("partition loaded", obs.Tenant(k.tenant), obs.User(k.userID), zap.Int("records", len(p.entries)))
+		s.logger.Debug("partition loaded", obs.Tenant(k.tenant), obs.User(k.userID), zap.Int("records", p.live))
 	}
 	return p, nil
 }
@@ -636,10 +641,10 @@ func (s *backend) Get(ctx context.Context, f vectorstore.Filter) ([]vectorstore.
 	var out []vectorstore.Record
 	err := s.read(ctx, partKey{f.Tenant, f.UserID}, func(p *partition) error {
 		for j, id := range f.IDs {
-			i, ok := p.byID[id]
+			d, ok := p.byID[id]
 			// An id asked twice is returned once.
-			if ok && m.match(p.entries[i]) && !slices.Contains(f.IDs[:j], id) {
-				r, err := p.entries[i].record()
+			if ok && m.match(p.docs[d]) && !slices.Contains(f.IDs[:j], id) {
+				r, err := p.docs[d].record()
 				if err != nil {
 					return err
 				}
@@ -788,11 +793,11 @@ func (s *backend) patchLoaded(k partKey, ids []string, byID map[string]vectorsto
 	}
 	m := newMatcher(vectorstore.Filter{Tenant: k.tenant, UserID: k.userID, IDs: ids}, now)
 	for _, id := range ids {
-		i, ok := p.byID[id]
-		if !ok || !m.match(p.entries[i]) {
+		d, ok := p.byID[id]
+		if !ok || !m.match(p.docs[d]) {
 			continue
 		}
-		e, patch := p.entries[i], byID[id]
+		e, patch := p.docs[d], byID[id]
 		rec, meta, err := applyPatch(e.rec, e.meta, patch, s.cfg.Dimensions)
 		if err != nil {
 			return nil, true, err

@@ -37,6 +37,7 @@ type entry struct {
 	ts, expires int64
 	hasExpiry   bool
 	terms       string // bm25.Tokenize(rec.Text) joined by spaces (no term holds one), the sparse side; set by put
+	doc         int32  // its number in the partition (partition.docs); set by put
 }
 
 // newEntry builds the entry of rec, a record in its stored form (storedForm), whose
@@ -79,112 +80,170 @@ func (e *entry) record() (vectorstore.Record, error) {
 }
 
 // partition is one (tenant, user) partition held in memory: every record, whole,
-// so that reads never touch SQLite. Slot order is arbitrary (a removal moves the
-// last slot into the hole).
+// so that reads never touch SQLite, and an inverted BM25 index over their texts
+// kept up to date by every write, so that a keyword search costs the postings of
+// the query's terms rather than a pass over the partition.
+//
+// Records live in docs, numbered in the order they came: a record keeps its doc
+// number while its text and memory type stay (a payload update swaps the entry in
+// place), and gets a new one when either changes; the old number is then dead
+// (nil), and so are a removed record's. Postings of dead docs are skipped by
+// searches and dropped by compact, which renumbers the docs once the dead ones
+// outnumber the live (amortised O(1) per write).
 //
 // Writers hold cacheMu exclusively. Readers hold it shared; lazyMu lets the first
-// reader after a write rebuild the derived views (BM25 index, id order) while
-// others wait for it.
+// reader after a write rebuild the id orders while others wait for it.
 type partition struct {
-	key     partKey // every entry's Tenant and UserID share these strings
-	entries []*entry
-	slot    map[int64]int  // rid → slot
-	byID    map[string]int // id → slot
+	key  partKey // every entry's Tenant and UserID share these strings
+	docs []*entry
+	// kinds[d] is docs[d]'s typeSlot, deadKind once it is dead: a search checks
+	// the memory type of the records a posting list reaches here, in one
+	// contiguous array, rather than in each record.
+	kinds []uint8
+	live  int
+	byRID map[int64]int32  // rid → doc
+	byID  map[string]int32 // id → doc
+	lex   lexIndex
 
 	lazyMu sync.Mutex
-	ix     *bm25.Index // over the slots' terms; nil after a text changes
-	order  []int       // slots in ascending id order; nil after a record comes or goes
+	// orders[t] holds the rids of memory type memoryTypes[t] in ascending id
+	// order, orders[len(memoryTypes)] every rid; nil after a record of it came or
+	// went.
+	orders [4][]int64
 }
 
+const deadKind = 255
+
 func newPartition(k partKey) *partition {
-	return &partition{key: k, slot: make(map[int64]int), byID: make(map[string]int)}
+	return &partition{key: k, byRID: make(map[int64]int32), byID: make(map[string]int32), lex: newLexIndex()}
+}
+
+// typeSlot is t's index in orders; an unknown type shares the last (all).
+func typeSlot(t vectorstore.MemoryType) int {
+	if i := slices.Index(memoryTypes, t); i >= 0 {
+		return i
+	}
+	return len(memoryTypes)
 }
 
 // put adds or replaces the record at rid; e is the partition's from now on. A
 // replaced record whose text is unchanged (a payload update) keeps its terms
-// rather than tokenizing the text again.
+// rather than tokenizing the text again, and its doc number.
 func (p *partition) put(e *entry) {
 	e.rec.Tenant, e.rec.UserID = p.key.tenant, p.key.userID
-	i, ok := p.slot[e.rid]
-	if ok && p.entries[i].rec.Text == e.rec.Text {
-		e.terms = p.entries[i].terms
-	} else {
+	d, ok := p.byRID[e.rid]
+	if ok {
+		old := p.docs[d]
+		if old.rec.Text == e.rec.Text {
+			e.terms = old.terms
+			if old.rec.MemoryType == e.rec.MemoryType {
+				e.doc = d
+				p.docs[d] = e
+				return
+			}
+		}
+		p.kill(d)
+	}
+	if e.terms == "" && e.rec.Text != "" {
 		e.terms = strings.Join(bm25.Tokenize(e.rec.Text), " ")
 	}
-	if !ok {
-		p.slot[e.rid] = len(p.entries)
-		p.byID[e.rec.ID] = len(p.entries)
-		p.entries = append(p.entries, e)
-		p.ix, p.order = nil, nil
-		return
-	}
-	old := p.entries[i]
-	p.entries[i] = e
-	if old.rec.Text != e.rec.Text {
-		p.ix = nil
+	e.doc = int32(len(p.docs))
+	p.docs = append(p.docs, e)
+	p.kinds = append(p.kinds, uint8(typeSlot(e.rec.MemoryType)))
+	p.live++
+	p.byRID[e.rid] = e.doc
+	p.byID[e.rec.ID] = e.doc
+	p.lex.add(e.doc, e.terms)
+	p.orders[typeSlot(e.rec.MemoryType)], p.orders[len(memoryTypes)] = nil, nil
+	if ok {
+		p.maybeCompact()
 	}
 }
 
-// remove drops rid by moving the last slot into its place.
+// kill makes doc d dead; its rid and id are the caller's to drop or remap.
+func (p *partition) kill(d int32) {
+	old := p.docs[d]
+	p.lex.remove(d, old.terms)
+	p.docs[d] = nil
+	p.kinds[d] = deadKind
+	p.live--
+	p.orders[typeSlot(old.rec.MemoryType)], p.orders[len(memoryTypes)] = nil, nil
+}
+
+// remove drops rid.
 func (p *partition) remove(rid int64) {
-	i, ok := p.slot[rid]
+	d, ok := p.byRID[rid]
 	if !ok {
 		return
 	}
-	gone := p.entries[i]
-	last := len(p.entries) - 1
-	if i != last {
-		moved := p.entries[last]
-		p.entries[i] = moved
-		p.slot[moved.rid] = i
-		p.byID[moved.rec.ID] = i
-	}
-	p.entries[last] = nil
-	p.entries = p.entries[:last]
-	delete(p.slot, rid)
+	gone := p.docs[d]
+	p.kill(d)
+	delete(p.byRID, rid)
 	delete(p.byID, gone.rec.ID)
-	p.ix, p.order = nil, nil
+	p.maybeCompact()
 }
 
-// index returns the BM25 index over the partition's texts, building it after a
-// write. The caller holds cacheMu (shared suffices).
-func (p *partition) index() *bm25.Index {
-	p.lazyMu.Lock()
-	defer p.lazyMu.Unlock()
-	if p.ix == nil {
-		docs := make([][]string, len(p.entries))
-		for i, e := range p.entries {
-			docs[i] = strings.Fields(e.terms)
-		}
-		p.ix = bm25.NewIndex(docs, bm25.DefaultParams())
+// maybeCompact renumbers the live docs when the dead ones outnumber them (and
+// are more than a few), rebuilding the postings without the dead. Called after a
+// write, with cacheMu held exclusively.
+func (p *partition) maybeCompact() {
+	dead := len(p.docs) - p.live
+	if dead < 64 || dead <= p.live {
+		return
 	}
-	return p.ix
+	docs := make([]*entry, 0, p.live)
+	kinds := make([]uint8, 0, p.live)
+	p.lex = newLexIndex()
+	for d, e := range p.docs {
+		if e == nil {
+			continue
+		}
+		e.doc = int32(len(docs))
+		docs = append(docs, e)
+		kinds = append(kinds, p.kinds[d])
+		p.byRID[e.rid] = e.doc
+		p.byID[e.rec.ID] = e.doc
+		p.lex.add(e.doc, e.terms)
+	}
+	p.docs, p.kinds = docs, kinds
 }
 
-// sorted returns the slots in ascending id order, building it after a record came
-// or went. The caller holds cacheMu (shared suffices).
-func (p *partition) sorted() []int {
+// sorted returns the rids of memory type slot t (typeSlot) in ascending id
+// order, building it after a record of it came or went. The caller holds cacheMu
+// (shared suffices).
+func (p *partition) sorted(t int) []int64 {
 	p.lazyMu.Lock()
 	defer p.lazyMu.Unlock()
-	if p.order == nil {
-		p.order = make([]int, len(p.entries))
-		for i := range p.order {
-			p.order[i] = i
+	if p.orders[t] == nil {
+		var es []*entry
+		for _, e := range p.docs {
+			if e != nil && (t == len(memoryTypes) || typeSlot(e.rec.MemoryType) == t) {
+				es = append(es, e)
+			}
 		}
-		slices.SortFunc(p.order, func(a, b int) int { return cmp.Compare(p.entries[a].rec.ID, p.entries[b].rec.ID) })
+		slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(a.rec.ID, b.rec.ID) })
+		order := make([]int64, len(es))
+		for i, e := range es {
+			order[i] = e.rid
+		}
+		p.orders[t] = order
 	}
-	return p.order
+	return p.orders[t]
 }
+
+// entryOf returns rid's entry; rid must be in the partition.
+func (p *partition) entryOf(rid int64) *entry { return p.docs[p.byRID[rid]] }
 
 // selectEntries returns the entries m selects with id ≥ from, in id order, at most
-// limit (negative: all). The caller holds cacheMu.
+// limit (negative: all). The caller holds cacheMu. A filter of one memory type
+// walks that type's records only.
 func (p *partition) selectEntries(m *matcher, from string, limit int) []*entry {
 	var out []*entry
 	if m.ids != nil {
 		// A few ids: look them up rather than walk the partition.
 		for _, id := range m.ids {
-			if i, ok := p.byID[id]; ok && id >= from && m.match(p.entries[i]) && !slices.Contains(out, p.entries[i]) {
-				out = append(out, p.entries[i])
+			if d, ok := p.byID[id]; ok && id >= from && m.match(p.docs[d]) && !slices.Contains(out, p.docs[d]) {
+				out = append(out, p.docs[d])
 			}
 		}
 		slices.SortFunc(out, func(a, b *entry) int { return cmp.Compare(a.rec.ID, b.rec.ID) })
@@ -193,35 +252,39 @@ func (p *partition) selectEntries(m *matcher, from string, limit int) []*entry {
 		}
 		return out
 	}
-	order := p.sorted()
-	start, _ := slices.BinarySearchFunc(order, from, func(slot int, from string) int { return cmp.Compare(p.entries[slot].rec.ID, from) })
-	for _, i := range order[start:] {
+	t := len(memoryTypes)
+	if len(m.f.MemoryTypes) == 1 {
+		t = typeSlot(m.f.MemoryTypes[0])
+	}
+	order := p.sorted(t)
+	start, _ := slices.BinarySearchFunc(order, from, func(rid int64, from string) int { return cmp.Compare(p.entryOf(rid).rec.ID, from) })
+	for _, rid := range order[start:] {
 		if limit >= 0 && len(out) == limit {
 			break
 		}
-		if e := p.entries[i]; m.match(e) {
+		if e := p.entryOf(rid); m.match(e) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// candidates returns the slots m selects, in slot order. The caller holds cacheMu.
-func (p *partition) candidates(m *matcher) []int {
+// candidates returns the docs m selects, in doc order. The caller holds cacheMu.
+func (p *partition) candidates(m *matcher) []int32 {
 	if m.ids != nil {
-		var out []int
+		var out []int32
 		for _, id := range m.ids {
-			if i, ok := p.byID[id]; ok && m.match(p.entries[i]) && !slices.Contains(out, i) {
-				out = append(out, i)
+			if d, ok := p.byID[id]; ok && m.match(p.docs[d]) && !slices.Contains(out, d) {
+				out = append(out, d)
 			}
 		}
 		slices.Sort(out)
 		return out
 	}
-	out := make([]int, 0, len(p.entries))
-	for i, e := range p.entries {
-		if m.match(e) {
-			out = append(out, i)
+	out := make([]int32, 0, p.live)
+	for d, e := range p.docs {
+		if k := p.kinds[d]; k != deadKind && m.kinds[k] && (m.typeOnly || m.match(e)) {
+			out = append(out, int32(d))
 		}
 	}
 	return out
@@ -237,6 +300,11 @@ type matcher struct {
 	hasUntil     bool
 	payload      []payloadCond
 	now          int64
+	// kinds[t] is whether memory type slot t passes; typeOnly whether the
+	// memory type is all the filter checks (besides ids), so a record's kind
+	// decides without reading it.
+	kinds    [4]bool
+	typeOnly bool
 }
 
 type payloadCond struct {
@@ -257,6 +325,16 @@ func newMatcher(f vectorstore.Filter, now time.Time) *matcher {
 		want, _ := vectorstore.PayloadValue(v) // Normalize checked it
 		m.payload = append(m.payload, payloadCond{k, want})
 	}
+	for t := range m.kinds {
+		m.kinds[t] = len(f.MemoryTypes) == 0
+	}
+	for _, t := range f.MemoryTypes {
+		if i := slices.Index(memoryTypes, t); i >= 0 {
+			m.kinds[i] = true
+		}
+	}
+	m.typeOnly = !m.hasSince && !m.hasUntil && f.ChatID == "" && f.Who == "" && f.Scope == "" && f.Kind == "" && f.Key == "" &&
+		len(m.payload) == 0 && f.IncludeExpired && !f.ExpiredOnly
 	return m
 }
 

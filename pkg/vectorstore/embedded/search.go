@@ -20,11 +20,11 @@ const (
 	hybridDepth = 4
 )
 
-// ranked is a record (by slot, and rid to break ties) and its score on one side,
+// ranked is a record (by doc, and rid to break ties) and its score on one side,
 // or its fused score. It holds no pointer, so sorting it costs no write barriers.
 type ranked struct {
 	rid   int64
-	slot  int
+	doc   int32
 	score float64
 }
 
@@ -43,10 +43,6 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 	m := newMatcher(q.Filter, time.Now())
 	var hits []vectorstore.Hit
 	err := s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) error {
-		candidates := p.candidates(m)
-		if len(candidates) == 0 {
-			return nil
-		}
 		depth := q.Limit
 		if q.Mode == vectorstore.Hybrid {
 			depth *= hybridDepth
@@ -54,15 +50,15 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 		var top []ranked
 		switch q.Mode {
 		case vectorstore.Dense:
-			top = denseRanking(p, qv, candidates, depth)
+			top = denseRanking(p, qv, m, depth)
 		case vectorstore.Sparse:
-			top = sparseRanking(p, terms, candidates, depth)
+			top = sparseRanking(p, terms, m, depth)
 		case vectorstore.Hybrid:
-			top = fuseRRF(q.Limit, denseRanking(p, qv, candidates, depth), sparseRanking(p, terms, candidates, depth))
+			top = fuseRRF(q.Limit, denseRanking(p, qv, m, depth), sparseRanking(p, terms, m, depth))
 		}
 		hits = make([]vectorstore.Hit, len(top))
 		for i, r := range top {
-			e := p.entries[r.slot]
+			e := p.docs[r.doc]
 			if q.WithoutMetadata {
 				hits[i] = vectorstore.Hit{Record: e.rec, Score: r.score}
 				continue
@@ -78,37 +74,120 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 	return hits, s.Wrap("search", err)
 }
 
-// denseRanking scores the candidates by cosine similarity, exactly.
-func denseRanking(p *partition, qv []float32, candidates []int, depth int) []ranked {
-	out := make([]ranked, len(candidates))
-	for j, i := range candidates {
-		e := p.entries[i]
-		out[j] = ranked{e.rid, i, float64(dot(qv, e.rec.Vector))}
+// denseRanking scores the records m selects by cosine similarity, exactly.
+func denseRanking(p *partition, qv []float32, m *matcher, depth int) []ranked {
+	top := newTopK(depth)
+	for _, d := range p.candidates(m) {
+		e := p.docs[d]
+		top.offer(ranked{e.rid, d, float64(dot(qv, e.rec.Vector))})
 	}
-	return best(out, depth)
+	return top.sorted()
 }
 
-// sparseRanking ranks the candidates by Okapi BM25 (pkg/bm25, k1 = 1.2, b = 0.75)
-// of their text against the query terms, with the partition as the corpus. Only
-// the candidates are scored: a search of one memory type skips the others.
-func sparseRanking(p *partition, terms []string, candidates []int, depth int) []ranked {
-	if len(terms) == 0 {
+// sparseRanking ranks the records m selects by Okapi BM25 (k1 = 1.2, b = 0.75,
+// pkg/bm25's scores) of their text against the query terms, with the partition as
+// the corpus. It walks the query terms' postings (lexIndex) and matches only the
+// records they reach: a search of one memory type costs the postings, not the
+// partition.
+func sparseRanking(p *partition, terms []string, m *matcher, depth int) []ranked {
+	if len(terms) == 0 || depth <= 0 {
 		return nil
 	}
-	scores := p.index().Scores(terms, nil)
-	out := make([]ranked, 0, len(candidates))
-	for _, i := range candidates {
-		if sc := scores[i]; sc > 0 {
-			out = append(out, ranked{p.entries[i].rid, i, sc})
+	var allowed []int32
+	if m.ids != nil {
+		allowed = p.candidates(m)
+		if len(allowed) == 0 {
+			return nil
 		}
 	}
-	return best(out, depth)
+	top := newTopK(depth)
+	p.lex.scores(terms, func(d int32) bool { return p.kinds[d] != deadKind }, func(d int32, sc float64) {
+		if sc <= 0 || !m.kinds[p.kinds[d]] || top.full() && sc < top.worst() {
+			return // decided without reading the record
+		}
+		if allowed != nil {
+			if !slices.Contains(allowed, d) {
+				return
+			}
+		} else if !m.typeOnly && !m.match(p.docs[d]) {
+			return
+		}
+		top.offer(ranked{p.docs[d].rid, d, sc})
+	})
+	return top.sorted()
 }
 
 // best returns the best n of rs, ordered.
 func best(rs []ranked, n int) []ranked {
 	sortRanked(rs)
 	return rs[:min(n, len(rs))]
+}
+
+// topK keeps the best k of what it is offered (sortRanked's order) in a heap
+// whose root is the worst kept, so choosing the best k of n costs n log k
+// rather than a sort of all n.
+type topK struct {
+	k int
+	h []ranked
+}
+
+func newTopK(k int) *topK { return &topK{k: k, h: make([]ranked, 0, min(k, 1024))} }
+
+// worse reports whether a ranks after b.
+func worse(a, b ranked) bool { return a.score < b.score || a.score == b.score && a.rid > b.rid }
+
+func (t *topK) full() bool { return t.k > 0 && len(t.h) == t.k }
+
+// worst is the lowest score kept; only when full.
+func (t *topK) worst() float64 { return t.h[0].score }
+
+func (t *topK) offer(r ranked) {
+	if t.k <= 0 {
+		return
+	}
+	h := t.h
+	if len(h) == t.k {
+		if !worse(h[0], r) {
+			return
+		}
+		h[0] = r
+		t.down(0)
+		return
+	}
+	h = append(h, r)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !worse(h[i], h[p]) {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	t.h = h
+}
+
+func (t *topK) down(i int) {
+	h, n := t.h, len(t.h)
+	for {
+		l, r, s := 2*i+1, 2*i+2, i
+		if l < n && worse(h[l], h[s]) {
+			s = l
+		}
+		if r < n && worse(h[r], h[s]) {
+			s = r
+		}
+		if s == i {
+			return
+		}
+		h[s], h[i] = h[i], h[s]
+		i = s
+	}
+}
+
+// sorted returns what was kept, best first.
+func (t *topK) sorted() []ranked {
+	sortRanked(t.h)
+	return t.h
 }
 
 // fuseRRF merges rankings by reciprocal rank fusion and returns the best limit.
@@ -121,7 +200,7 @@ func fuseRRF(limit int, rankings ...[]ranked) []ranked {
 	all := make([]ranked, 0, n)
 	for _, rk := range rankings {
 		for i, r := range rk {
-			all = append(all, ranked{r.rid, r.slot, 1 / float64(rrfK+i+1)})
+			all = append(all, ranked{r.rid, r.doc, 1 / float64(rrfK+i+1)})
 		}
 	}
 	slices.SortFunc(all, func(a, b ranked) int { return cmp.Compare(a.rid, b.rid) })
