@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -179,7 +179,9 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 		must(t, err)
 		subject, err := events.RPCSubject(tenant, tc.endpoint)
 		must(t, err)
-		msg, err := r.nc.Request(subject, data, 5*time.Second)
+		// Within what the Go client waits for a reply: under -race on a loaded
+		// machine the archive of megabyte records took more than 5 s.
+		msg, err := r.nc.Request(subject, data, client.DefaultRequestTimeout)
 		if err != nil {
 			t.Errorf("%s: no reply: %v", tc.endpoint, err)
 			continue
