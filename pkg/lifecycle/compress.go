@@ -193,7 +193,7 @@ type LLMCompressor struct {
 
 // Compress implements Compressor.
 func (c LLMCompressor) Compress(ctx context.Context, doc string) (string, error) {
-	system, user, err := compressPrompt.render(struct {
+	system, user, err := compressPrompt.Render(struct {
 		Doc   string
 		Chars int
 	}{doc, len(doc)})
@@ -203,7 +203,7 @@ func (c LLMCompressor) Compress(ctx context.Context, doc string) (string, error)
 	var reply struct {
 		Memory string `json:"memory"`
 	}
-	if err := c.Client.CompleteJSON(llm.WithStep(ctx, StepCompress), system, user, compressPrompt.schema, &reply); err != nil {
+	if err := c.Client.CompleteJSON(llm.WithStep(ctx, StepCompress), system, user, compressPrompt.Schema, &reply); err != nil {
 		return "", fmt.Errorf("lifecycle: compress: %w", err)
 	}
 	out := strings.TrimSpace(reply.Memory)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/template"
 
 	"go.uber.org/zap"
 
@@ -39,33 +38,12 @@ func (c LLMConfig) Validate() error {
 //go:embed prompts
 var promptFS embed.FS
 
-// prompt is one processor's template (blocks "system" and "user") and reply schema.
-type prompt struct {
-	name   string
-	tmpl   *template.Template
-	schema []byte
-}
-
-// loadPrompt reads prompts/<name>.tmpl and prompts/<name>.schema.json. They are
-// compiled into the binary, so a failure is a build defect caught by any test.
-func loadPrompt(name string) prompt {
-	schema, err := promptFS.ReadFile("prompts/" + name + ".schema.json")
-	if err != nil {
-		panic(fmt.Sprintf("processor: embedded schema %s: %v", name, err))
-	}
-	return prompt{
-		name:   name,
-		tmpl:   template.Must(template.ParseFS(promptFS, "prompts/"+name+".tmpl")),
-		schema: schema,
-	}
-}
-
 var (
-	decidePrompt        = loadPrompt("decide")
-	semanticPrompt      = loadPrompt("semantic")
-	mergePrompt         = loadPrompt("merge")
-	separatePrompt      = loadPrompt("separate")
-	reconsolidatePrompt = loadPrompt("reconsolidate")
+	decidePrompt        = llm.MustLoadPrompt(promptFS, "prompts", "decide")
+	semanticPrompt      = llm.MustLoadPrompt(promptFS, "prompts", "semantic")
+	mergePrompt         = llm.MustLoadPrompt(promptFS, "prompts", "merge")
+	separatePrompt      = llm.MustLoadPrompt(promptFS, "prompts", "separate")
+	reconsolidatePrompt = llm.MustLoadPrompt(promptFS, "prompts", "reconsolidate")
 )
 
 // errUnusable marks a reply that matches the schema but cannot be used (e.g. a
@@ -92,28 +70,25 @@ func newCaller(cfg LLMConfig, logger *zap.Logger) (llmCaller, error) {
 // fallback=true, with the reason logged, when the reply is bad: the processor then
 // uses its safe default. Any other failure (endpoint unavailable, request
 // rejected, context ended) is returned for the caller to retry or give up.
-func (c llmCaller) ask(ctx context.Context, p prompt, data, out any) (fallback bool, err error) {
-	var system, user strings.Builder
-	if err := p.tmpl.ExecuteTemplate(&system, "system", data); err != nil {
-		return false, fmt.Errorf("processor: %s prompt: %w", p.name, err)
+func (c llmCaller) ask(ctx context.Context, p llm.Prompt, data, out any) (fallback bool, err error) {
+	system, user, err := p.Render(data)
+	if err != nil {
+		return false, fmt.Errorf("processor: %w", err)
 	}
-	if err := p.tmpl.ExecuteTemplate(&user, "user", data); err != nil {
-		return false, fmt.Errorf("processor: %s prompt: %w", p.name, err)
-	}
-	err = c.client.CompleteJSON(llm.WithStep(ctx, p.name), system.String(), user.String(), p.schema, out)
+	err = c.client.CompleteJSON(llm.WithStep(ctx, p.Name), system, user, p.Schema, out)
 	if errors.Is(err, llm.ErrBadReply) {
 		c.badReply(p, err)
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("processor: %s: %w", p.name, err)
+		return false, fmt.Errorf("processor: %s: %w", p.Name, err)
 	}
 	return false, nil
 }
 
-func (c llmCaller) badReply(p prompt, err error) {
+func (c llmCaller) badReply(p llm.Prompt, err error) {
 	c.logger.Warn("LLM reply unusable, using the rule-based default",
-		zap.String("processor", p.name), zap.Error(err))
+		zap.String("processor", p.Name), zap.Error(err))
 }
 
 // promptRecord is the view of a record a prompt shows.
