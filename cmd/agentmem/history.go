@@ -193,4 +193,3 @@ func eventsGetCmd(g *globalFlags) *cobra.Command {
 	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
 }
-
