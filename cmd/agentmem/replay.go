@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
-	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/diff"
 	"github.com/agentmem/agentmem/pkg/eventstore"
@@ -294,14 +293,9 @@ func openLive(ctx context.Context, cfg config.Config, logger *zap.Logger) (*app.
 		}
 		return rt, func() { _ = rt.Close() }, nil
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: cfg.NATS.Embedded.StoreDir})
+	rt, closeFn, err := replay.OpenStopped(ctx, cfg, logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := app.NewRuntime(ctx, cfg, srv, logger)
-	if err != nil {
-		srv.Shutdown()
-		return nil, nil, err
-	}
-	return rt, func() { _ = rt.Close(); srv.Shutdown(); srv.WaitForShutdown() }, nil
+	return rt, func() { _ = closeFn() }, nil
 }

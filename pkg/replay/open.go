@@ -2,13 +2,13 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/docstore"
 )
 
@@ -35,21 +35,32 @@ func Open(ctx context.Context, root, tenant, name, file string, environ []string
 	if err != nil {
 		return nil, err
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: cfg.NATS.Embedded.StoreDir})
+	rt, closeFn, err := OpenStopped(ctx, cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("replay: open %s: %w", name, err)
+	}
+	return &Shadow{Manifest: m, Runtime: rt, close: closeFn}, nil
+}
+
+// OpenStopped opens the runtime (stores) of a stack that is not running, on an
+// embedded NATS server without a listener over cfg's nats.embedded.store_dir; the
+// returned function closes both.
+func OpenStopped(ctx context.Context, cfg config.Config, logger *zap.Logger) (*app.Runtime, func() error, error) {
+	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: cfg.NATS.Embedded.StoreDir})
+	if err != nil {
+		return nil, nil, err
 	}
 	rt, err := app.NewRuntime(ctx, cfg, srv, logger)
 	if err != nil {
 		srv.Shutdown()
-		return nil, fmt.Errorf("replay: open %s: %w", name, err)
+		return nil, nil, err
 	}
-	return &Shadow{Manifest: m, Runtime: rt, close: func() error {
+	return rt, func() error {
 		err := rt.Close()
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return errors.Join(err)
-	}}, nil
+		return err
+	}, nil
 }
 
 // Close releases the shadow's stores and server.
