@@ -63,6 +63,7 @@ var Endpoints = []string{
 	EndpointItemSave, EndpointItemGet, EndpointItemList, EndpointItemUpdate, EndpointItemDelete, EndpointItemDeleteScope, EndpointItemSearch,
 	EndpointBackupsList, EndpointBackupsRestore, EndpointCompress,
 	EndpointPolicyShow, EndpointPolicySet, EndpointPolicyHistory, EndpointPolicyRollback,
+	EndpointEventsList, EndpointEventsGet, EndpointEventsCount,
 }
 
 // IsEndpoint reports whether name is one of Endpoints.

@@ -4,12 +4,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
 
 func main() {
-	if err := newRoot().Execute(); err != nil {
+	err := newRoot().Execute()
+	var code exitCode
+	if errors.As(err, &code) {
+		os.Exit(int(code))
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentmem:", err)
 		os.Exit(1)
 	}

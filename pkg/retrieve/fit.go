@@ -38,6 +38,8 @@ func cutterFor(reply any) cuttable {
 		return itemsCut(r)
 	case events.HistoryReply:
 		return historyCut(r)
+	case events.EventsListReply:
+		return eventsCut(r)
 	}
 	return nil
 }

@@ -124,6 +124,9 @@ func (s *Service) endpoints() map[string]endpointFunc {
 		events.EndpointPolicySet:       handle(lim, s.policySet),
 		events.EndpointPolicyHistory:   handle(lim, s.policyHistory),
 		events.EndpointPolicyRollback:  handle(lim, s.policyRollback),
+		events.EndpointEventsList:      handle(lim, s.eventsList),
+		events.EndpointEventsGet:       handle(lim, s.eventGet),
+		events.EndpointEventsCount:     handle(lim, s.eventsCount),
 	}
 }
 
@@ -361,7 +364,8 @@ func ErrorCode(err error) string {
 		errors.Is(err, vectorstore.ErrInvalidFilter), errors.Is(err, vectorstore.ErrInvalidQuery),
 		errors.Is(err, vectorstore.ErrInvalidRecord), errors.Is(err, vectorstore.ErrConflict),
 		errors.Is(err, docstore.ErrInvalidContent), errors.Is(err, docstore.ErrInvalidPath),
-		errors.Is(err, memory.ErrInvalid), errors.Is(err, policy.ErrInvalid), errors.Is(err, policy.ErrInvalidOverrides):
+		errors.Is(err, memory.ErrInvalid), errors.Is(err, policy.ErrInvalid), errors.Is(err, policy.ErrInvalidOverrides),
+		errors.Is(err, eventstore.ErrInvalidQuery):
 		return events.RPCCodeBadRequest
 	case errors.Is(err, ErrReplyTooLarge):
 		return events.RPCCodeTooLarge

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/diff"
+	"github.com/agentmem/agentmem/pkg/replay"
+)
+
+// E6 from the command line: replay a user into two shadow namespaces, list them,
+// diff them (exit 0: same configuration) and against the live memory once the live
+// stack has stopped (exit 0), then a replay with other ingest settings (exit 1,
+// naming the memories), and drop.
+func TestReplayAndDiffCommands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	t.Setenv("AGENTMEM_CONFIG", "")
+	t.Setenv("AGENTMEM_DATA_DIR", dir)
+	cfg, err := config.Load("", []string{"AGENTMEM_DATA_DIR=" + dir, "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := stack.ClientURL()
+	ns := []string{"--nats-url", url, "--tenant", "acme"}
+	for _, text := range []string{"My sales.csv has columns date, product and qty.", "Noted.", "I prefer bar charts for monthly totals.", "Bar charts it is."} {
+		if out, err := run(t, append([]string{"observe", "--user", "u1", "--session", "s1", "--text", text}, ns...)...); err != nil {
+			t.Fatalf("observe: %v\n%s", err, out)
+		}
+	}
+	if out, err := run(t, append([]string{"end", "--user", "u1", "--session", "s1"}, ns...)...); err != nil {
+		t.Fatalf("end: %v\n%s", err, out)
+	}
+	if err := app.WaitIdle(ctx, stack.Runtime().JS, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if out, err := run(t, append([]string{"replay", "--user", "u1", "--name", name}, ns...)...); err != nil || !strings.Contains(out, "events read") {
+			t.Fatalf("replay %s: %v\n%s", name, err, out)
+		}
+	}
+	t.Setenv("AGENTMEM_INGEST_CONTEXT_MESSAGES", "-1")
+	if out, err := run(t, append([]string{"replay", "--user", "u1", "--name", "noctx", "--workers", "ingest"}, ns...)...); err != nil {
+		t.Fatalf("replay noctx: %v\n%s", err, out)
+	}
+	t.Setenv("AGENTMEM_INGEST_CONTEXT_MESSAGES", "")
+	out, err := run(t, "replay", "list", "--tenant", "acme", "--json")
+	var list []replay.Manifest
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 3 || list[0].Status != replay.StatusDone {
+		t.Fatalf("replay list = %v\n%s", err, out)
+	}
+	if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "b", "--against", "a"); err != nil || out != "" {
+		t.Fatalf("diff of two equal replays = %v\n%s", err, out)
+	}
+	if err := stack.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "a"); err != nil || out != "" {
+		t.Fatalf("diff live and replay a = %v\n%s", err, out)
+	}
+	out, err = run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "noctx", "--json")
+	if code, ok := err.(exitCode); !ok || code != 1 {
+		t.Fatalf("diff live and noctx = %v, want exit status 1\n%s", err, out)
+	}
+	var r diff.Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Changed) == 0 {
+		t.Fatalf("diff --json = %v\n%s", err, out)
+	}
+	for _, name := range []string{"a", "b", "noctx"} {
+		if out, err := run(t, "replay", "drop", "--tenant", "acme", "--name", name); err != nil {
+			t.Fatalf("drop %s: %v\n%s", name, err, out)
+		}
+	}
+	if out, err := run(t, "replay", "list", "--tenant", "acme", "--json"); err != nil || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("replay list after drop = %v\n%s", err, out)
+	}
+}
