@@ -28,29 +28,46 @@ import (
 )
 
 // rule is one kind of credential: group 1 of re is the value, or the whole
-// match without a group.
+// match without a group. keywords (lower case) are what a text must contain for
+// re to be tried at all, as gitleaks does: ordinary text contains none, and the
+// scan of a message then costs a few substring searches instead of every
+// regular expression (they took 39% of ingest's CPU).
 type rule struct {
-	kind string
-	re   *regexp.Regexp
+	kind     string
+	keywords []string
+	re       *regexp.Regexp
+}
+
+// containsAny reports whether lower contains one of words.
+func containsAny(lower string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
 }
 
 var rules = []rule{
-	{"private_key", regexp.MustCompile(`-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|$)`)},
-	{"api_key", regexp.MustCompile(`\b(?:sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{35}|(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,})\b`)},
-	{"access_token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,}|glpat-[A-Za-z0-9_\-]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}|(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|npm_[A-Za-z0-9]{36}|hf_[A-Za-z]{34})\b`)},
-	{"jwt", regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}`)},
-	{"password", regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:([^\s@/]+)@`)},
-	{"bearer_token", regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9_\-.=+/]{16,})`)},
-	{"password", regexp.MustCompile(`(?i)(?:\b(?:password|passwd|pwd|passwort|kennwort|passphrase)|密码|口令)(?:\s+(?:is|ist|for\s+\S+\s+is|für\s+\S+(?:\s+\S+)?\s+ist))?\s*(?:[=:：]|是|为)?\s*["']?([^\s"',;]{4,})`)},
-	{"secret", regexp.MustCompile(`(?i)\b(?:secret|token|api[_\-\s]?key|access[_\-]?key|client[_\-]?secret|auth[_\-]?key|private[_\-]?key|schlüssel)(?:\s+(?:is|ist))?\s*(?:[=:：]|是)\s*["']?([A-Za-z0-9_\-+/=.]{12,})`)},
+	{"private_key", []string{"-----begin"}, regexp.MustCompile(`-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|$)`)},
+	{"api_key", []string{"sk-", "aiza", "sk_", "rk_", "pk_"}, regexp.MustCompile(`\b(?:sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{35}|(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,})\b`)},
+	{"access_token", []string{"gh", "glpat-", "xox", "akia", "asia", "abia", "acca", "npm_", "hf_"}, regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,}|glpat-[A-Za-z0-9_\-]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}|(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|npm_[A-Za-z0-9]{36}|hf_[A-Za-z]{34})\b`)},
+	{"jwt", []string{"eyj"}, regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}`)},
+	{"password", []string{"://"}, regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:([^\s@/]+)@`)},
+	{"bearer_token", []string{"bearer"}, regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9_\-.=+/]{16,})`)},
+	{"password", []string{"passw", "pwd", "kennwort", "passphrase", "密码", "口令"}, regexp.MustCompile(`(?i)(?:\b(?:password|passwd|pwd|passwort|kennwort|passphrase)|密码|口令)(?:\s+(?:is|ist|for\s+\S+\s+is|für\s+\S+(?:\s+\S+)?\s+ist))?\s*(?:[=:：]|是|为)?\s*["']?([^\s"',;]{4,})`)},
+	{"secret", []string{"secret", "token", "api", "key", "schlüssel"}, regexp.MustCompile(`(?i)\b(?:secret|token|api[_\-\s]?key|access[_\-]?key|client[_\-]?secret|auth[_\-]?key|private[_\-]?key|schlüssel)(?:\s+(?:is|ist))?\s*(?:[=:：]|是)\s*["']?([A-Za-z0-9_\-+/=.]{12,})`)},
 }
 
 // Text returns text with every credential replaced by "[REDACTED:<kind>]", and
 // whether it found one. Text without one is returned as is.
 func Text(text string) (string, bool) {
 	found := false
+	// The keywords are looked for in the original text: a replacement only
+	// removes values and adds markers, which the rules skip.
+	lower := strings.ToLower(text)
 	for _, r := range rules {
-		if !r.re.MatchString(text) {
+		if !containsAny(lower, r.keywords) || !r.re.MatchString(text) {
 			continue
 		}
 		text = r.re.ReplaceAllStringFunc(text, func(m string) string {
@@ -75,6 +92,10 @@ func Marker(kind string) string { return "[REDACTED:" + kind + "]" }
 // injectionRe: a sentence that instructs an AI assistant, planted in content.
 var injectionRe = regexp.MustCompile(`(?i)\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|your)\s+(?:instructions|prompts?|rules)\b|\byou\s+are\s+now\b|\b(?:system\s+prompt|developer\s+mode|admin\s+mode|jailbreak)\b|\bassistant\s*,\s*(?:you|always|never|ignore)\b|忽略(?:之前|以上|前面)?的?(?:所有)?(?:指令|指示|提示)|\bignorier(?:e|en)?\s+(?:alle\s+)?(?:vorherigen|bisherigen|obigen)\s+(?:anweisungen|instruktionen)\b`)
 
+// injectionWords are what a text must contain (lower case) for injectionRe to be
+// tried.
+var injectionWords = []string{"ignore", "disregard", "forget", "now", "prompt", "mode", "jailbreak", "assistant", "忽略", "ignorier"}
+
 // sentenceEnd splits a text into sentences for Injections.
 var sentenceEnd = regexp.MustCompile(`[.!?。！？]+(?:\s+|$)|\n+`)
 
@@ -82,7 +103,7 @@ var sentenceEnd = regexp.MustCompile(`[.!?。！？]+(?:\s+|$)|\n+`)
 // (injectionRe), and whether it dropped one. A text without one is returned as
 // is.
 func Injections(text string) (string, bool) {
-	if !injectionRe.MatchString(text) {
+	if !containsAny(strings.ToLower(text), injectionWords) || !injectionRe.MatchString(text) {
 		return text, false
 	}
 	var b strings.Builder

@@ -76,3 +76,11 @@ func TestInjections(t *testing.T) {
 		t.Errorf("ordinary text changed: %q", got)
 	}
 }
+
+// Clean of an ordinary message, the case on every observation of ingest's path.
+func BenchmarkCleanOrdinaryMessage(b *testing.B) {
+	text := "Remember: my sales files have columns date, product, qty and unit_price; about 5000 rows, and I prefer bar charts."
+	for b.Loop() {
+		_ = Clean(text)
+	}
+}
