@@ -200,12 +200,14 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 	if len(recs) == 0 {
 		return
 	}
+	_ = w.deps.Gate.Background(ctx) // between the batch's steps too
 	if err := w.embed(ctx, recs, texts); err != nil {
 		for _, i := range owners {
 			errs[i] = err
 		}
 		return
 	}
+	_ = w.deps.Gate.Background(ctx)
 	for j, err := range w.store(ctx, recs) {
 		errs[owners[j]] = err
 	}
@@ -270,6 +272,10 @@ type decision struct {
 // without an error, up to decideParallel at once, and returns them by index in
 // envs (the zero decision, no write, for the others). In a batch of a hundred
 // messages and a model answering in seconds, one after another would take minutes.
+// yieldEvery is how many rule decisions a batch makes between two yields to reads
+// (priority.Gate.Background): about half a millisecond of CPU.
+const yieldEvery = 8
+
 func (w *Worker) decide(ctx context.Context, envs []events.Envelope, states map[sessionOf]session.State, errs []error) []decision {
 	out := make([]decision, len(envs))
 	one := func(i int) {
@@ -287,6 +293,11 @@ func (w *Worker) decide(ctx context.Context, envs []events.Envelope, states map[
 			continue
 		}
 		if w.decideParallel == 1 {
+			// A batch of rule decisions is milliseconds of CPU: reads that came
+			// meanwhile go first every few observations, not after the batch.
+			if i%yieldEvery == 0 {
+				_ = w.deps.Gate.Background(ctx)
+			}
 			one(i)
 			continue
 		}
