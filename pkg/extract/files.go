@@ -394,23 +394,29 @@ type listItem struct{ name, typ string }
 // a name. A single name only counts when introduced explicitly (a colon or a verb
 // such as "named"): "the columns look wrong" lists nothing.
 func parseList(text string, explicit bool) []listItem {
+	return readList(text, explicit, itemSplitRe, listEndRe, nil)
+}
+
+// readList is parseList with the item separators, the list ends and further
+// words no item starts with (stop) of a language.
+func readList(text string, explicit bool, split, listEnd *regexp.Regexp, stop map[string]bool) []listItem {
 	// Item by item, each looked for near the last: the list ends at its first
 	// item that is not one, or at a list end, so only that much is read.
 	text = headOf(text, maxListBytes)
 	var items []listItem
 	for text != "" {
 		raw, rest := text, ""
-		if loc := itemSplitRe.FindStringIndex(headOf(text, maxItemBytes)); loc != nil {
+		if loc := split.FindStringIndex(headOf(text, maxItemBytes)); loc != nil {
 			raw, rest = text[:loc[0]], text[loc[1]:]
 		} else {
 			raw = headOf(text, maxItemBytes) // longer than any item: parseItem refuses it
 		}
 		end := false
-		if loc := listEndRe.FindStringIndex(raw); loc != nil {
+		if loc := listEnd.FindStringIndex(raw); loc != nil {
 			raw, end = raw[:loc[0]], true
 		}
 		it, ok := parseItem(raw)
-		if !ok {
+		if !ok || stop[strings.ToLower(strings.Fields(it.name)[0])] {
 			break
 		}
 		items = append(items, it)
@@ -690,35 +696,9 @@ func zhList(text string) []listItem {
 }
 
 // deList reads a German list as parseList reads an English one, with German
-// conjunctions and clause words.
+// conjunctions, clause words and articles.
 func deList(text string, explicit bool) []listItem {
-	text = headOf(text, maxListBytes)
-	var items []listItem
-	for text != "" {
-		raw, rest := text, ""
-		if loc := deItemSplit.FindStringIndex(headOf(text, maxItemBytes)); loc != nil {
-			raw, rest = text[:loc[0]], text[loc[1]:]
-		} else {
-			raw = headOf(text, maxItemBytes)
-		}
-		end := false
-		if loc := deListEnd.FindStringIndex(raw); loc != nil {
-			raw, end = raw[:loc[0]], true
-		}
-		it, ok := parseItem(raw)
-		if !ok || deArticles[strings.ToLower(strings.Fields(it.name)[0])] {
-			break
-		}
-		items = append(items, it)
-		if end {
-			break
-		}
-		text = rest
-	}
-	if len(items) == 1 && !explicit {
-		return nil
-	}
-	return items
+	return readList(text, explicit, deItemSplit, deListEnd, deArticles)
 }
 
 // deRowsExcluded are German words before a number of rows that make it no count
