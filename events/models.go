@@ -406,7 +406,15 @@ type ContextPack struct {
 
 	Counts        PackCounts `json:"counts"`
 	TokenEstimate int        `json:"token_estimate"`
-	Prompt        string     `json:"prompt"`
+	// BudgetTokens is the token budget the prompt was filled within: the
+	// request's max_tokens, or the retriever's default budget. The core memory is
+	// always sent whole, so a core larger than the budget exceeds it.
+	BudgetTokens int `json:"budget_tokens,omitempty"`
+	// Sections lists the prompt's sections in prompt order, each with the
+	// entries it kept, the entries the budget left out, and its estimated tokens
+	// (its runes, heading included, / 4 rounded up).
+	Sections []PackSection `json:"sections,omitempty"`
+	Prompt   string        `json:"prompt"`
 	// Truncated is set when the pack would not fit in one NATS message
 	// (max_payload): the retriever dropped its lowest-priority items, and cut the
 	// core memory to its first lines when even that was not enough.
@@ -415,6 +423,16 @@ type ContextPack struct {
 	// was unavailable (e.g. "embedder unavailable: ...": episodic and semantic
 	// items then come from BM25 alone). Absent when nothing degraded.
 	Degraded []string `json:"degraded,omitempty"`
+}
+
+// PackSection is one section of a context pack's prompt. Name is the list behind
+// it: persona, user_profile, core, topics, chunks, daily_notes, semantic_items,
+// episodic_items, session_items or recent_events.
+type PackSection struct {
+	Name    string `json:"name"`
+	Entries int    `json:"entries"`
+	Dropped int    `json:"dropped,omitempty"`
+	Tokens  int    `json:"tokens"`
 }
 
 // Recount sets Counts from the lists.
@@ -514,6 +532,14 @@ func (p *ContextPack) validate() error {
 	}
 	if p.TokenEstimate < 0 {
 		return ruleError("token_estimate", "is %d; it must not be negative", p.TokenEstimate)
+	}
+	if p.BudgetTokens < 0 {
+		return ruleError("budget_tokens", "is %d; it must not be negative", p.BudgetTokens)
+	}
+	for i, s := range p.Sections {
+		if s.Name == "" || s.Entries < 0 || s.Dropped < 0 || s.Tokens < 0 {
+			return ruleError(indexed("sections", i), "is %+v; it needs a name and no negative count", s)
+		}
 	}
 	return nil
 }

@@ -276,6 +276,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 	return retrieve.New(retrieve.Config{
 		Policy:        m.Policy,
 		AutoLoadLines: m.AutoLoadLines,
+		MaxTokens:     m.ContextBudget(),
 		KEpisodic:     rt.Config.Vector.KEpisodic,
 		KSemantic:     rt.Config.Vector.KSemantic,
 		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,

@@ -44,6 +44,13 @@ type Memory struct {
 	// ContextWindowTokens is the agents' model context window that
 	// session_summary_token_percent is a share of (B2).
 	ContextWindowTokens int `koanf:"context_window_tokens"`
+	// ContextBudgetTokens is the default token budget of a context pack (a
+	// request's max_tokens overrides it); 0 leaves the budget to
+	// ContextBudgetPercent.
+	ContextBudgetTokens int `koanf:"context_budget_tokens"`
+	// ContextBudgetPercent, when above 0, bounds the default budget to this share
+	// of ContextWindowTokens as well: the budget is the smaller of the two.
+	ContextBudgetPercent int `koanf:"context_budget_percent"`
 	// CompressMaxTokenLoss is the percentage of MEMORY.md's distinct dates,
 	// numbers, names, file names and identifiers a long-term compression may
 	// drop (B4); 0, the default, allows none.
@@ -251,6 +258,9 @@ func defaults() Config {
 			BackupsKeep:   20,
 			// 8192 tokens: the smallest window of the models agents commonly run.
 			ContextWindowTokens: 8192,
+			// 2000 tokens: the first ~15 ranked memories, where nearly all of
+			// LoCoMo's recall@10 is, at under 10% of its conversations (BENCHMARKS.md).
+			ContextBudgetTokens: 2000,
 			Policy:              policy.Defaults(),
 		},
 		NATS: NATS{
@@ -289,4 +299,17 @@ func defaults() Config {
 		// phases set the context requests' p99 (BENCHMARKS.md).
 		Runtime: Runtime{GCMinHeapMB: 128},
 	}
+}
+
+// ContextBudget is the default token budget of a context pack: ContextBudgetTokens,
+// or ContextBudgetPercent of ContextWindowTokens when that is set and smaller (or
+// the tokens are 0). Never below 1.
+func (m Memory) ContextBudget() int {
+	budget := m.ContextBudgetTokens
+	if m.ContextBudgetPercent > 0 {
+		if share := m.ContextWindowTokens * m.ContextBudgetPercent / 100; budget == 0 || share < budget {
+			budget = share
+		}
+	}
+	return max(budget, 1)
 }

@@ -56,6 +56,8 @@ func TestDefaults(t *testing.T) {
 		"memory.target_lines":               400,
 		"memory.backups_keep":               20,
 		"memory.context_window_tokens":      8192,
+		"memory.context_budget_tokens":      2000,
+		"memory.context_budget_percent":     0,
 		"memory.compress_max_token_loss":    0,
 		"nats.url":                          "nats://127.0.0.1:4222",
 		"nats.embedded.store_dir":           "/home/agent/.agentmem/nats",
@@ -503,6 +505,23 @@ func TestFile(t *testing.T) {
 	} {
 		if got := File(c.flag, c.environ); got != c.want {
 			t.Errorf("File(%q, %v) = %q, want %q", c.flag, c.environ, got, c.want)
+		}
+	}
+}
+
+// The default budget is the smaller of the absolute one and the window's share;
+// either alone when the other is off.
+func TestContextBudget(t *testing.T) {
+	for _, tc := range []struct{ tokens, percent, window, want int }{
+		{2000, 0, 8192, 2000},
+		{2000, 10, 8192, 819},
+		{2000, 50, 8192, 2000},
+		{0, 25, 8192, 2048},
+		{0, 1, 50, 1},
+	} {
+		m := Memory{ContextBudgetTokens: tc.tokens, ContextBudgetPercent: tc.percent, ContextWindowTokens: tc.window}
+		if got := m.ContextBudget(); got != tc.want {
+			t.Errorf("ContextBudget(%d tokens, %d%% of %d) = %d, want %d", tc.tokens, tc.percent, tc.window, got, tc.want)
 		}
 	}
 }

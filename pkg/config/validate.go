@@ -104,6 +104,16 @@ func (c Config) Validate() error {
 	p.atLeast("memory.target_lines", m.TargetLines, 1)
 	p.atLeast("memory.backups_keep", m.BackupsKeep, 1)
 	p.atLeast("memory.context_window_tokens", m.ContextWindowTokens, 1)
+	p.atLeast("memory.context_budget_tokens", m.ContextBudgetTokens, 0)
+	if m.ContextBudgetPercent < 0 || m.ContextBudgetPercent > 100 {
+		p.add("memory.context_budget_percent", "must be between 0 and 100, got %d", m.ContextBudgetPercent)
+	}
+	if m.ContextBudgetTokens == 0 && m.ContextBudgetPercent == 0 {
+		p.add("memory.context_budget_tokens", "must be set when memory.context_budget_percent is 0")
+	}
+	if m.ContextBudgetTokens == 0 && m.ContextBudgetPercent > 0 && m.ContextWindowTokens*m.ContextBudgetPercent/100 < 1 {
+		p.add("memory.context_budget_percent", "gives a budget under one token of memory.context_window_tokens (%d)", m.ContextWindowTokens)
+	}
 	if m.CompressMaxTokenLoss < 0 || m.CompressMaxTokenLoss > 100 {
 		p.add("memory.compress_max_token_loss", "must be between 0 and 100, got %d", m.CompressMaxTokenLoss)
 	}

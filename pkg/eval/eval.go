@@ -33,6 +33,8 @@ const MetaDiaID = "dia_id"
 // Defaults of Config.
 var (
 	DefaultKs = []int{5, 10, 25, 50}
+	// DefaultTokenBudgets are the budgets of recall at equal tokens.
+	DefaultTokenBudgets = []int{500, 1000, 2000, 4000}
 )
 
 const (
@@ -59,11 +61,17 @@ type Config struct {
 	Progress io.Writer
 	// IdleTimeout bounds the wait for the pipeline to drain; default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// TokenBudgets are the budgets, ascending, at which every system's recall is
+	// also measured at equal tokens (RecallAtTokens); default DefaultTokenBudgets.
+	TokenBudgets []int
 }
 
 func (c *Config) setDefaults() {
 	if len(c.Ks) == 0 {
 		c.Ks = slices.Clone(DefaultKs)
+	}
+	if len(c.TokenBudgets) == 0 {
+		c.TokenBudgets = slices.Clone(DefaultTokenBudgets)
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
@@ -81,6 +89,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: Ks[%d] is %d; it must be between 1 and %d", ErrInvalidConfig, i, k, events.MaxLimit)
 		case i > 0 && k <= c.Ks[i-1]:
 			return fmt.Errorf("%w: Ks must be ascending without repeats; %d follows %d", ErrInvalidConfig, k, c.Ks[i-1])
+		}
+	}
+	for i, b := range c.TokenBudgets {
+		if b < 1 || i > 0 && b <= c.TokenBudgets[i-1] {
+			return fmt.Errorf("%w: TokenBudgets[%d] is %d; budgets must be positive and ascending", ErrInvalidConfig, i, b)
 		}
 	}
 	if c.IdleTimeout < 0 {
@@ -117,8 +130,10 @@ func New(cfg Config, logger *zap.Logger) (*Evaluator, error) {
 //     once per user;
 //  3. the memory is frozen — the stack is restarted with the retriever alone, so the
 //     memory_hit events of the questions do not make the consolidator rewrite the
-//     memories being measured — and every question is a context request whose pack
-//     is scored with PackItems; the baselines answer the same questions.
+//     memories being measured — and every question is asked twice: with the default
+//     budget (the pack an agent gets: context tokens and share, DefaultPack) and
+//     with a budget that holds every item (recall@k for every k, context at k);
+//     each pack is scored with PackItems; the baselines answer the same questions.
 func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, error) {
 	if len(convs) == 0 {
 		return nil, fmt.Errorf("%w: no conversation", ErrInvalidData)
@@ -156,7 +171,8 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 			return nil, err
 		}
 	}
-	rep := newReport(e.cfg.Ks, convs)
+	rep := newReport(e.cfg.Ks, e.cfg.TokenBudgets, convs)
+	rep.DefaultBudgetTokens = scfg.Memory.ContextBudget()
 	for i, c := range convs {
 		if err := e.replay(ctx, clients[i], tenants[i], c, fmt.Sprintf("[%d/%d] %s", i+1, len(convs), c.SampleID)); err != nil {
 			return nil, err
@@ -249,15 +265,22 @@ func (e *Evaluator) ask(ctx context.Context, cl *client.Client, user string, c C
 	maxK := e.cfg.Ks[len(e.cfg.Ks)-1]
 	for qi, q := range c.Questions {
 		evidence, st := ParseEvidence(q.Evidence, func(id string) bool { return known[id] })
-		pack, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: q.Text})
+		pack, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: q.Text, MaxTokens: unbudgeted})
 		if err != nil {
 			return fmt.Errorf("eval: %s question %d: %w", c.SampleID, qi+1, err)
 		}
+		byDefault, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: q.Text})
+		if err != nil {
+			return fmt.Errorf("eval: %s question %d (default budget): %w", c.SampleID, qi+1, err)
+		}
 		results := [][]Item{PackItems(pack)}
+		long := [][]Item{results[0]} // for recall at equal tokens: enough items for the largest budget
 		for _, b := range baselines {
 			results = append(results, b.Retrieve(q.Text, maxK))
+			long = append(long, b.Retrieve(q.Text, budgetItems))
 		}
 		rep.add(c.SampleID, q, evidence, st, results, pack.TokenEstimate, convTokens)
+		rep.addBudgeted(q.Category, evidence, PackItems(byDefault), byDefault.TokenEstimate, convTokens, long)
 		rep.addCoverage(q.Category, evidence, stored)
 		if (qi+1)%25 == 0 || qi+1 == len(c.Questions) {
 			fmt.Fprintf(e.cfg.Progress, "\r%s: %d/%d questions", label, qi+1, len(c.Questions))
@@ -266,6 +289,15 @@ func (e *Evaluator) ask(ctx context.Context, cl *client.Client, user string, c C
 	fmt.Fprintln(e.cfg.Progress)
 	return nil
 }
+
+const (
+	// unbudgeted is the max_tokens of the questions scored at every k: more than
+	// any pack of the run holds, so the retriever's budget leaves every item in.
+	unbudgeted = 1 << 20
+	// budgetItems is how many items a baseline returns for recall at equal
+	// tokens: more than the largest budget holds (a turn is ~37 tokens).
+	budgetItems = 1000
+)
 
 // tenantIDs derives a valid, distinct tenant (and user) id from each sample id.
 func tenantIDs(convs []Conversation) []string {

@@ -71,6 +71,18 @@ func PackTokensAtK(packTokens int, items []Item, k int) int {
 	return max(packTokens, 0)
 }
 
+// RecallAtTokens is the fraction of evidence found among the dia ids of the
+// items taken in order while their tokens add up to at most budget: recall at
+// equal cost, whatever the items' lengths. Empty evidence has no recall (ok false).
+func RecallAtTokens(evidence []string, items []Item, budget int) (recall float64, ok bool) {
+	n, used := 0, 0
+	for n < len(items) && used+items[n].Tokens <= budget {
+		used += items[n].Tokens
+		n++
+	}
+	return RecallAtK(evidence, items, n)
+}
+
 // provenanceDiaIDs collects the dia ids of a provenance, in order, once each.
 func provenanceDiaIDs(p events.Provenance) []string {
 	var ids []string

@@ -16,3 +16,15 @@ func TestPackTokensAtKTakesOutTheLaterItems(t *testing.T) {
 		}
 	}
 }
+
+func TestRecallAtTokensTakesTheItemsWithinTheBudget(t *testing.T) {
+	items := []Item{{DiaIDs: []string{"a"}, Tokens: 100}, {DiaIDs: []string{"b"}, Tokens: 50}, {DiaIDs: []string{"c"}, Tokens: 10}}
+	for _, tc := range []struct {
+		budget int
+		want   float64
+	}{{99, 0}, {100, 1.0 / 3}, {159, 2.0 / 3}, {160, 1}, {10000, 1}} {
+		if got, ok := RecallAtTokens([]string{"a", "b", "c"}, items, tc.budget); !ok || got != tc.want {
+			t.Errorf("RecallAtTokens(budget %d) = %v, %v; want %v", tc.budget, got, ok, tc.want)
+		}
+	}
+}

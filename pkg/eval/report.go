@@ -3,6 +3,7 @@ package eval
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -38,6 +39,11 @@ type SystemReport struct {
 	// ItemsMean is the mean number of items returned (at most the largest k, for
 	// agentmem the pack's vector memories and chunks).
 	ItemsMean float64 `json:"items_mean,omitempty"`
+	// RecallAtTokens is the recall of the first items whose texts add up to at
+	// most the budget (RecallAtTokens), keyed by budget in decimal ("2000"): the
+	// systems compared at equal tokens rather than equal k. Same questions as
+	// Recall.
+	RecallAtTokens map[string]float64 `json:"recall_at_tokens,omitempty"`
 }
 
 // QuestionCounts counts the questions of a run.
@@ -66,20 +72,29 @@ type Report struct {
 	Turns           int            `json:"turns"`
 	Questions       QuestionCounts `json:"questions"`
 	Evidence        EvidenceStats  `json:"evidence"`
-	// ContextTokensMean is the mean token_estimate of agentmem's packs, over every
-	// question asked.
+	// TokenBudgets are the budgets of SystemReport.RecallAtTokens.
+	TokenBudgets []int `json:"token_budgets"`
+	// DefaultBudgetTokens is the retriever's default budget in the run
+	// (memory.context_budget_tokens, memory.context_budget_percent).
+	DefaultBudgetTokens int `json:"default_budget_tokens"`
+	// DefaultPack is agentmem's recall with the pack as returned with the default
+	// budget (what an agent gets without max_tokens); its recall at a k past the
+	// items the budget holds is that of the items held.
+	DefaultPack SystemReport `json:"default_pack"`
+	// ContextTokensMean is the mean token_estimate of agentmem's packs with the
+	// default budget, over every question asked.
 	ContextTokensMean float64 `json:"context_tokens_mean"`
 	// ConversationTokensMean is the mean conversation length in tokens, over the
 	// questions asked (so it weighs conversations as ContextTokensMean does).
 	ConversationTokensMean float64 `json:"conversation_tokens_mean"`
-	// ContextShareMean is the mean, over the questions, of pack tokens divided by the
-	// conversation's tokens, in percent.
+	// ContextShareMean is the mean, over the questions, of the default pack's tokens
+	// divided by the conversation's tokens, in percent.
 	ContextShareMean float64 `json:"context_share_percent_mean"`
 	// ContextTokensAtK and ContextShareAtK are the same for the pack an agent gets
 	// when it asks for k memories: the pack less its ranked items after the k-th
-	// (PackTokensAtK), keyed by k in decimal. The run asks for the largest k, so
-	// that recall@k is defined for every k; a recall@10 is paid for with the pack
-	// at 10, not with the one at 50.
+	// (PackTokensAtK), keyed by k in decimal. The run asks for the largest k
+	// without a budget, so that recall@k is defined for every k; a recall@10 is
+	// paid for with the pack at 10, not with the one at 50.
 	ContextTokensAtK map[string]float64 `json:"context_tokens_at_k"`
 	ContextShareAtK  map[string]float64 `json:"context_share_percent_at_k"`
 	// StoredTurnsPercent is the share of turns that some episodic or semantic memory
@@ -96,6 +111,8 @@ type Report struct {
 	PerQuestion []QuestionResult `json:"-"`
 
 	acc         []accumulator // per system
+	defaultAcc  accumulator   // agentmem with the default budget
+	budgets     []int
 	storedTurns int
 	coverage    float64
 	ctx         struct{ tokens, conv, share float64 }
@@ -115,14 +132,19 @@ type QuestionResult struct {
 
 // accumulator sums one system's per-question values.
 type accumulator struct {
-	recall map[Category][]float64 // by category, by k index
-	tokens []float64              // categories 1–4, by k index
-	n      map[Category]int
-	items  float64
+	recall   map[Category][]float64 // by category, by k index
+	tokens   []float64              // categories 1–4, by k index
+	n        map[Category]int
+	items    float64
+	atTokens []float64 // categories 1–4, by budget index
 }
 
-func newReport(ks []int, convs []Conversation) *Report {
-	r := &Report{Ks: ks, Conversations: len(convs), Questions: QuestionCounts{PerCategory: map[string]int{}}}
+func newAccumulator(ks, budgets int) accumulator {
+	return accumulator{recall: map[Category][]float64{}, tokens: make([]float64, ks), n: map[Category]int{}, atTokens: make([]float64, budgets)}
+}
+
+func newReport(ks, budgets []int, convs []Conversation) *Report {
+	r := &Report{Ks: ks, TokenBudgets: budgets, budgets: budgets, Conversations: len(convs), Questions: QuestionCounts{PerCategory: map[string]int{}}}
 	for _, c := range convs {
 		r.Sessions += len(c.Sessions)
 		for _, s := range c.Sessions {
@@ -135,8 +157,9 @@ func newReport(ks []int, convs []Conversation) *Report {
 	r.ctxAtK = make([]struct{ tokens, share float64 }, len(ks))
 	r.acc = make([]accumulator, len(systemNames))
 	for i := range r.acc {
-		r.acc[i] = accumulator{recall: map[Category][]float64{}, tokens: make([]float64, len(ks)), n: map[Category]int{}}
+		r.acc[i] = newAccumulator(len(ks), len(budgets))
 	}
+	r.defaultAcc = newAccumulator(len(ks), len(budgets))
 	return r
 }
 
@@ -148,11 +171,7 @@ func (r *Report) add(sample string, q Question, evidence []string, st EvidenceSt
 	r.Questions.Total++
 	r.Questions.PerCategory[cat.String()]++
 	r.Evidence.Add(st)
-	r.ctx.tokens += float64(packTokens)
 	r.ctx.conv += float64(convTokens)
-	if convTokens > 0 {
-		r.ctx.share += float64(packTokens) / float64(convTokens)
-	}
 	for ki, k := range r.Ks {
 		atK := PackTokensAtK(packTokens, results[0], k)
 		r.ctxAtK[ki].tokens += float64(atK)
@@ -170,23 +189,55 @@ func (r *Report) add(sample string, q Question, evidence []string, st EvidenceSt
 		r.Questions.Scored++
 	}
 	for si, items := range results {
-		a := &r.acc[si]
-		if a.recall[cat] == nil {
-			a.recall[cat] = make([]float64, len(r.Ks))
-		}
-		a.n[cat]++
-		qr.Recall[systemNames[si]] = make([]float64, len(r.Ks))
-		for ki, k := range r.Ks {
-			rec, _ := RecallAtK(evidence, items, k)
-			qr.Recall[systemNames[si]][ki] = rec
-			a.recall[cat][ki] += rec
-			if cat != Adversarial {
-				for _, it := range items[:min(k, len(items))] {
-					a.tokens[ki] += float64(it.Tokens)
-				}
+		qr.Recall[systemNames[si]] = r.acc[si].add(r.Ks, cat, evidence, items)
+	}
+}
+
+// add scores one question's items at every k and returns its recall by k index.
+func (a *accumulator) add(ks []int, cat Category, evidence []string, items []Item) []float64 {
+	if a.recall[cat] == nil {
+		a.recall[cat] = make([]float64, len(ks))
+	}
+	a.n[cat]++
+	out := make([]float64, len(ks))
+	for ki, k := range ks {
+		rec, _ := RecallAtK(evidence, items, k)
+		out[ki] = rec
+		a.recall[cat][ki] += rec
+		if cat != Adversarial {
+			for _, it := range items[:min(k, len(items))] {
+				a.tokens[ki] += float64(it.Tokens)
 			}
 		}
-		a.items += float64(len(items))
+	}
+	a.items += float64(len(items))
+	return out
+}
+
+// addBudgeted scores one question with the default-budget pack (its items and
+// token estimate) and every system at equal tokens: long holds each system's
+// items in systemNames order, enough of them for the largest budget.
+func (r *Report) addBudgeted(cat Category, evidence []string, packItems []Item, packTokens, convTokens int, long [][]Item) {
+	r.ctx.tokens += float64(packTokens)
+	if convTokens > 0 {
+		r.ctx.share += float64(packTokens) / float64(convTokens)
+	}
+	if len(evidence) == 0 {
+		return
+	}
+	r.defaultAcc.add(r.Ks, cat, evidence, packItems)
+	if cat == Adversarial {
+		return
+	}
+	for si, items := range long {
+		for bi, b := range r.budgets {
+			rec, _ := RecallAtTokens(evidence, items, b)
+			r.acc[si].atTokens[bi] += rec
+		}
+	}
+	for bi, b := range r.budgets {
+		rec, _ := RecallAtTokens(evidence, packItems, b)
+		r.defaultAcc.atTokens[bi] += rec
 	}
 }
 
@@ -206,47 +257,11 @@ func (r *Report) addCoverage(cat Category, evidence []string, stored map[string]
 
 // finish turns the sums into the exported means.
 func (r *Report) finish() {
-	pct := func(sum float64, n int) float64 {
-		if n == 0 {
-			return 0
-		}
-		return round1(100 * sum / float64(n))
-	}
-	mean := func(sum float64, n int) float64 {
-		if n == 0 {
-			return 0
-		}
-		return round1(sum / float64(n))
-	}
 	r.Systems = nil
 	for si, a := range r.acc {
-		sr := SystemReport{Name: systemNames[si], Recall: map[string]float64{}, PerCategory: map[string]map[string]float64{}, ItemTokensMean: map[string]float64{}}
-		scored := 0
-		for c, n := range a.n {
-			if c != Adversarial {
-				scored += n
-			}
-		}
-		for ki, k := range r.Ks {
-			key := strconv.Itoa(k)
-			overall := 0.0
-			for c, sums := range a.recall {
-				if c != Adversarial {
-					overall += sums[ki]
-				}
-			}
-			sr.Recall[key] = pct(overall, scored)
-			sr.ItemTokensMean[key] = mean(a.tokens[ki], scored)
-			for c, sums := range a.recall {
-				if sr.PerCategory[c.String()] == nil {
-					sr.PerCategory[c.String()] = map[string]float64{}
-				}
-				sr.PerCategory[c.String()][key] = pct(sums[ki], a.n[c])
-			}
-		}
-		sr.ItemsMean = mean(a.items, r.Questions.Scored+r.Questions.ScoredAdversarial)
-		r.Systems = append(r.Systems, sr)
+		r.Systems = append(r.Systems, a.report(systemNames[si], r.Ks, r.budgets, r.Questions.Scored+r.Questions.ScoredAdversarial))
 	}
+	r.DefaultPack = r.defaultAcc.report(SystemAgentmem+"-default-budget", r.Ks, r.budgets, r.Questions.Scored+r.Questions.ScoredAdversarial)
 	r.Anchor = SystemReport{Name: SystemDragon, Recall: map[string]float64{}}
 	for _, k := range r.Ks {
 		if v, ok := PaperDragon[k]; ok {
@@ -263,6 +278,56 @@ func (r *Report) finish() {
 	}
 	r.StoredTurnsPercent = pct(float64(r.storedTurns), r.Turns)
 	r.EvidenceStoredPercent = pct(r.coverage, r.Questions.Scored)
+}
+
+// report turns one system's sums into its SystemReport; questions is the number
+// of scored questions of every category (ItemsMean's).
+func (a accumulator) report(name string, ks, budgets []int, questions int) SystemReport {
+	sr := SystemReport{Name: name, Recall: map[string]float64{}, PerCategory: map[string]map[string]float64{}, ItemTokensMean: map[string]float64{}, RecallAtTokens: map[string]float64{}}
+	scored := 0
+	for c, n := range a.n {
+		if c != Adversarial {
+			scored += n
+		}
+	}
+	for ki, k := range ks {
+		key := strconv.Itoa(k)
+		overall := 0.0
+		for c, sums := range a.recall {
+			if c != Adversarial {
+				overall += sums[ki]
+			}
+		}
+		sr.Recall[key] = pct(overall, scored)
+		sr.ItemTokensMean[key] = mean(a.tokens[ki], scored)
+		for c, sums := range a.recall {
+			if sr.PerCategory[c.String()] == nil {
+				sr.PerCategory[c.String()] = map[string]float64{}
+			}
+			sr.PerCategory[c.String()][key] = pct(sums[ki], a.n[c])
+		}
+	}
+	for bi, b := range budgets {
+		sr.RecallAtTokens[strconv.Itoa(b)] = pct(a.atTokens[bi], scored)
+	}
+	sr.ItemsMean = mean(a.items, questions)
+	return sr
+}
+
+// pct is sum/n in percent, rounded to a tenth; 0 without n.
+func pct(sum float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return round1(100 * sum / float64(n))
+}
+
+// mean is sum/n rounded to a tenth; 0 without n.
+func mean(sum float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return round1(sum / float64(n))
 }
 
 func round1(v float64) float64 {
@@ -313,6 +378,22 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, s := range r.Systems {
 		row(s.Name, s.ItemTokensMean)
 	}
+	fmt.Fprintf(tw, "\nRecall (%%) at equal tokens: the first items within the budget\n")
+	fmt.Fprintf(tw, "system\t")
+	for _, b := range r.TokenBudgets {
+		fmt.Fprintf(tw, "%d tok\t", b)
+	}
+	fmt.Fprintln(tw)
+	for _, s := range append(slices.Clone(r.Systems), r.DefaultPack) {
+		fmt.Fprintf(tw, "%s\t", s.Name)
+		for _, b := range r.TokenBudgets {
+			fmt.Fprintf(tw, "%.1f\t", s.RecallAtTokens[strconv.Itoa(b)])
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "\nDefault budget (%d tokens): the pack as returned\n", r.DefaultBudgetTokens)
+	header("system")
+	row(r.DefaultPack.Name, r.DefaultPack.Recall)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -322,9 +403,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Conversations, r.Sessions, r.UndatedSessions, r.Turns, r.Questions.Total, r.Questions.NoEvidence)
 	fmt.Fprintf(&b, "evidence: %d ids; %d joined strings split, %d repaired, %d bare \"D\", %d malformed, %d unknown turns, %d duplicates\n",
 		e.IDs, e.Joined, e.Repaired, e.Bare, e.Malformed, e.Unknown, e.Duplicate)
-	fmt.Fprintf(&b, "context: %.1f tokens per pack (mean), conversation %.1f tokens (mean), pack = %.1f%% of the conversation (mean)\n",
-		r.ContextTokensMean, r.ConversationTokensMean, r.ContextShareMean)
-	b.WriteString("context of the pack trimmed to k memories:")
+	fmt.Fprintf(&b, "context with the default budget of %d tokens: %.1f tokens per pack (mean), conversation %.1f tokens (mean), pack = %.1f%% of the conversation (mean)\n",
+		r.DefaultBudgetTokens, r.ContextTokensMean, r.ConversationTokensMean, r.ContextShareMean)
+	b.WriteString("context of the unbudgeted pack trimmed to k memories:")
 	for _, k := range r.Ks {
 		key := strconv.Itoa(k)
 		fmt.Fprintf(&b, " k=%d %.1f tokens (%.1f%%)", k, r.ContextTokensAtK[key], r.ContextShareAtK[key])

@@ -9,9 +9,10 @@
 //
 // # The rules
 //
-// Rules reads English only. It splits each message into sentences (at line breaks
-// and at . ! ? followed by a space; lines inside ``` fences are code) and never
-// looks at system messages. Any role other than assistant, tool and system is taken
+// Rules reads English, and Chinese and German for the three structured categories
+// (files, preferences, errors; see "Chinese and German" below). It splits each
+// message into sentences (at line breaks, at . ! ? followed by a space, and at
+// 。！？; lines inside ``` fences are code) and never looks at system messages. Any role other than assistant, tool and system is taken
 // as a human speaker. Its output is deterministic, in order of first evidence, with
 // identical contents (ignoring case and spacing) kept once.
 //
@@ -67,11 +68,13 @@
 // in the same sentence, or by a user sentence confirming the assistant's last reply
 // ("that worked", "thanks, it works", "works now", "problem solved") without a
 // negation ("that didn't work" resolves nothing). The fix taken from an assistant
-// reply is its first statement with a verb of fixing (use, change, rename, ...),
-// else its first sentence, else its first line of code. The entry reads
-// "Error: <error>. Fix: <fix>". Limits: an error never resolved gives no entry; a
-// fix shown only by a tool succeeding on a retry is not recognised; a confirmation
-// that also says "not" or "still" is not taken as one.
+// reply is the whole reply that was confirmed (the last one before the
+// confirmation: a suggestion the user rejected, "that didn't work", is replaced by
+// the next), its questions and pleasantries ("Sure!", "Hope this helps") left out,
+// its code lines kept, at most 500 characters: a fix is often a cause, a step and
+// its code. The entry reads "Error: <error>. Fix: <fix>". Limits: an error never
+// resolved gives no entry; a fix shown only by a tool succeeding on a retry is not
+// recognised; a confirmation that also says "not" or "still" is not taken as one.
 //
 // Explicit requests to remember (general, or the specific category). A user
 // sentence starting with "remember that …", "remember: …", "don't forget …", "keep in
@@ -81,6 +84,27 @@
 // holds it; else it is general. "I don't remember …" and "Remember the file I sent?"
 // are not requests. Limits: "remember this." followed by the fact in the next
 // sentence keeps nothing.
+//
+// Chinese and German. Files: a subject is a file name, a Chinese noun ending in
+// 表, 表格, 文件 or 工作簿 ("销售表", "库存文件"; 工作表 is a sheet), or a German one
+// ending in -datei, -tabelle or -mappe ("die Lagerdatei"); columns are listed after
+// 列, 字段, 列名 or 表头 and a colon, separated by 、，和 ("字段：sku 是文本、数量是整数"
+// keeps the types), or after "Spalten"/"Felder" as in English ("hat die Spalten
+// Datum, Filiale und Betrag"); sheets after 工作表 and a colon or after
+// "Blätter"/"Tabellenblätter"; types also as "die Spalte menge ist eine Ganzzahl";
+// row counts "大约 8000 行", "1.2 万条记录", "etwa 9.000 Zeilen" ("前 10 行", "die
+// ersten 10 Zeilen" are not counts). Types, qualifiers and "rows" are written in
+// English in the entry, so one file reads the same in every language.
+// Preferences: a strong marker (以后, 今后, 我更喜欢, 我习惯, 请始终; "ich bevorzuge",
+// "von nun an", "künftig", "standardmäßig", "halte die Antworten kurz", "antworte
+// auf Deutsch", "keine …") or a weak one (一律, 总是, 默认, 统一, 尽量, 不要;
+// "immer", "normalerweise", "meistens", "lieber") with a topic word (回答, 格式, 图,
+// 日期, 小数, 字体, 代码, 语言; Diagramm, Format, Antwort, Datum, Nachkomma, Python,
+// Code, Sprache, …, found inside compounds); a sentence reporting an error is never
+// one. Errors: the signs above, and 报错, 错误, 出错, 失败, "Fehler", "funktioniert
+// nicht", Excel's German #NV, #WERT!, #BEZUG!, #ZAHL!; confirmations 可以了, 好了,
+// 成功了, 解决了, "hat funktioniert", "hat geklappt", "klappt", "jetzt geht/läuft",
+// "Problem gelöst", not with a negation (不, 没, 还是; "nicht", "kein", "immer noch").
 //
 // Everything else — greetings, thanks, questions without facts, small talk — gives
 // no entry.

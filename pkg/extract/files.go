@@ -234,6 +234,9 @@ phrases:
 		display := strings.Join(strings.Fields(sent[m[2]:m[5]]), " ")
 		all = append(all, found{mention: mention{pos: m[0], subj: subject{key: subjectKey(display), display: display}}, generic: generic})
 	}
+	for _, o := range otherSubjects(sent) {
+		all = append(all, found{mention: o.mention, generic: o.generic})
+	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].pos < all[j].pos })
 	out := make([]mention, len(all))
 	last := s.current
@@ -333,6 +336,7 @@ func fileFactsIn(sent string) []fact {
 		}
 		out = append(out, fact{pos: m[0], apply: func(f *fileFacts) { f.rows = rowsText("", n) }})
 	}
+	out = append(out, otherFactsIn(sent)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].pos < out[j].pos })
 	return out
 }
@@ -390,23 +394,29 @@ type listItem struct{ name, typ string }
 // a name. A single name only counts when introduced explicitly (a colon or a verb
 // such as "named"): "the columns look wrong" lists nothing.
 func parseList(text string, explicit bool) []listItem {
+	return readList(text, explicit, itemSplitRe, listEndRe, nil)
+}
+
+// readList is parseList with the item separators, the list ends and further
+// words no item starts with (stop) of a language.
+func readList(text string, explicit bool, split, listEnd *regexp.Regexp, stop map[string]bool) []listItem {
 	// Item by item, each looked for near the last: the list ends at its first
 	// item that is not one, or at a list end, so only that much is read.
 	text = headOf(text, maxListBytes)
 	var items []listItem
 	for text != "" {
 		raw, rest := text, ""
-		if loc := itemSplitRe.FindStringIndex(headOf(text, maxItemBytes)); loc != nil {
+		if loc := split.FindStringIndex(headOf(text, maxItemBytes)); loc != nil {
 			raw, rest = text[:loc[0]], text[loc[1]:]
 		} else {
 			raw = headOf(text, maxItemBytes) // longer than any item: parseItem refuses it
 		}
 		end := false
-		if loc := listEndRe.FindStringIndex(raw); loc != nil {
+		if loc := listEnd.FindStringIndex(raw); loc != nil {
 			raw, end = raw[:loc[0]], true
 		}
 		it, ok := parseItem(raw)
-		if !ok {
+		if !ok || stop[strings.ToLower(strings.Fields(it.name)[0])] {
 			break
 		}
 		items = append(items, it)
@@ -480,3 +490,222 @@ func parseItem(raw string) (listItem, bool) {
 	it.name = strings.Join(words, " ")
 	return it, true
 }
+
+// Chinese and German file structures. Chinese has no spaces, so its rules find a
+// keyword and read a list after a colon ("列：日期、门店、金额"); German lists read
+// like English ones after their own keywords ("die Spalten Datum, Filiale und
+// Betrag"). Types and row counts are written in English in the entry, so that an
+// entry reads the same whatever the language it was said in.
+var (
+	// zhSubjectRe: "销售表", "库存文件", "预算工作簿"; trimmed by zhSubject.
+	zhSubjectRe = regexp.MustCompile(`\p{Han}{0,8}?(?:工作簿|文件|表格|表)`)
+	// deSubjectRe: "die Datei", "in der Lagerdatei", "meine Umsatztabelle".
+	deSubjectRe = regexp.MustCompile(`(?i)\b(?:die|der|den|diese[rn]?|meine[rn]?|unsere[rn]?)\s+([\p{L}]*(?:datei|dateien|tabelle|tabellen|arbeitsmappe|mappe))\b`)
+
+	zhColumnsRe = regexp.MustCompile(`(?:列名|表头|字段|列)(?:有|是|为|包括|包含|如下)?(?:这些|以下|下面)?(?:几列|字段)?\s*[：:]\s*`)
+	zhSheetsRe  = regexp.MustCompile(`(?:工作表|sheet页|标签页)(?:有|是|为|包括|分别是)?\s*[：:]\s*`)
+	zhItemSplit = regexp.MustCompile(`\s*(?:、|，|,|以及|和|及|与)\s*`)
+	zhListEnd   = regexp.MustCompile(`[。；;！？!?\n]`)
+	// zhItemTypeRe: "数量是整数", "盘点日期是日期类型".
+	zhItemTypeRe = regexp.MustCompile(`^(.+?)\s*(?:是|为|：|:)\s*(文本|字符串|整数|数字|数值|小数|浮点数?|日期时间|日期|时间戳|时间|布尔值?|货币|金额|百分比)(?:类型|格式|型)?$`)
+	zhRowsRe     = regexp.MustCompile(`(大约|约|大概|差不多|将近|接近|超过|不到)?\s*(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*(万|千)?\s*(?:行|条记录|条数据|条)`)
+	zhRowsSkip   = regexp.MustCompile(`(?:前|后|第|删除了?|删掉了?|去掉了?|新增了?|添加了?)\s*$`)
+
+	deColumnsRe = regexp.MustCompile(`(?i)\b(?:Spaltennamen|Spaltenköpfe|Spalten|Felder)\b(\s+(?:sind|heißen|lauten|namens|wie))?\s*([:=])?\s*`)
+	deSheetsRe  = regexp.MustCompile(`(?i)\b(?:Tabellenblätter|Arbeitsblätter|Blätter|Reiter)\b(\s+(?:sind|heißen|lauten|namens))?\s*([:=])?\s*`)
+	// deTypeRe: "die Spalte menge ist eine Ganzzahl", "Spalte datum ein Datum".
+	deTypeRe    = regexp.MustCompile(`(?i)\bSpalte\s+["'„‚]?([\p{L}\p{N}_\-]+)["'“‘]?\s+(?:ist\s+|enthält\s+)?(?:ein\s+|eine\s+|vom\s+Typ\s+|als\s+)?(Ganzzahlen|Ganzzahl|Dezimalzahlen|Dezimalzahl|Kommazahl|Zahlen|Zahl|Text|Datumswerte|Datum|Zeitstempel|Währung|Prozentwerte|Prozent|Wahrheitswert)\b`)
+	deRowsRe    = regexp.MustCompile(`(?i)(?:\b(etwa|ca\.?|circa|rund|ungefähr|knapp|fast|über|mehr als|mindestens)\s+)?\b(\d{1,3}(?:\.\d{3})+|\d+(?:,\d+)?)\s*(Tsd\.?|tausend|Mio\.?|Millionen)?\s+(?:Zeilen|Datensätze|Einträge)\b`)
+	deItemSplit = regexp.MustCompile(`(?i)\s*,\s*(?:und\s+|oder\s+)?|\s+(?:und|oder|sowie|&)\s+`)
+	deListEnd   = regexp.MustCompile(`(?i)[;!?\n]|\.(?:\s|$)|\s[-–—]\s|\s(?:mit|aber|wobei|jeweils|insgesamt|etwa|ca|rund|ungefähr|in|im|für|von|pro|je|und zwar)\b`)
+)
+
+// zhTypes and deTypes name the types in English.
+var (
+	zhTypes = map[string]string{"文本": "text", "字符串": "string", "整数": "int", "数字": "number", "数值": "numeric",
+		"小数": "decimal", "浮点": "float", "浮点数": "float", "日期时间": "datetime", "日期": "date", "时间戳": "timestamp",
+		"时间": "time", "布尔": "boolean", "布尔值": "boolean", "货币": "currency", "金额": "currency", "百分比": "percentage"}
+	deTypes = map[string]string{"ganzzahl": "int", "ganzzahlen": "int", "dezimalzahl": "decimal", "dezimalzahlen": "decimal",
+		"kommazahl": "decimal", "zahl": "number", "zahlen": "number", "text": "text", "datum": "date", "datumswerte": "date",
+		"zeitstempel": "timestamp", "währung": "currency", "prozent": "percentage", "prozentwerte": "percentage", "wahrheitswert": "boolean"}
+	// zhSubjectStop are characters no name of a file starts with: the subject
+	// starts after the last of them ("里有三个工作表" names no file).
+	zhSubjectStop = "的了在有是里个这那些把被将和与从对给请帮看读用我你他她它们中"
+	deQualifiers  = map[string]string{"etwa": "about", "ca": "about", "ca.": "about", "circa": "about", "rund": "about",
+		"ungefähr": "about", "knapp": "nearly", "fast": "nearly", "über": "over", "mehr als": "over", "mindestens": "at least"}
+	zhQualifiers = map[string]string{"大约": "about", "约": "about", "大概": "about", "差不多": "about", "将近": "nearly",
+		"接近": "nearly", "超过": "over", "不到": "under"}
+)
+
+// otherSubjects finds the Chinese and German file phrases of a sentence: each a
+// mention, generic when it names no file ("文件", "die Datei").
+func otherSubjects(sent string) (out []struct {
+	mention
+	generic bool
+}) {
+	for _, loc := range zhSubjectRe.FindAllStringIndex(sent, -1) {
+		name := sent[loc[0]:loc[1]]
+		start := loc[0]
+		if i := strings.LastIndexAny(name, zhSubjectStop); i >= 0 {
+			_, size := utf8.DecodeRuneInString(name[i:])
+			start += i + size
+			name = name[i+size:]
+		}
+		if strings.HasSuffix(name, "工作表") || strings.HasSuffix(name, "数据表") && name == "数据表" {
+			continue // a sheet, not a file
+		}
+		generic := name == "文件" || name == "表" || name == "表格" || name == "工作簿"
+		out = append(out, struct {
+			mention
+			generic bool
+		}{mention{pos: start, subj: subject{key: name, display: name}}, generic})
+	}
+	for _, m := range deSubjectRe.FindAllStringSubmatchIndex(sent, -1) {
+		name := sent[m[2]:m[3]]
+		lower := strings.ToLower(name)
+		generic := lower == "datei" || lower == "dateien" || lower == "tabelle" || lower == "tabellen" || lower == "arbeitsmappe" || lower == "mappe"
+		out = append(out, struct {
+			mention
+			generic bool
+		}{mention{pos: m[2], subj: subject{key: subjectKey(lower), display: name}}, generic})
+	}
+	return out
+}
+
+// otherFactsIn finds the Chinese and German structural facts of a sentence.
+func otherFactsIn(sent string) []fact {
+	var out []fact
+	list := func(re *regexp.Regexp, add func(*fileFacts, listItem)) {
+		for _, m := range re.FindAllStringIndex(sent, -1) {
+			items := zhList(sent[m[1]:])
+			if len(items) == 0 {
+				continue
+			}
+			out = append(out, fact{pos: m[0], apply: func(f *fileFacts) {
+				for _, it := range items {
+					add(f, it)
+				}
+			}})
+		}
+	}
+	list(zhColumnsRe, func(f *fileFacts, it listItem) { f.addColumn(it.name, it.typ) })
+	list(zhSheetsRe, func(f *fileFacts, it listItem) { f.addSheet(it.name) })
+	for _, re := range []*regexp.Regexp{deColumnsRe, deSheetsRe} {
+		sheets := re == deSheetsRe
+		for _, m := range re.FindAllStringSubmatchIndex(sent, -1) {
+			items := deList(sent[m[1]:], m[2] >= 0 || m[4] >= 0)
+			if len(items) == 0 {
+				continue
+			}
+			out = append(out, fact{pos: m[0], apply: func(f *fileFacts) {
+				for _, it := range items {
+					if sheets {
+						f.addSheet(it.name)
+					} else {
+						f.addColumn(it.name, it.typ)
+					}
+				}
+			}})
+		}
+	}
+	for _, m := range deTypeRe.FindAllStringSubmatchIndex(sent, -1) {
+		name, typ := sent[m[2]:m[3]], deTypes[strings.ToLower(sent[m[4]:m[5]])]
+		out = append(out, fact{pos: m[0], apply: func(f *fileFacts) {
+			if !f.setType(name, typ) {
+				f.addColumn(name, typ)
+			}
+		}})
+	}
+	for _, m := range zhRowsRe.FindAllStringSubmatchIndex(sent, -1) {
+		if m[2] < 0 && zhRowsSkip.MatchString(tailOf(sent[:m[0]], maxWordBytes)) {
+			continue
+		}
+		unit := ""
+		if m[6] >= 0 {
+			unit = "k" // 千; 万 is ten of them
+		}
+		n, ok := parseCount(sent[m[4]:m[5]], unit)
+		if !ok {
+			continue
+		}
+		if m[6] >= 0 && sent[m[6]:m[7]] == "万" {
+			n *= 10
+		}
+		qual := ""
+		if m[2] >= 0 {
+			qual = zhQualifiers[sent[m[2]:m[3]]]
+		}
+		out = append(out, fact{pos: m[0], apply: func(f *fileFacts) { f.rows = rowsText(qual, n) }})
+	}
+	for _, m := range deRowsRe.FindAllStringSubmatchIndex(sent, -1) {
+		if w := wordBeforeRe.FindStringSubmatch(tailOf(sent[:m[0]], maxWordBytes)); m[2] < 0 && w != nil && deRowsExcluded[strings.ToLower(w[1])] {
+			continue
+		}
+		digits := sent[m[4]:m[5]]
+		if strings.Contains(digits, ".") {
+			digits = strings.ReplaceAll(digits, ".", "") // 9.000
+		} else {
+			digits = strings.ReplaceAll(digits, ",", ".") // 1,5 Mio.
+		}
+		unit := ""
+		if m[6] >= 0 {
+			switch u := strings.ToLower(sent[m[6]:m[7]]); {
+			case strings.HasPrefix(u, "tsd"), u == "tausend":
+				unit = "k"
+			default:
+				unit = "million"
+			}
+		}
+		n, ok := parseCount(digits, unit)
+		if !ok {
+			continue
+		}
+		qual := ""
+		if m[2] >= 0 {
+			qual = deQualifiers[strings.ToLower(sent[m[2]:m[3]])]
+		}
+		out = append(out, fact{pos: m[0], apply: func(f *fileFacts) { f.rows = rowsText(qual, n) }})
+	}
+	return out
+}
+
+// zhList reads a Chinese list after its colon, to the end of the clause: items
+// separated by 、，和 …, each at most 20 characters, a type after 是 kept.
+func zhList(text string) []listItem {
+	text = headOf(text, maxListBytes)
+	if loc := zhListEnd.FindStringIndex(text); loc != nil {
+		text = text[:loc[0]]
+	}
+	var items []listItem
+	for _, raw := range zhItemSplit.Split(text, -1) {
+		raw = strings.Trim(strings.TrimSpace(raw), "\"'`“”‘’「」")
+		if raw == "" {
+			continue
+		}
+		var it listItem
+		if m := zhItemTypeRe.FindStringSubmatch(raw); m != nil {
+			raw, it.typ = strings.TrimSpace(m[1]), zhTypes[m[2]]
+		}
+		if utf8.RuneCountInString(raw) > 20 || strings.ContainsAny(raw, "。？！") {
+			break
+		}
+		it.name = raw
+		items = append(items, it)
+	}
+	return items
+}
+
+// deList reads a German list as parseList reads an English one, with German
+// conjunctions, clause words and articles.
+func deList(text string, explicit bool) []listItem {
+	return readList(text, explicit, deItemSplit, deListEnd, deArticles)
+}
+
+// deRowsExcluded are German words before a number of rows that make it no count
+// of the file's rows ("die ersten 10 Zeilen", "3 Zeilen gelöscht" is after).
+var deRowsExcluded = setOf("ersten", "erste", "letzten", "letzte", "oberen", "unteren", "nächsten", "weitere",
+	"leere", "leeren", "doppelte", "doppelten", "fehlende", "neue", "neuen", "zusätzliche", "nur")
+
+// deArticles are German words no column or sheet name starts with.
+var deArticles = setOf("der", "die", "das", "den", "dem", "des", "ein", "eine", "einen", "es", "sie", "wir",
+	"ich", "du", "und", "oder", "nicht", "auch", "nur", "noch", "alle", "jede", "jeder", "hat", "haben", "ist", "sind")

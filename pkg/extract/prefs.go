@@ -3,6 +3,7 @@ package extract
 import (
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentmem/agentmem/pkg/markdown"
 )
@@ -40,10 +41,41 @@ var (
 	imperativeRe = regexp.MustCompile(`(?i)^(?:please\s+)?(?:use|show|format|write|display|give|keep|put|round|present|print)\b`)
 )
 
+// Chinese and German preferences, on the same plan: a strong marker alone (a wish
+// for the future, "I prefer", an imperative about answers), a weak one (a habit
+// word, "always", "please") with a topic word. A sentence reporting an error is
+// never a preference ("它总是报错").
+var (
+	zhStrongPrefRe = regexp.MustCompile(`以后|今后|从现在起|从今以后|往后|我(?:更|比较|一般|通常)?(?:喜欢|偏好|倾向)|我习惯|我一般用|我通常用|请(?:一直|始终|总是|统一)`)
+	zhWeakPrefRe   = regexp.MustCompile(`一律|总是|始终|每次都|默认|统一|尽量|最好|不要|(?:^|[，,；;])别`)
+	zhTopicRe      = regexp.MustCompile(`回答|答案|回复|格式|标题|字体|图|日期|小数|千位|分隔符|字体|颜色|主题|代码|简短|简洁|语言|表格|金额|样式|排序|单位|中文|英文|表情`)
+	deStrongPrefRe = regexp.MustCompile(`(?i)\bich\s+(?:bevorzuge|hätte\s+(?:gern|lieber)|nehme\s+lieber|arbeite\s+lieber|mag\s+.+\s+lieber)\b|\bvon\s+nun\s+an\b|\bab\s+(?:jetzt|sofort)\b|\b(?:zu)?künftig\b|\bin\s+zukunft\b|\bstandardmäßig\b|^(?:bitte\s+)?(?:halte|mach|fasse)\b.*\b(?:kurz|knapp|kürzer|einfach|übersichtlich)\b|^(?:bitte\s+)?(?:antworte|schreib|schreibe)\b.*\b(?:auf|in)\s+(?:deutsch|englisch)\b|^(?:bitte\s+)?(?:keine|nie|niemals|verzichte)\b`)
+	deWeakPrefRe   = regexp.MustCompile(`(?i)\b(?:immer|normalerweise|meistens|gewöhnlich|in\s+der\s+regel|lieber|am\s+liebsten|grundsätzlich|mein(?:e)?\s+lieblings\p{L}*)\b`)
+	deTopicRe      = regexp.MustCompile(`(?i)diagramm|format|antwort|tabelle|datum|dezimal|nachkomma|tausender|schrift|farbe|design|python|pandas|excel|code|beispiel|sprache|einleitung|emoji|zusammenfassung|sortier|währung|runde|stellen`)
+)
+
+// isPreferenceOther reports whether a Chinese or German sentence states a
+// preference.
+func isPreferenceOther(s string) bool {
+	if errorSignRe.MatchString(s) || errorSignOtherRe.MatchString(s) {
+		return false
+	}
+	switch {
+	case zhStrongPrefRe.MatchString(s), zhWeakPrefRe.MatchString(s) && zhTopicRe.MatchString(s):
+		return utf8.RuneCountInString(s) >= 4
+	case deStrongPrefRe.MatchString(s), deWeakPrefRe.MatchString(s) && deTopicRe.MatchString(s):
+		return meaningful(s)
+	}
+	return false
+}
+
 // isPreference reports whether a (filler-stripped) sentence states a preference.
 func isPreference(s string) bool {
 	if isQuestion(s) {
 		return false
+	}
+	if isPreferenceOther(s) {
+		return true
 	}
 	for _, re := range strongPrefRes {
 		if m := re.FindStringSubmatch(s); m != nil && meaningful(m[1]) {

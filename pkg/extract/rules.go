@@ -8,8 +8,8 @@ import (
 	"github.com/agentmem/agentmem/pkg/markdown"
 )
 
-// Rules is the offline extractor: English-language rules over the conversation,
-// no model, deterministic. doc.go lists the rules and their limits.
+// Rules is the offline extractor: rules over the conversation (English; Chinese
+// and German for files, preferences and errors), no model, deterministic. doc.go lists the rules and their limits.
 type Rules struct {
 	logger *zap.Logger
 }

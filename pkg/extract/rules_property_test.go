@@ -22,6 +22,12 @@ var fragments = []string{
 	"failed with", "fixed it by", "the fix was", "that worked", "thanks, it works", "didn't work",
 	"still", "Use df['date'].", "```", "?", "!", ".", ",", ":", ";", "\n", "-", "hello", "thanks",
 	"YYYY-MM-DD", "keep answers short", "shape: (10, 2)", "", " ", "the", "with", "and",
+	// Chinese and German
+	"销售表", "库存文件", "的列：", "字段：", "日期、金额", "是整数", "工作表：", "大约 8000 行", "万", "前 10 行",
+	"以后", "我习惯", "一律", "格式", "报错", "可以了", "还是不行", "。", "，", "？",
+	"die Datei", "Lagerdatei", "hat die Spalten", "Datum, Filiale und Betrag", "die Spalte menge ist eine Ganzzahl",
+	"Blätter", "etwa 9.000 Zeilen", "Ich bevorzuge", "immer", "Diagramme", "Fehler", "#WERT!",
+	"das hat funktioniert", "funktioniert nicht", "Jetzt klappt es",
 }
 
 func genMessage(t *rapid.T) extract.Message {

@@ -163,8 +163,8 @@ func TestRulesErrorSolutions(t *testing.T) {
 		"user", "OK I'll try tomorrow.",
 	))
 	want := []string{
-		"Error: KeyError: 'Date'. Fix: Use df['date'] instead of df['Date']",
-		"Error: My VLOOKUP returns #N/A for half the rows. Fix: Convert the ID column with VALUE()",
+		"Error: KeyError: 'Date'. Fix: The column is named in lowercase. Use df['date'] instead of df['Date']",
+		"Error: My VLOOKUP returns #N/A for half the rows. Fix: Then the IDs are stored as text. Convert the ID column with VALUE()",
 		"Error: The export failed with PermissionError: [Errno 13] on out.xlsx. Fix: Closing the file in Excel first",
 	}
 	sols := ofCategory(got, markdown.CategoryErrorSolution)

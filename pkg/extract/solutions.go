@@ -9,15 +9,23 @@ import (
 
 var (
 	// errorSignRe marks a sentence (or a traceback line) reporting an error.
-	errorSignRe   = regexp.MustCompile(`\b[A-Z][A-Za-z]*(?:Error|Exception)\b|(?i:\berror:\s*\S|\bexception\b|\bfailed with\b|\bnot found\b|\b(?:get|got|getting|gets|throws?|threw|raises?|raised|shows?|showed|showing|returns?|returned)\s+(?:an?\s+|the\s+|this\s+|that\s+)?(?:\w+\s+)?error\b)|#(?:VALUE!|REF!|N/A|DIV/0!|NAME\?|NUM!|NULL!|SPILL!|CALC!)`)
-	errorPrefixRe = regexp.MustCompile(`(?i)^error\s*:\s*`)
+	errorSignRe = regexp.MustCompile(`\b[A-Z][A-Za-z]*(?:Error|Exception)\b|(?i:\berror:\s*\S|\bexception\b|\bfailed with\b|\bnot found\b|\b(?:get|got|getting|gets|throws?|threw|raises?|raised|shows?|showed|showing|returns?|returned)\s+(?:an?\s+|the\s+|this\s+|that\s+)?(?:\w+\s+)?error\b)|#(?:VALUE!|REF!|N/A|DIV/0!|NAME\?|NUM!|NULL!|SPILL!|CALC!)`)
+	// errorSignOtherRe: the same signs in Chinese and German, and the German
+	// names of Excel's errors.
+	errorSignOtherRe = regexp.MustCompile(`报错|错误|出错|异常|失败|无法(?:打开|读取|运行|连接|导入)|(?i:\bFehler(?:meldung)?\b|\bfunktioniert\s+nicht\b|\bschlägt\s+fehl\b)|#(?:NV|WERT!|BEZUG!|ZAHL!|ÜBERLAUF!)`)
+	errorPrefixRe    = regexp.MustCompile(`(?i)^error\s*:\s*`)
 	// fixPhraseRe: "fixed it by X", "the fix was to X", "it worked after X".
 	fixPhraseRe = regexp.MustCompile(`(?i)\b(?:(?:(?:I|we|you)\s+)?(?:fixed|solved|resolved)(?:\s+(?:it|this|that|the\s+(?:issue|problem|error)))?\s+by|the\s+(?:fix|solution)\s+(?:was|is)\s*:?(?:\s+to)?|worked\s+(?:after|once|when)|works\s+(?:now\s+)?(?:after|once))\s+(.+)`)
 	// confirmRe: the user says the assistant's suggestion worked.
 	confirmRe = regexp.MustCompile(`(?i)\b(?:that|it|this|which|the fix|your (?:fix|solution|suggestion|code|formula))\s+(?:worked|works|did it|did the trick|fixed it|solved it|helped)\b|\b(?:works|working)\s+(?:now|fine|perfectly)\b|\bit'?s\s+working\b|\b(?:problem|issue|error)\s+(?:is\s+)?(?:solved|fixed|resolved|gone)\b|\ball good now\b`)
+	// confirmOtherRe: the same in Chinese and German ("可以了", "成功了", "问题解决了",
+	// "das hat funktioniert", "jetzt klappt es", "läuft jetzt").
+	confirmOtherRe = regexp.MustCompile(`可以了|好了|成功了|解决了|搞定|行了|有效|管用|能用了|正常了|(?i:\bhat\s+(?:funktioniert|geklappt)\b|\bfunktioniert\s+(?:jetzt|wieder|einwandfrei|super)\b|\bklappt\b|\bjetzt\s+(?:funktioniert|geht|läuft)\b|\bgeht\s+(?:jetzt|wieder)\b|\bläuft\s+(?:jetzt|wieder)\b|\b(?:problem|fehler)\s+(?:ist\s+)?(?:gelöst|behoben|weg)\b)`)
 	// persistsRe: the pending error is still there ("still #N/A"), not a new one.
-	persistsRe = regexp.MustCompile(`(?i)\b(?:still|again|same error|keep getting)\b`)
-	negationRe = regexp.MustCompile(`(?i)\b(?:not|never|still|nope|doesn't|didn't|isn't|wasn't|won't|don't|can't|cannot)\b`)
+	persistsRe = regexp.MustCompile(`(?i)\b(?:still|again|same error|keep getting|immer noch|noch immer|wieder|gleiche fehler)\b|还是|仍然|依然|又`)
+	negationRe = regexp.MustCompile(`(?i)\b(?:not|never|still|nope|doesn't|didn't|isn't|wasn't|won't|don't|can't|cannot|nicht|kein|keine|nie|immer noch|noch immer)\b|不|没|还是|仍然`)
+	// pleasantryRe: an assistant sentence that is no part of a fix.
+	pleasantryRe = regexp.MustCompile(`(?i)^(?:sure|of course|certainly|great|good (?:question|catch)|no problem|happy to help|glad (?:it|that|to)\b.*|let me know\b.*|hope (?:this|that|it) helps.*|gern(?:e)?|klar|好的|当然|没问题)[.!。！]*$`)
 	// fixVerbRe picks the sentence of an assistant reply that says what to do.
 	fixVerbRe      = regexp.MustCompile(`(?i)\b(?:use|change|replace|rename|add|remove|delete|wrap|set|convert|install|upgrade|downgrade|try|make sure|switch|update|pass|specify|cast|strip|trim|drop|enable|disable|move|restart|save|reopen|select|apply|format|parse)\b`)
 	trailingJoinRe = regexp.MustCompile(`(?i)[\s,;:\-–—]*(?:\b(?:but|and|so|then)\b)?[\s,;:\-–—]*$`)
@@ -26,7 +34,7 @@ var (
 // Bounds on remembered text: an entry is a note, not a log.
 const (
 	maxErrorRunes = 200
-	maxFixRunes   = 300
+	maxFixRunes   = 500
 )
 
 // errorTracker follows the last unresolved error of a session and the assistant
@@ -39,6 +47,9 @@ type errorTracker struct {
 // observeErrors applies the error rule to one sentence of a message.
 func (s *session) observeErrors(role, sent string) {
 	sign := errorSignRe.FindStringIndex(sent)
+	if sign == nil {
+		sign = errorSignOtherRe.FindStringIndex(sent)
+	}
 	fix := fixPhraseRe.FindStringSubmatchIndex(sent)
 	if role == RoleTool {
 		fix = nil // tool output reports errors, it does not judge fixes
@@ -52,7 +63,7 @@ func (s *session) observeErrors(role, sent string) {
 		s.solved(s.errs.pending, sent[fix[2]:fix[3]])
 		return
 	case role == RoleUser && s.errs.pending != "" && s.errs.suggested != "" &&
-		!isQuestion(sent) && confirmRe.MatchString(sent) && !negationRe.MatchString(sent):
+		!isQuestion(sent) && (confirmRe.MatchString(sent) || confirmOtherRe.MatchString(sent)) && !negationRe.MatchString(sent):
 		if what := fixSummary(s.errs.suggested); what != "" {
 			s.solved(s.errs.pending, what)
 		}
@@ -81,24 +92,16 @@ func errorText(sent string) string {
 	return tidy(clip(e, maxErrorRunes))
 }
 
-// fixSummary picks what an assistant reply told the user to do: the first statement
-// with a verb of fixing, else its first sentence, else the first line of its code.
+// fixSummary is what an assistant reply told the user to do: the whole reply (a
+// fix is often a cause, a step and its code), less its questions and
+// pleasantries, code lines joined in, at most maxFixRunes.
 func fixSummary(reply string) string {
-	var first, code string
+	var parts []string
 	for _, s := range sentences(reply) {
-		switch {
-		case s.code:
-			if code == "" {
-				code = s.text
-			}
-		case !isQuestion(s.text) && fixVerbRe.MatchString(s.text):
-			return s.text
-		case first == "":
-			first = s.text
+		if !s.code && (isQuestion(s.text) || pleasantryRe.MatchString(s.text)) {
+			continue
 		}
+		parts = append(parts, s.text)
 	}
-	if first != "" {
-		return first
-	}
-	return code
+	return strings.Join(parts, " ")
 }

@@ -18,8 +18,8 @@ type sentence struct {
 	code bool
 }
 
-// sentences splits text into trimmed, non-empty sentences: at line breaks, and after
-// runs of . ! ? … followed by a space. A dot inside a token ("sales.csv", "1.5") does
+// sentences splits text into trimmed, non-empty sentences: at line breaks, after
+// runs of . ! ? … followed by a space, and after 。！？ (Chinese puts no space). A dot inside a token ("sales.csv", "1.5") does
 // not split. Lines inside ``` fences are code.
 func sentences(text string) []sentence {
 	var out []sentence
@@ -41,7 +41,7 @@ func sentences(text string) []sentence {
 				continue
 			}
 			next := i + utf8.RuneLen(r)
-			if next < len(line) && (line[next] == ' ' || line[next] == '\t') {
+			if next < len(line) && (line[next] == ' ' || line[next] == '\t' || isFullWidthTerminator(r)) {
 				if s := strings.TrimSpace(line[start:next]); s != "" {
 					out = append(out, sentence{text: s})
 				}
@@ -55,9 +55,17 @@ func sentences(text string) []sentence {
 	return out
 }
 
-func isTerminator(r rune) bool { return r == '.' || r == '!' || r == '?' || r == '…' }
+func isTerminator(r rune) bool {
+	return r == '.' || r == '!' || r == '?' || r == '…' || isFullWidthTerminator(r)
+}
 
-func isQuestion(s string) bool { return strings.HasSuffix(strings.TrimSpace(s), "?") }
+// isFullWidthTerminator: Chinese ends a sentence with 。！？ and no space after.
+func isFullWidthTerminator(r rune) bool { return r == '。' || r == '！' || r == '？' }
+
+func isQuestion(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.HasSuffix(s, "?") || strings.HasSuffix(s, "？") || strings.HasSuffix(s, "吗") || strings.HasSuffix(s, "呢")
+}
 
 // stripFiller removes conversational openers.
 func stripFiller(s string) string {

@@ -40,7 +40,7 @@ const (
 	DefaultAutoLoadLines   = 200
 	DefaultKEpisodic       = 5
 	DefaultKSemantic       = 5
-	DefaultMaxTokens       = 8000
+	DefaultMaxTokens       = 2000 // memory.context_budget_tokens' default
 	DefaultItemsLimit      = 20
 	DefaultRecentTurns     = 4
 	DefaultSummaryMaxChars = 1200
@@ -101,7 +101,8 @@ type Config struct {
 	AutoLoadLines int
 	// KEpisodic and KSemantic bound the vector memories of a pack (SPEC C4).
 	KEpisodic, KSemantic int
-	// MaxTokens is the prompt budget when a request does not set one.
+	// MaxTokens is the prompt budget when a request does not set one (in agentmem,
+	// memory.context_budget_tokens and memory.context_budget_percent).
 	MaxTokens int
 	// ItemsLimit bounds each list of memory items in a pack (persona, profile, session).
 	ItemsLimit int

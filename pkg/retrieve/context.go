@@ -22,7 +22,9 @@ import (
 
 // Keyword rules for loading topic files on demand (SPEC A5). A query term (after
 // bm25.Tokenize: lower case, stemmed) from fileStructureTerms loads file_patterns.md;
-// one from preferenceTerms loads user_prefs.md. Both can apply; an empty query loads
+// one from preferenceTerms loads user_prefs.md: the form of answers, and how the
+// agent should write them (the language, code and examples to use, the user's
+// habits). Both can apply; an empty query loads
 // neither.
 var (
 	fileStructureTerms = termSet("file", "table", "sheet", "spreadsheet", "worksheet", "workbook", "tab",
@@ -30,7 +32,7 @@ var (
 		"header", "dataset", "datatype", "dtype", "structure", "record")
 	preferenceTerms = termSet("format", "style", "chart", "plot", "graph", "prefer", "preferred",
 		"preference", "color", "colour", "font", "layout", "output", "theme", "decimal", "favorite",
-		"favourite")
+		"favourite", "language", "code", "example", "script", "habit", "usually")
 )
 
 // Cues of the same two topics in other languages, found as substrings of the
@@ -39,8 +41,8 @@ var (
 var (
 	fileStructureCues = []string{"文件", "表格", "工作表", "工作簿", "字段", "列", "行数", "数据表",
 		"datei", "tabelle", "spalte", "blatt", "blätter", "arbeitsmappe", "zeilen", "feld"}
-	preferenceCues = []string{"格式", "图表", "偏好", "喜欢", "风格", "回答", "显示",
-		"format", "diagramm", "bevorz", "stil", "antwort", "darstell"}
+	preferenceCues = []string{"格式", "图表", "偏好", "喜欢", "风格", "回答", "显示", "语言", "代码", "习惯",
+		"format", "diagramm", "bevorz", "stil", "antwort", "darstell", "sprache", "codebeispiel", "gewohn"}
 )
 
 func mentionsCue(folded string, cues []string) bool {

@@ -61,9 +61,13 @@
 // policy_overrides.json, read once per session and cached, so a change applies to
 // new sessions (B5). The prompt renders, in order: Persona, User profile, Core
 // memory, Topic: <name>, Relevant notes, Recent notes, Known facts, Episodic
-// memories, Session items, Recent session; over max_tokens, the lowest-priority
-// entries are dropped from prompt and pack alike (see render). token_estimate is the
-// prompt's characters / 4. After each pack with vector memories, one memory_hit
+// memories, Session items, Recent session. It is filled within max_tokens (the
+// request's, or Config.MaxTokens) by priority: the core memory always, then memory
+// items, the loaded topics, the ranked memories (facts and episodes by score, then
+// chunks), the recent session, the daily notes; what does not fit is dropped from
+// prompt and pack alike, and the pack's sections list each section's entries,
+// dropped entries and tokens (see render). token_estimate is the prompt's
+// characters / 4. After each pack with vector memories, one memory_hit
 // event listing exactly their ids is published asynchronously (Nats-Msg-Id = event
 // id) by one long-lived publisher goroutine, which Run's drain waits for; a failed
 // publish is logged.

@@ -164,7 +164,9 @@ func (p packCut) keep(n int) any {
 	// The estimate bounds the rendered length of what is left (4 runes a token,
 	// rounded up, plus the final newline), so rendering within it drops nothing
 	// more.
+	budget := pack.BudgetTokens
 	render(&pack, pack.TokenEstimate+1)
+	pack.BudgetTokens = budget
 	pack.Recount()
 	pack.Truncated = true
 	return pack

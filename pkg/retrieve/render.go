@@ -7,14 +7,18 @@ import (
 	"github.com/agentmem/agentmem/events"
 )
 
-// A prompt section: its heading, its rendered entries, and how the pack list behind
-// it is cut when the prompt is over budget.
+// A prompt section: the pack list behind it (name), its heading, its rendered
+// entries, and which of them the budget kept.
 type part struct {
-	title     string // "" for a part whose entries carry their own headings (topics)
-	entries   []entry
-	lo, hi    int  // entries[lo:hi] are kept
-	dropFront bool // drop the oldest first (the list is oldest first)
-	keep      func(lo, hi int)
+	name  string
+	title string // "" for a part whose entries carry their own headings (topics)
+	// entries are the list's entries in list order; in[i] says entries[i] is kept.
+	entries []entry
+	in      []bool
+	n       int // how many are kept
+	// keep, when set, cuts the pack's list to the kept entries (their indices, in
+	// list order); nil for the core memory, which is always kept.
+	keep func(idx []int)
 }
 
 // entry is one entry of a part, rendered as head then body: the pack's text is
@@ -29,22 +33,39 @@ func newEntry(head, body string) entry {
 	return entry{head: head, body: body, runes: utf8.RuneCountInString(head) + utf8.RuneCountInString(body)}
 }
 
-func (p *part) kept() int { return p.hi - p.lo }
+// unit is one entry of one part, a step of the budget's fill.
+type unit struct {
+	p *part
+	i int
+}
 
-// render sets pack.Prompt and pack.TokenEstimate. Sections, in prompt order:
-// Persona, User profile, Core memory, Topic: <name>, Relevant notes (chunks), Recent
-// notes (daily notes), Known facts (semantic), Episodic memories, Session items,
-// Recent session. recent_turns are structured data and are not rendered.
+// render sets pack.Prompt, pack.TokenEstimate, pack.BudgetTokens and
+// pack.Sections. Sections, in prompt order: Persona, User profile, Core memory,
+// Topic: <name>, Relevant notes (chunks), Recent notes (daily notes), Known facts
+// (semantic), Episodic memories, Session items, Recent session. recent_turns are
+// structured data and are not rendered.
 //
-// When the estimate exceeds maxTokens, entries are dropped, from the pack as well as
-// from the prompt, lowest priority first: daily notes (oldest first), chunks (lowest
-// score first), recent session messages (oldest first), episodic memories, topics,
-// known facts, session items, user profile, persona (each lowest ranked first). The
-// core memory is never dropped (SPEC A2), so a core larger than the budget is sent
-// whole.
+// The prompt is filled within maxTokens by priority, one entry at a time, each
+// entry taken when it still fits (a long entry that does not fit is left out, and
+// shorter ones after it can still be taken):
+//
+//  1. the core memory, always and whole (SPEC A2), even when it alone is over
+//     the budget;
+//  2. the memory items: persona, user profile, session items (each in list order);
+//  3. the topic files loaded for the query;
+//  4. the ranked memories: known facts and episodic memories together by score
+//     (best first, ties by id, the order the recall ranked them in), then the
+//     chunks of MEMORY.md best first;
+//  5. the recent session messages, newest first;
+//  6. the daily notes, newest first.
+//
+// Entries left out are dropped from the pack as well as from the prompt, so the
+// pack holds what the prompt shows; no entry is there twice (dedupe runs before).
 //
 // TokenEstimate is the prompt's length in characters (runes) divided by 4, rounded
-// up: the usual rule of thumb for English text with BPE tokenizers.
+// up: the usual rule of thumb for English text with BPE tokenizers. A section's
+// tokens are its own runes (heading and the blank lines after its entries
+// included) the same way.
 func render(pack *events.ContextPack, maxTokens int) {
 	items := func(list []events.MemoryItem) []entry {
 		out := make([]entry, len(list))
@@ -77,51 +98,86 @@ func render(pack *events.ContextPack, maxTokens int) {
 		recent[i] = newEntry(rolePrefix(e.Obs.Role), e.Obs.Text)
 	}
 
-	// Prompt order; drop order is given by dropOrder below.
-	persona := newPart("Persona", items(pack.Persona), false, func(lo, hi int) { pack.Persona = pack.Persona[lo:hi] })
-	profile := newPart("User profile", items(pack.UserProfile), false, func(lo, hi int) { pack.UserProfile = pack.UserProfile[lo:hi] })
-	corePart := newPart("Core memory", core, false, nil)
-	topicPart := newPart("", topics, false, func(lo, hi int) { pack.Topics = pack.Topics[lo:hi] })
-	chunks := newPart("Relevant notes", texts(pack.Chunks, ""), false, func(lo, hi int) { pack.Chunks = pack.Chunks[lo:hi] })
-	daily := newPart("Recent notes", notes, false, func(lo, hi int) { pack.DailyNotes = pack.DailyNotes[lo:hi] })
-	facts := newPart("Known facts", texts(pack.SemanticItems, "- "), false, func(lo, hi int) { pack.SemanticItems = pack.SemanticItems[lo:hi] })
-	episodic := newPart("Episodic memories", texts(pack.EpisodicItems, "- "), false, func(lo, hi int) { pack.EpisodicItems = pack.EpisodicItems[lo:hi] })
-	sessionItems := newPart("Session items", items(pack.SessionItems), false, func(lo, hi int) { pack.SessionItems = pack.SessionItems[lo:hi] })
-	history := newPart("Recent session", recent, true, func(lo, hi int) { pack.RecentEvents = pack.RecentEvents[lo:hi] })
-
+	// Prompt order.
+	persona := newPart("persona", "Persona", items(pack.Persona), func(idx []int) { pack.Persona = pick(pack.Persona, idx) })
+	profile := newPart("user_profile", "User profile", items(pack.UserProfile), func(idx []int) { pack.UserProfile = pick(pack.UserProfile, idx) })
+	corePart := newPart("core", "Core memory", core, nil)
+	topicPart := newPart("topics", "", topics, func(idx []int) { pack.Topics = pick(pack.Topics, idx) })
+	chunks := newPart("chunks", "Relevant notes", texts(pack.Chunks, ""), func(idx []int) { pack.Chunks = pick(pack.Chunks, idx) })
+	daily := newPart("daily_notes", "Recent notes", notes, func(idx []int) { pack.DailyNotes = pick(pack.DailyNotes, idx) })
+	facts := newPart("semantic_items", "Known facts", texts(pack.SemanticItems, "- "), func(idx []int) { pack.SemanticItems = pick(pack.SemanticItems, idx) })
+	episodic := newPart("episodic_items", "Episodic memories", texts(pack.EpisodicItems, "- "), func(idx []int) { pack.EpisodicItems = pick(pack.EpisodicItems, idx) })
+	sessionItems := newPart("session_items", "Session items", items(pack.SessionItems), func(idx []int) { pack.SessionItems = pick(pack.SessionItems, idx) })
+	history := newPart("recent_events", "Recent session", recent, func(idx []int) { pack.RecentEvents = pick(pack.RecentEvents, idx) })
 	parts := []*part{persona, profile, corePart, topicPart, chunks, daily, facts, episodic, sessionItems, history}
-	dropOrder := []*part{daily, chunks, history, episodic, topicPart, facts, sessionItems, profile, persona}
+
+	// Priority order (see above).
+	var order []unit
+	inOrder := func(p *part) {
+		for i := range p.entries {
+			order = append(order, unit{p, i})
+		}
+	}
+	newestFirst := func(p *part) {
+		for i := len(p.entries) - 1; i >= 0; i-- {
+			order = append(order, unit{p, i})
+		}
+	}
+	inOrder(persona)
+	inOrder(profile)
+	inOrder(sessionItems)
+	inOrder(topicPart)
+	order = append(order, ranked(facts, pack.SemanticItems, episodic, pack.EpisodicItems)...)
+	inOrder(chunks)
+	newestFirst(history)
+	newestFirst(daily)
 
 	budget := maxTokens * 4
 	total := 0
-	for _, p := range parts {
-		total += p.cost()
+	if len(core) > 0 {
+		corePart.in[0], corePart.n = true, 1
+		total = corePart.cost()
 	}
-	for _, p := range dropOrder {
-		for total > budget && p.kept() > 0 {
-			before := p.cost()
-			if p.dropFront {
-				p.lo++
-			} else {
-				p.hi--
-			}
-			total -= before - p.cost()
+	for _, u := range order {
+		add := u.p.entries[u.i].runes + 2
+		if u.p.n == 0 && u.p.title != "" {
+			add += utf8.RuneCountInString(u.p.title) + 5 // "## " + "\n\n"
 		}
-		if p.kept() < len(p.entries) {
-			p.keep(p.lo, p.hi)
+		if total+add <= budget {
+			u.p.in[u.i] = true
+			u.p.n++
+			total += add
 		}
 	}
 
 	var b strings.Builder
 	b.Grow(total)
+	pack.Sections = nil // a new list: a cut pack (packCut) shares the old one
 	for _, p := range parts {
-		if p.kept() == 0 {
+		if len(p.entries) == 0 {
+			continue
+		}
+		kept := p.kept()
+		pack.Sections = append(pack.Sections, events.PackSection{Name: p.name, Entries: kept, Dropped: len(p.entries) - kept, Tokens: (p.cost() + 3) / 4})
+		if kept < len(p.entries) && p.keep != nil {
+			idx := make([]int, 0, kept)
+			for i, in := range p.in {
+				if in {
+					idx = append(idx, i)
+				}
+			}
+			p.keep(idx)
+		}
+		if kept == 0 {
 			continue
 		}
 		if p.title != "" {
 			b.WriteString("## " + p.title + "\n\n")
 		}
-		for _, e := range p.entries[p.lo:p.hi] {
+		for i, e := range p.entries {
+			if !p.in[i] {
+				continue
+			}
 			b.WriteString(e.head)
 			b.WriteString(e.body)
 			b.WriteString("\n\n")
@@ -130,6 +186,35 @@ func render(pack *events.ContextPack, maxTokens int) {
 	pack.Prompt = strings.TrimSuffix(b.String(), "\n")
 	// total counts the prompt's runes already, with the newline just trimmed.
 	pack.TokenEstimate = (max(total-1, 0) + 3) / 4
+	pack.BudgetTokens = maxTokens
+}
+
+// ranked returns the known facts and episodic memories as one ranking: by score,
+// best first, ties by id (each list is already best first).
+func ranked(facts *part, factItems []events.PackItem, episodes *part, episodeItems []events.PackItem) []unit {
+	out := make([]unit, 0, len(factItems)+len(episodeItems))
+	i, j := 0, 0
+	for i < len(factItems) || j < len(episodeItems) {
+		takeFact := j == len(episodeItems) || (i < len(factItems) &&
+			(factItems[i].Score > episodeItems[j].Score || factItems[i].Score == episodeItems[j].Score && factItems[i].ID < episodeItems[j].ID))
+		if takeFact {
+			out = append(out, unit{facts, i})
+			i++
+		} else {
+			out = append(out, unit{episodes, j})
+			j++
+		}
+	}
+	return out
+}
+
+// pick returns the elements of list at idx (ascending), in place.
+func pick[T any](list []T, idx []int) []T {
+	out := list[:0]
+	for _, i := range idx {
+		out = append(out, list[i])
+	}
+	return out
 }
 
 // rolePrefix is "<role>: ", without a new string for the usual roles.
@@ -147,22 +232,24 @@ func rolePrefix(r events.Role) string {
 	return string(r) + ": "
 }
 
-func newPart(title string, entries []entry, dropFront bool, keep func(lo, hi int)) *part {
-	return &part{title: title, entries: entries, hi: len(entries), dropFront: dropFront, keep: keep}
+func newPart(name, title string, entries []entry, keep func(idx []int)) *part {
+	return &part{name: name, title: title, entries: entries, in: make([]bool, len(entries)), keep: keep}
 }
 
-// cost is the part's rendered length in runes: heading plus entries, each followed
-// by a blank line.
+// kept is how many of the part's entries are kept.
+func (p *part) kept() int { return p.n }
+
+// cost is the part's rendered length in runes: heading plus kept entries, each
+// followed by a blank line.
 func (p *part) cost() int {
-	if p.kept() == 0 {
-		return 0
-	}
 	n := 0
-	if p.title != "" {
-		n += utf8.RuneCountInString(p.title) + 5 // "## " + "\n\n"
+	for i, e := range p.entries {
+		if p.in[i] {
+			n += e.runes + 2
+		}
 	}
-	for _, e := range p.entries[p.lo:p.hi] {
-		n += e.runes + 2
+	if n > 0 && p.title != "" {
+		n += utf8.RuneCountInString(p.title) + 5 // "## " + "\n\n"
 	}
 	return n
 }
