@@ -225,6 +225,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Router:          bus.RouterConfig{HandlerTimeout: rt.ingestTimeout(), Gate: rt.gate()},
 		// The model client bounds the calls in flight; a batch asks them all at once.
 		DecideConcurrency: rt.modelBudget().concurrency,
+		Summary:           rt.summaryTrigger(),
 	}, ingest.Deps{
 		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
 		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics, Gate: rt.Priority,
@@ -232,10 +233,45 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 }
 
 func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, error) {
+	summaries, err := rt.sessionSummaries(p.logger)
+	if err != nil {
+		return nil, err
+	}
 	return extract.NewWorker(rt.extractorConfig(), extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
+		Summaries: summaries,
 	}, p.logger)
+}
+
+// summaryTrigger is when ingest announces a session's summary (SPEC B2), from
+// the memory block's policy.
+func (rt *Runtime) summaryTrigger() ingest.SummaryTrigger {
+	m := rt.Config.Memory
+	return ingest.SummaryTrigger{
+		MessageThreshold:    m.SessionSummaryMessageThreshold,
+		TokenPercent:        m.SessionSummaryTokenPercent,
+		ContextWindowTokens: m.ContextWindowTokens,
+		KeepCount:           m.SessionSummaryKeepCount,
+	}
+}
+
+// sessionSummaries is the extractor's session summariser (SPEC B2): the model
+// when one is configured, the extractive rules otherwise.
+func (rt *Runtime) sessionSummaries(logger *zap.Logger) (*lifecycle.SessionSummaries, error) {
+	metrics, err := rt.lifecycleMetrics()
+	if err != nil {
+		return nil, err
+	}
+	var model lifecycle.SessionSummarizer
+	if rt.LLM != nil {
+		model = lifecycle.LLMSessionSummarizer{Client: rt.LLM}
+	}
+	m := rt.Config.Memory
+	return lifecycle.NewSessionSummaries(lifecycle.SessionSummaryConfig{
+		KeepCount:           m.SessionSummaryKeepCount,
+		ContextWindowTokens: m.ContextWindowTokens,
+	}, rt.Sessions, model, metrics, logger)
 }
 
 func (rt *Runtime) consolidator(ctx context.Context, p componentParts) (Component, error) {

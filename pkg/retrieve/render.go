@@ -34,11 +34,11 @@ func (p *part) kept() int { return p.hi - p.lo }
 // render sets pack.Prompt and pack.TokenEstimate. Sections, in prompt order:
 // Persona, User profile, Core memory, Topic: <name>, Relevant notes (chunks), Recent
 // notes (daily notes), Known facts (semantic), Episodic memories, Session items,
-// Recent session. recent_turns are structured data and are not rendered.
+// Session summary, Recent session. recent_turns are structured data and are not rendered.
 //
 // When the estimate exceeds maxTokens, entries are dropped, from the pack as well as
 // from the prompt, lowest priority first: daily notes (oldest first), chunks (lowest
-// score first), recent session messages (oldest first), episodic memories, topics,
+// score first), recent session messages (oldest first), the session summary, episodic memories, topics,
 // known facts, session items, user profile, persona (each lowest ranked first). The
 // core memory is never dropped (SPEC A2), so a core larger than the budget is sent
 // whole.
@@ -87,10 +87,19 @@ func render(pack *events.ContextPack, maxTokens int) {
 	facts := newPart("Known facts", texts(pack.SemanticItems, "- "), false, func(lo, hi int) { pack.SemanticItems = pack.SemanticItems[lo:hi] })
 	episodic := newPart("Episodic memories", texts(pack.EpisodicItems, "- "), false, func(lo, hi int) { pack.EpisodicItems = pack.EpisodicItems[lo:hi] })
 	sessionItems := newPart("Session items", items(pack.SessionItems), false, func(lo, hi int) { pack.SessionItems = pack.SessionItems[lo:hi] })
+	var summary []entry
+	if pack.SessionSummary != "" {
+		summary = []entry{newEntry("", pack.SessionSummary)}
+	}
+	summaryPart := newPart("Session summary", summary, false, func(lo, hi int) {
+		if hi <= lo {
+			pack.SessionSummary, pack.SessionSummarySource = "", nil
+		}
+	})
 	history := newPart("Recent session", recent, true, func(lo, hi int) { pack.RecentEvents = pack.RecentEvents[lo:hi] })
 
-	parts := []*part{persona, profile, corePart, topicPart, chunks, daily, facts, episodic, sessionItems, history}
-	dropOrder := []*part{daily, chunks, history, episodic, topicPart, facts, sessionItems, profile, persona}
+	parts := []*part{persona, profile, corePart, topicPart, chunks, daily, facts, episodic, sessionItems, summaryPart, history}
+	dropOrder := []*part{daily, chunks, history, summaryPart, episodic, topicPart, facts, sessionItems, profile, persona}
 
 	budget := maxTokens * 4
 	total := 0
