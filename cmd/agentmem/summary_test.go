@@ -47,3 +47,33 @@ func TestContextJSONShowsSessionSummary(t *testing.T) {
 		t.Fatalf("no session_summary key:\n%s", out)
 	}
 }
+
+// With memory.evolution_enabled, a session whose user keeps referring to
+// earlier conversations evolves the policy through the whole stack (SPEC B5):
+// the extractor reflects after the session's summary_due, and `agentmem policy
+// history` shows the snapshot taken first.
+func TestEvolutionThroughTheStack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stack, url := upForCLI(t, ctx, "AGENTMEM_MEMORY_EVOLUTION_ENABLED=true")
+	ns := []string{"--nats-url", url, "--tenant", "acme", "--user", "u1"}
+	for i := range 21 {
+		text := "fine"
+		if i < 4 {
+			text = fmt.Sprintf("As I said last week, invoice %d is late.", i)
+		}
+		if out, err := run(t, append([]string{"observe", "--session", "s1", "--text", text}, ns...)...); err != nil {
+			t.Fatalf("observe: %v\n%s", err, out)
+		}
+	}
+	if err := app.WaitIdle(ctx, stack.Runtime().JS, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, append([]string{"policy", "show"}, ns...)...)
+	if err != nil || !strings.Contains(out, `"recent_days": 6`) {
+		t.Fatalf("policy show: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"policy", "history"}, ns...)...); err != nil || !strings.Contains(out, "policy_snapshots/") {
+		t.Fatalf("policy history: %v\n%s", err, out)
+	}
+}

@@ -237,11 +237,30 @@ func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, er
 	if err != nil {
 		return nil, err
 	}
+	evolver, err := rt.evolver(p.logger)
+	if err != nil {
+		return nil, err
+	}
 	return extract.NewWorker(rt.extractorConfig(), extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
-		Summaries: summaries,
+		Summaries: summaries, Evolver: evolver,
 	}, p.logger)
+}
+
+// evolver is the extractor's policy evolution (SPEC B5); it reflects only in
+// namespaces whose policy has evolution_enabled: the model when one is
+// configured, the rules otherwise.
+func (rt *Runtime) evolver(logger *zap.Logger) (*lifecycle.Evolver, error) {
+	metrics, err := rt.lifecycleMetrics()
+	if err != nil {
+		return nil, err
+	}
+	var model lifecycle.Reflector
+	if rt.LLM != nil {
+		model = lifecycle.LLMReflector{Client: rt.LLM}
+	}
+	return lifecycle.NewEvolver(lifecycle.EvolverConfig{Base: rt.Config.Memory.Policy}, rt.Docs, rt.Sessions, model, metrics, logger)
 }
 
 // summaryTrigger is when ingest announces a session's summary (SPEC B2), from

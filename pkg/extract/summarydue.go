@@ -12,8 +12,9 @@ import (
 
 // summarize handles a summary_due event (SPEC B2): it extends the session's
 // running summary with its messages since the last one, all but the latest
-// keep count (lifecycle.SessionSummaries, idempotent under redelivery). Handled
-// under the session's lock, like its session_ended.
+// keep count (lifecycle.SessionSummaries, idempotent under redelivery), then
+// runs the policy reflection when one is due (lifecycle.Evolver). Handled under
+// the session's lock, like its session_ended.
 func (w *Worker) summarize(ctx context.Context, env events.Envelope) error {
 	log := w.logger.With(obs.Tenant(env.Tenant), obs.User(env.UserID), obs.Session(env.SessionID), obs.EventID(env.ID))
 	if w.deps.Summaries == nil {
@@ -31,5 +32,12 @@ func (w *Worker) summarize(ctx context.Context, env events.Envelope) error {
 		return fmt.Errorf("extract: summary of session %s: %w", key, err)
 	}
 	log.Debug("summary_due handled", zap.String("outcome", string(outcome)))
+	if w.deps.Evolver != nil {
+		// Advisory: a failed reflection is logged (by the Evolver) and skipped,
+		// never a reason to summarise again.
+		if evolved, err := w.deps.Evolver.Reflect(ctx, env.Tenant, env.UserID, env.SessionID); err == nil {
+			log.Debug("policy reflection", zap.String("outcome", evolved))
+		}
+	}
 	return nil
 }

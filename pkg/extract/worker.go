@@ -123,6 +123,9 @@ type WorkerDeps struct {
 	// Summaries handles summary_due events (SPEC B2); nil acknowledges them
 	// without a summary (logged).
 	Summaries *lifecycle.SessionSummaries
+	// Evolver, when set, reflects on the session after its summary_due (SPEC
+	// B5): about every 20 messages, in namespaces with evolution_enabled.
+	Evolver *lifecycle.Evolver
 }
 
 func (d WorkerDeps) validate() error {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -37,15 +38,10 @@ func (LLMSessionSummarizer) By() string { return session.SummaryByLLM }
 
 // SummarizeSession implements SessionSummarizer.
 func (s LLMSessionSummarizer) SummarizeSession(ctx context.Context, previous string, msgs []session.Message) (string, error) {
-	type line struct{ Role, Text string }
-	lines := make([]line, len(msgs))
-	for i, m := range msgs {
-		lines[i] = line{string(m.Role), strings.Join(strings.Fields(m.Text), " ")}
-	}
 	system, user, err := summarizePrompt.render(struct {
 		Previous string
-		Messages []line
-	}{strings.TrimSpace(previous), lines})
+		Messages []promptLine
+	}{strings.TrimSpace(previous), promptLines(msgs)})
 	if err != nil {
 		return "", err
 	}
@@ -62,14 +58,26 @@ func (s LLMSessionSummarizer) SummarizeSession(ctx context.Context, previous str
 	return out, nil
 }
 
+// promptLine is a message as the prompts show it: one line, "[i] role: text".
+type promptLine struct{ Role, Text string }
+
+func promptLines(msgs []session.Message) []promptLine {
+	out := make([]promptLine, len(msgs))
+	for i, m := range msgs {
+		out[i] = promptLine{string(m.Role), strings.Join(strings.Fields(m.Text), " ")}
+	}
+	return out
+}
+
 // DefaultSummaryMaxChars bounds the offline summary.
 const DefaultSummaryMaxChars = 2000
 
 // RuleSessionSummarizer is the offline summariser: extractive and deterministic.
-// Of each new message it keeps the sentences with a name, number, date, file name
-// or identifier (KeyTokens), a decision or an error, one line each ("user: ...",
-// repeats dropped), appended to the previous summary's lines; past MaxChars
-// (default DefaultSummaryMaxChars) the oldest lines go first.
+// Of each new message it keeps the sentences with a name (not just a capitalised
+// first word), number, date, file name or identifier (KeyTokens), a decision or
+// an error, one line each ("user: ...", repeats dropped), appended to the
+// previous summary's lines; past MaxChars (default DefaultSummaryMaxChars) the
+// oldest lines go first.
 type RuleSessionSummarizer struct {
 	MaxChars int
 }
@@ -149,9 +157,26 @@ func splitSentences(text string) []string {
 	return out
 }
 
-// keySentence reports whether a sentence is worth keeping in the offline summary.
+// keySentence reports whether a sentence is worth keeping in the offline summary:
+// a key token (KeyTokens) other than its capitalised first word, which is as
+// often an interjection ("Wow", "Hey") as a name, a decision or an error.
 func keySentence(s string) bool {
-	return len(KeyTokens(s)) > 0 || decisionWordRE.MatchString(s) || errorWordRE.MatchString(s)
+	if decisionWordRE.MatchString(s) || errorWordRE.MatchString(s) {
+		return true
+	}
+	first, _, _ := strings.Cut(s, " ")
+	first = strings.TrimRight(first, ",.!?:;")
+	for tok := range KeyTokens(s) {
+		if tok != first || !isWord(tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// isWord reports whether s is letters only.
+func isWord(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsLetter(r) }) < 0
 }
 
 // SessionSummaryConfig configures SessionSummaries.

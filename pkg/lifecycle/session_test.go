@@ -248,4 +248,9 @@ func TestSummarizeExtractiveProperties(t *testing.T) {
 	if got != "user: The build failed with exit code 2." {
 		t.Fatalf("got %q", got)
 	}
+	// A capitalised first word alone is not a name.
+	got = lifecycle.SummarizeExtractive("", []session.Message{{Role: events.RoleUser, Text: "Wow, that sounds great! Caroline moved to Paris."}}, 0)
+	if got != "user: Caroline moved to Paris." {
+		t.Fatalf("got %q", got)
+	}
 }

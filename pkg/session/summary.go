@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -133,3 +134,34 @@ func (s *Store) deleteSummary(ctx context.Context, tenant, user, session string)
 	return nil
 }
 
+// ClaimReflection records that the session's n-th policy reflection (SPEC B5)
+// runs now, and reports false when it, or a later one, was claimed before: a
+// redelivery never reflects twice. The claim is a compare-and-set on the key
+// "reflected.<tenant>.<user>.<session>".
+func (s *Store) ClaimReflection(ctx context.Context, tenant, user, session string, n int) (bool, error) {
+	key, err := events.SessionKey(tenant, user, session)
+	if err != nil {
+		return false, fmt.Errorf("session: claim reflection: %w", err)
+	}
+	key = "reflected." + key
+	var rev uint64
+	e, err := s.state.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return false, fmt.Errorf("session: claim reflection %s: %w", key, err)
+	default:
+		if last, _ := strconv.Atoi(string(e.Value())); last >= n {
+			return false, nil
+		}
+		rev = e.Revision()
+	}
+	_, err = s.state.Update(ctx, key, []byte(strconv.Itoa(n)), rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil // another handler claimed it
+	}
+	if err != nil {
+		return false, fmt.Errorf("session: claim reflection %s: %w", key, err)
+	}
+	return true, nil
+}
