@@ -11,12 +11,14 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/ingest"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/retrieve"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -216,6 +218,10 @@ func (rt *Runtime) Component(ctx context.Context, name string) (Component, error
 
 func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error) {
 	in := rt.Config.Ingest
+	policies, err := rt.sessionPolicies()
+	if err != nil {
+		return nil, err
+	}
 	return ingest.New(ingest.Config{
 		Consumer:        bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
 		Concurrency:     in.Concurrency,
@@ -229,6 +235,9 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 	}, ingest.Deps{
 		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
 		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics, Gate: rt.Priority,
+		Policy: func(ctx context.Context, tenant, user, session string) policy.Policy {
+			return policies.For(ctx, docstore.Namespace{Tenant: tenant, User: user}, session)
+		},
 	}, p.logger)
 }
 
@@ -246,6 +255,19 @@ func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, er
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
 		Summaries: summaries, Evolver: evolver,
 	}, p.logger)
+}
+
+// sessionPolicies is the process's per-session policy (SPEC B5), shared by
+// ingest's summary trigger and the extractor's summaries.
+func (rt *Runtime) sessionPolicies() (*lifecycle.Policies, error) {
+	if rt.policies == nil {
+		p, err := lifecycle.NewPolicies(rt.Config.Memory.Policy, rt.Docs, 4096, rt.Logger)
+		if err != nil {
+			return nil, err
+		}
+		rt.policies = p
+	}
+	return rt.policies, nil
 }
 
 // evolver is the extractor's policy evolution (SPEC B5); it reflects only in
@@ -286,10 +308,15 @@ func (rt *Runtime) sessionSummaries(logger *zap.Logger) (*lifecycle.SessionSumma
 	if rt.LLM != nil {
 		model = lifecycle.LLMSessionSummarizer{Client: rt.LLM}
 	}
+	policies, err := rt.sessionPolicies()
+	if err != nil {
+		return nil, err
+	}
 	m := rt.Config.Memory
 	return lifecycle.NewSessionSummaries(lifecycle.SessionSummaryConfig{
 		KeepCount:           m.SessionSummaryKeepCount,
 		ContextWindowTokens: m.ContextWindowTokens,
+		Policies:            policies,
 	}, rt.Sessions, model, metrics, logger)
 }
 

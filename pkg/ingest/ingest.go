@@ -27,6 +27,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
@@ -86,6 +87,11 @@ type Deps struct {
 	// Gate, when set, holds each batch back while the process serves reads
 	// (priority.Gate.Background), so that a backlog does not slow context requests.
 	Gate *priority.Gate
+	// Policy, when set, is a session's policy (its namespace's overrides
+	// overlaid, fixed for the session: lifecycle.Policies): its
+	// session_summary_* keys then replace Config.Summary's, so an evolved
+	// threshold reaches new sessions (SPEC B5).
+	Policy func(ctx context.Context, tenant, user, session string) policy.Policy
 }
 
 func (d Deps) validate() error {

@@ -94,12 +94,13 @@ func (w *Worker) announceSummaries(ctx context.Context, envs []events.Envelope, 
 			continue
 		}
 		share := applied[k]
+		trigger := w.triggerOf(ctx, k)
 		again := share.events == 0 // a redelivery: its first delivery may have failed before publishing
 		var ids []string
-		if c := w.summary.messageCrossing(st.Messages); c > 0 && (again || c > w.summary.messageCrossing(st.Messages-share.messages)) {
+		if c := trigger.messageCrossing(st.Messages); c > 0 && (again || c > trigger.messageCrossing(st.Messages-share.messages)) {
 			ids = append(ids, summaryDueID(k, "m", c))
 		}
-		if c := w.summary.tokenCrossing(st.Tokens); c > 0 && (again || c > w.summary.tokenCrossing(st.Tokens-share.tokens)) {
+		if c := trigger.tokenCrossing(st.Tokens); c > 0 && (again || c > trigger.tokenCrossing(st.Tokens-share.tokens)) {
 			ids = append(ids, summaryDueID(k, "t", c))
 		}
 		for _, id := range ids {
@@ -133,6 +134,24 @@ func (w *Worker) announceSummaries(ctx context.Context, envs []events.Envelope, 
 			errs[i] = fmt.Errorf("ingest: publish summary_due %s: %w", p.id, err)
 		}
 	}
+}
+
+// triggerOf is the summary trigger of a session: Config.Summary, with the
+// session's policy's thresholds when Deps.Policy is set. A policy whose keep
+// count is not below its threshold (policy.Validate refuses it) keeps the
+// configured trigger.
+func (w *Worker) triggerOf(ctx context.Context, k sessionOf) SummaryTrigger {
+	t := w.summary
+	if w.deps.Policy == nil {
+		return t
+	}
+	p := w.deps.Policy(ctx, k.tenant, k.userID, k.sessionID)
+	next := t
+	next.MessageThreshold, next.TokenPercent, next.KeepCount = p.SessionSummaryMessageThreshold, p.SessionSummaryTokenPercent, p.SessionSummaryKeepCount
+	if next.Validate() != nil || next.MessageThreshold == 0 {
+		return t
+	}
+	return next
 }
 
 // appliedShare is what of a batch was new to a session's state.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/ingest"
+	"github.com/agentmem/agentmem/pkg/policy"
 )
 
 // summaryDue is every summary_due event in the stream.
@@ -75,5 +76,36 @@ func TestSummaryTriggerValidate(t *testing.T) {
 		if err := tr.Validate(); err == nil {
 			t.Errorf("%+v accepted", tr)
 		}
+	}
+}
+
+// With Deps.Policy the session's policy sets the trigger: an evolved threshold
+// reaches the sessions that get it (SPEC B5).
+func TestSummaryTriggerFollowsTheSessionPolicy(t *testing.T) {
+	r, w := newIngest(t, ingest.Config{Summary: ingest.SummaryTrigger{MessageThreshold: 20, KeepCount: 4}}, func(d *ingest.Deps) {
+		d.Policy = func(_ context.Context, _, _, session string) policy.Policy {
+			p := policy.Defaults()
+			if session == "evolved" {
+				p.SessionSummaryMessageThreshold = 5
+			}
+			return p
+		}
+	})
+	for _, sess := range []string{"evolved", "configured"} {
+		var batch []events.Envelope
+		for range 6 {
+			env := events.New(events.TypeObservation, "acme", "u1", "bot", sess)
+			env.Observation = &events.Observation{Role: events.RoleUser, Text: "a message"}
+			batch = append(batch, env)
+		}
+		for _, err := range w.HandleBatch(context.Background(), batch) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	due := summaryDue(t, r)
+	if len(due) != 1 || due[0].SessionID != "evolved" {
+		t.Fatalf("summary_due %+v, want one for the evolved session", due)
 	}
 }

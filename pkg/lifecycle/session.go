@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -187,6 +188,9 @@ type SessionSummaryConfig struct {
 	// summarising fails and the unsummarised messages with the summary exceed it,
 	// the emergency path drops the oldest half of them.
 	ContextWindowTokens int
+	// Policies, when set, gives each session's keep count
+	// (session_summary_keep_count of its policy) in place of KeepCount.
+	Policies *Policies
 }
 
 func (c *SessionSummaryConfig) setDefaults() {
@@ -266,11 +270,15 @@ func (s *SessionSummaries) Summarize(ctx context.Context, tenant, user, sessionI
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		return "", err
 	}
+	keep := s.cfg.KeepCount
+	if s.cfg.Policies != nil {
+		keep = s.cfg.Policies.For(ctx, docstore.Namespace{Tenant: tenant, User: user}, sessionID).SessionSummaryKeepCount
+	}
 	pending := sum.After(st.Recent)
-	if len(pending) <= s.cfg.KeepCount {
+	if len(pending) <= keep {
 		return SummaryUnchanged, nil
 	}
-	todo := pending[:len(pending)-s.cfg.KeepCount]
+	todo := pending[:len(pending)-keep]
 	log := s.logger.With(obs.Tenant(tenant), obs.User(user), obs.Session(sessionID))
 	text, err := s.model.SummarizeSession(ctx, sum.Text, todo)
 	by := s.model.By()
@@ -283,7 +291,7 @@ func (s *SessionSummaries) Summarize(ctx context.Context, tenant, user, sessionI
 			s.metrics.summary(summaryFailedStat)
 			return "", fmt.Errorf("lifecycle: summarise session %s: %w", sessionID, err)
 		}
-		todo = pending[:len(pending)/2]
+		todo = pending[:max(1, len(pending)/2)]
 		text, by = sum.Text, session.SummaryByEmergency
 		log.Warn("session summary failed and the session is over the context window; dropping its oldest half",
 			zap.Int("dropped", len(todo)), zap.Int("tokens", tokens), zap.Int("context_window_tokens", s.cfg.ContextWindowTokens), zap.Error(err))

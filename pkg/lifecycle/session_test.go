@@ -14,8 +14,10 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/docstore/docstoretest"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
+	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 )
 
@@ -252,5 +254,38 @@ func TestSummarizeExtractiveProperties(t *testing.T) {
 	got = lifecycle.SummarizeExtractive("", []session.Message{{Role: events.RoleUser, Text: "Wow, that sounds great! Caroline moved to Paris."}}, 0)
 	if got != "user: Caroline moved to Paris." {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// With Policies, the session's policy sets the keep count; a session keeps the
+// policy it started with.
+func TestSessionSummaryKeepCountFromTheSessionPolicy(t *testing.T) {
+	ctx := context.Background()
+	s := sessionRig(t, 30, chat)
+	docs := fsStore(t, docstoretest.NewClock())
+	pols, err := lifecycle.NewPolicies(policy.Defaults(), docs, 16, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lifecycle.SetPolicy(ctx, docs, ns, policy.Defaults(), changes("session_summary_keep_count", "2").Changes); err != nil {
+		t.Fatal(err)
+	}
+	ss := summaries(t, s, lifecycle.SessionSummaryConfig{Policies: pols}, nil, nil)
+	if _, err := ss.Summarize(ctx, "acme", "u1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Get(ctx, "acme", "u1", "s1")
+	sum, _, err := s.GetSummary(ctx, "acme", "u1", "s1")
+	if err != nil || len(sum.After(st.Recent)) != 2 {
+		t.Fatalf("summary %+v (%v) keeps %d", sum, err, len(sum.After(st.Recent)))
+	}
+	if _, err := lifecycle.SetPolicy(ctx, docs, ns, policy.Defaults(), changes("session_summary_keep_count", "6").Changes); err != nil {
+		t.Fatal(err)
+	}
+	if got := pols.For(ctx, ns, "s1").SessionSummaryKeepCount; got != 2 {
+		t.Fatalf("the running session's keep count changed to %d", got)
+	}
+	if got := pols.For(ctx, ns, "s2").SessionSummaryKeepCount; got != 6 {
+		t.Fatalf("a new session's keep count is %d", got)
 	}
 }

@@ -226,8 +226,13 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 	key := tenant + "." + req.UserID + "." + req.SessionID
 	recent := st.Recent
 	// A session summary (SPEC B2) stands for the messages it covers: the pack
-	// carries it, with its range, and only the messages after it.
-	sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
+	// carries it, with its range, and only the messages after it. A session of
+	// no more messages than the keep count has none: no read.
+	var sum session.Summary
+	err = session.ErrNotFound
+	if st.Messages > pol.SessionSummaryKeepCount {
+		sum, _, err = s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
+	}
 	switch {
 	case err == nil:
 		recent = sum.After(recent)

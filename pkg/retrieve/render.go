@@ -34,12 +34,14 @@ func (p *part) kept() int { return p.hi - p.lo }
 // render sets pack.Prompt and pack.TokenEstimate. Sections, in prompt order:
 // Persona, User profile, Core memory, Topic: <name>, Relevant notes (chunks), Recent
 // notes (daily notes), Known facts (semantic), Episodic memories, Session items,
-// Session summary, Recent session. recent_turns are structured data and are not rendered.
+// Session summary, Recent session. recent_turns are structured data and are not
+// rendered.
 //
 // When the estimate exceeds maxTokens, entries are dropped, from the pack as well as
 // from the prompt, lowest priority first: daily notes (oldest first), chunks (lowest
-// score first), recent session messages (oldest first), the session summary, episodic memories, topics,
-// known facts, session items, user profile, persona (each lowest ranked first). The
+// score first), recent session messages (oldest first), the session summary,
+// episodic memories, topics, known facts, session items, user profile, persona
+// (each lowest ranked first). The
 // core memory is never dropped (SPEC A2), so a core larger than the budget is sent
 // whole.
 //

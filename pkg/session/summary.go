@@ -112,7 +112,7 @@ func (s *Store) PutSummary(ctx context.Context, tenant, user, session string, su
 	if err != nil {
 		return 0, err
 	}
-	rev, err := s.state.Update(ctx, key, data, revision)
+	rev, err := s.put(ctx, key, data, revision)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, fmt.Errorf("%w: %s", ErrSummaryChanged, key)
 	}
@@ -122,14 +122,25 @@ func (s *Store) PutSummary(ctx context.Context, tenant, user, session string, su
 	return rev, nil
 }
 
-// deleteSummary purges a session's summary.
+// put writes key if it is still at revision; revision 0 creates it, also over
+// the marker a Delete left.
+func (s *Store) put(ctx context.Context, key string, data []byte, revision uint64) (uint64, error) {
+	if revision == 0 {
+		return s.state.Create(ctx, key, data)
+	}
+	return s.state.Update(ctx, key, data, revision)
+}
+
+// deleteSummary purges a session's summary and its reflection claim.
 func (s *Store) deleteSummary(ctx context.Context, tenant, user, session string) error {
-	key, err := summaryKey(tenant, user, session)
+	key, err := events.SessionKey(tenant, user, session)
 	if err != nil {
 		return err
 	}
-	if err := s.state.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("session: delete summary %s: %w", key, err)
+	for _, k := range []string{"summary." + key, "reflected." + key} {
+		if err := s.state.Purge(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("session: delete %s: %w", k, err)
+		}
 	}
 	return nil
 }
@@ -156,7 +167,7 @@ func (s *Store) ClaimReflection(ctx context.Context, tenant, user, session strin
 		}
 		rev = e.Revision()
 	}
-	_, err = s.state.Update(ctx, key, []byte(strconv.Itoa(n)), rev)
+	_, err = s.put(ctx, key, []byte(strconv.Itoa(n)), rev)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		return false, nil // another handler claimed it
 	}
