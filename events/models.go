@@ -382,6 +382,18 @@ type PackCounts struct {
 	Total         int `json:"total"`
 }
 
+// SummarySource is the range of a session's messages its summary stands for
+// (SPEC B2): Messages of them, from FirstEventID to LastEventID, Dropped of them
+// dropped unsummarised by the emergency path; By is who wrote the latest part
+// ("llm", "rules" or "emergency").
+type SummarySource struct {
+	FirstEventID string `json:"first_event_id"`
+	LastEventID  string `json:"last_event_id"`
+	Messages     int    `json:"messages"`
+	Dropped      int    `json:"dropped,omitempty"`
+	By           string `json:"by"`
+}
+
 // ContextPack is what an agent should know right now (SPEC D1, D5); it is also the
 // reply of the context endpoint. Prompt is the rendered text for a system prompt.
 type ContextPack struct {
@@ -403,6 +415,9 @@ type ContextPack struct {
 	RecentEvents   []EventRecord `json:"recent_events,omitempty"`
 	RecentTurns    []TurnRecord  `json:"recent_turns,omitempty"`
 	SessionSummary string        `json:"session_summary,omitempty"`
+	// SessionSummarySource is the provenance of SessionSummary: the range of the
+	// session's messages it stands for, none of which is in RecentEvents (SPEC B2).
+	SessionSummarySource *SummarySource `json:"session_summary_source,omitempty"`
 
 	Counts        PackCounts `json:"counts"`
 	TokenEstimate int        `json:"token_estimate"`

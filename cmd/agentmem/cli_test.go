@@ -28,10 +28,11 @@ func run(t *testing.T, args ...string) (string, error) {
 }
 
 // upForCLI runs the all-in-one stack on a temporary directory for the commands
-// to reach at url; it is closed when the test ends.
-func upForCLI(t *testing.T, ctx context.Context) (stack *app.Stack, url string) {
+// to reach at url, with the AGENTMEM_* settings of env; it is closed when the
+// test ends.
+func upForCLI(t *testing.T, ctx context.Context, env ...string) (stack *app.Stack, url string) {
 	t.Helper()
-	cfg, err := config.Load("", []string{"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"})
+	cfg, err := config.Load("", append([]string{"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"}, env...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,14 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/extract"
 	"github.com/agentmem/agentmem/pkg/ingest"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/retrieve"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -216,6 +218,10 @@ func (rt *Runtime) Component(ctx context.Context, name string) (Component, error
 
 func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error) {
 	in := rt.Config.Ingest
+	policies, err := rt.sessionPolicies()
+	if err != nil {
+		return nil, err
+	}
 	return ingest.New(ingest.Config{
 		Consumer:        bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
 		Concurrency:     in.Concurrency,
@@ -225,17 +231,93 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Router:          bus.RouterConfig{HandlerTimeout: rt.ingestTimeout(), Gate: rt.gate()},
 		// The model client bounds the calls in flight; a batch asks them all at once.
 		DecideConcurrency: rt.modelBudget().concurrency,
+		Summary:           rt.summaryTrigger(),
 	}, ingest.Deps{
 		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
 		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics, Gate: rt.Priority,
+		Policy: func(ctx context.Context, tenant, user, session string) policy.Policy {
+			return policies.For(ctx, docstore.Namespace{Tenant: tenant, User: user}, session)
+		},
 	}, p.logger)
 }
 
 func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, error) {
+	summaries, err := rt.sessionSummaries(p.logger)
+	if err != nil {
+		return nil, err
+	}
+	evolver, err := rt.evolver(p.logger)
+	if err != nil {
+		return nil, err
+	}
 	return extract.NewWorker(rt.extractorConfig(), extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
+		Summaries: summaries, Evolver: evolver,
 	}, p.logger)
+}
+
+// sessionPolicies is the process's per-session policy (SPEC B5), shared by
+// ingest's summary trigger and the extractor's summaries.
+func (rt *Runtime) sessionPolicies() (*lifecycle.Policies, error) {
+	if rt.policies == nil {
+		p, err := lifecycle.NewPolicies(rt.Config.Memory.Policy, rt.Docs, 4096, rt.Logger)
+		if err != nil {
+			return nil, err
+		}
+		rt.policies = p
+	}
+	return rt.policies, nil
+}
+
+// evolver is the extractor's policy evolution (SPEC B5); it reflects only in
+// namespaces whose policy has evolution_enabled: the model when one is
+// configured, the rules otherwise.
+func (rt *Runtime) evolver(logger *zap.Logger) (*lifecycle.Evolver, error) {
+	metrics, err := rt.lifecycleMetrics()
+	if err != nil {
+		return nil, err
+	}
+	var model lifecycle.Reflector
+	if rt.LLM != nil {
+		model = lifecycle.LLMReflector{Client: rt.LLM}
+	}
+	return lifecycle.NewEvolver(lifecycle.EvolverConfig{Base: rt.Config.Memory.Policy}, rt.Docs, rt.Sessions, model, metrics, logger)
+}
+
+// summaryTrigger is when ingest announces a session's summary (SPEC B2), from
+// the memory block's policy.
+func (rt *Runtime) summaryTrigger() ingest.SummaryTrigger {
+	m := rt.Config.Memory
+	return ingest.SummaryTrigger{
+		MessageThreshold:    m.SessionSummaryMessageThreshold,
+		TokenPercent:        m.SessionSummaryTokenPercent,
+		ContextWindowTokens: m.ContextWindowTokens,
+		KeepCount:           m.SessionSummaryKeepCount,
+	}
+}
+
+// sessionSummaries is the extractor's session summariser (SPEC B2): the model
+// when one is configured, the extractive rules otherwise.
+func (rt *Runtime) sessionSummaries(logger *zap.Logger) (*lifecycle.SessionSummaries, error) {
+	metrics, err := rt.lifecycleMetrics()
+	if err != nil {
+		return nil, err
+	}
+	var model lifecycle.SessionSummarizer
+	if rt.LLM != nil {
+		model = lifecycle.LLMSessionSummarizer{Client: rt.LLM}
+	}
+	policies, err := rt.sessionPolicies()
+	if err != nil {
+		return nil, err
+	}
+	m := rt.Config.Memory
+	return lifecycle.NewSessionSummaries(lifecycle.SessionSummaryConfig{
+		KeepCount:           m.SessionSummaryKeepCount,
+		ContextWindowTokens: m.ContextWindowTokens,
+		Policies:            policies,
+	}, rt.Sessions, model, metrics, logger)
 }
 
 func (rt *Runtime) consolidator(ctx context.Context, p componentParts) (Component, error) {

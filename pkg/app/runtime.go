@@ -67,6 +67,7 @@ type Runtime struct {
 	// The lifecycle's (SPEC B2, B4, B5), built on first use, shared.
 	lcMetrics *lifecycle.Metrics
 	compact   *lifecycle.Compactor
+	policies  *lifecycle.Policies
 }
 
 // NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the

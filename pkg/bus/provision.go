@@ -254,7 +254,7 @@ const (
 // workerFilters are the subjects each worker consumes.
 var workerFilters = map[string][]string{
 	WorkerIngest:       {events.FilterObservations},
-	WorkerExtractor:    {events.FilterEnded},
+	WorkerExtractor:    {events.FilterEnded, events.FilterSummaryDue},
 	WorkerConsolidator: {events.FilterHits, events.FilterWritten, events.FilterConsolidate},
 }
 

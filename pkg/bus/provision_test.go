@@ -251,7 +251,7 @@ func TestWorkerConsumers(t *testing.T) {
 	ctx := testCtx(t)
 	want := map[string][]string{
 		bus.WorkerIngest:       {"mem.*.obs.*.*"},
-		bus.WorkerExtractor:    {"mem.*.ended.*.*"},
+		bus.WorkerExtractor:    {"mem.*.ended.*.*", "mem.*.summary.*.*"},
 		bus.WorkerConsolidator: {"mem.*.hit.*", "mem.*.written.*", "mem.*.consolidate.*"},
 	}
 	for worker, filters := range want {
@@ -361,5 +361,29 @@ func TestRoutedSubjects(t *testing.T) {
 	spec.ClaimUnrouted = true
 	if err := spec.Validate(); !errors.Is(err, bus.ErrInvalidConfig) {
 		t.Errorf("ClaimUnrouted without FilterOnClient: Validate() = %v", err)
+	}
+}
+
+// A durable provisioned by an older version (the extractor before summary_due)
+// gets the new filters on the next start: ProvisionConsumer updates it.
+func TestProvisionUpdatesAnExistingDurablesFilters(t *testing.T) {
+	_, _, js := bustest.Provisioned(t)
+	ctx := testCtx(t)
+	spec := bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{})
+	old := spec
+	old.FilterSubjects = []string{"mem.*.ended.*.*"}
+	if _, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, old); err != nil {
+		t.Fatal(err)
+	}
+	c, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(info.Config.FilterSubjects, spec.FilterSubjects) {
+		t.Fatalf("filters %v, want %v", info.Config.FilterSubjects, spec.FilterSubjects)
 	}
 }

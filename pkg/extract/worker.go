@@ -20,6 +20,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/kvcas"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -119,6 +120,12 @@ type WorkerDeps struct {
 	Vectors   vectorstore.Store
 	Embedder  embed.Embedder
 	Metrics   *obs.Metrics
+	// Summaries handles summary_due events (SPEC B2); nil acknowledges them
+	// without a summary (logged).
+	Summaries *lifecycle.SessionSummaries
+	// Evolver, when set, reflects on the session after its summary_due (SPEC
+	// B5): about every 20 messages, in namespaces with evolution_enabled.
+	Evolver *lifecycle.Evolver
 }
 
 func (d WorkerDeps) validate() error {
@@ -252,6 +259,9 @@ type storedFact struct {
 
 // handle processes one session_ended event; see Worker.
 func (w *Worker) handle(ctx context.Context, env events.Envelope) error {
+	if env.Type == events.TypeSummaryDue {
+		return w.summarize(ctx, env)
+	}
 	if env.Type != events.TypeSessionEnded {
 		return bus.Permanent(fmt.Errorf("extract: event %s is a %s, want %s", env.ID, env.Type, events.TypeSessionEnded))
 	}

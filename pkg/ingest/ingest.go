@@ -27,6 +27,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
+	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
@@ -63,6 +64,9 @@ type Config struct {
 	// and the model client's own bound (shared by every step of the process) is
 	// what limits the calls in flight to the endpoint.
 	DecideConcurrency int
+	// Summary is when a session's summary is due (SPEC B2); the zero value
+	// announces none.
+	Summary SummaryTrigger
 }
 
 // DefaultContextMessages is Config.ContextMessages' default: the question an
@@ -83,6 +87,11 @@ type Deps struct {
 	// Gate, when set, holds each batch back while the process serves reads
 	// (priority.Gate.Background), so that a backlog does not slow context requests.
 	Gate *priority.Gate
+	// Policy, when set, is a session's policy (its namespace's overrides
+	// overlaid, fixed for the session: lifecycle.Policies): its
+	// session_summary_* keys then replace Config.Summary's, so an evolved
+	// threshold reaches new sessions (SPEC B5).
+	Policy func(ctx context.Context, tenant, user, session string) policy.Policy
 }
 
 func (d Deps) validate() error {
@@ -102,6 +111,7 @@ type Worker struct {
 	logger          *zap.Logger
 	contextMessages int
 	decideParallel  int
+	summary         SummaryTrigger
 }
 
 // New returns an ingest worker; nothing connects before Run.
@@ -124,7 +134,10 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 	if cfg.DecideConcurrency < 0 {
 		return nil, fmt.Errorf("%w: DecideConcurrency %d is negative", ErrInvalidConfig, cfg.DecideConcurrency)
 	}
-	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages, decideParallel: max(1, cfg.DecideConcurrency)}
+	if err := cfg.Summary.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages, decideParallel: max(1, cfg.DecideConcurrency), summary: cfg.Summary}
 	pw, err := pipeline.NewBatch(pipeline.Config{
 		Worker:       bus.WorkerIngest,
 		MaxTextBytes: cfg.MaxTextBytes,
@@ -168,8 +181,9 @@ func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []erro
 	}
 	// The state comes first: an episode keeps the messages said before it, which
 	// the session state holds once this batch is folded in.
-	states := w.applySessions(ctx, envs, errs)
+	states, applied := w.applySessions(ctx, envs, errs)
 	w.writeEpisodes(ctx, envs, states, errs)
+	w.announceSummaries(ctx, envs, states, applied, errs)
 	return errs
 }
 
@@ -219,7 +233,9 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 // concurrently (each is two round trips), and returns the states written. A
 // session's failure is the result of each of its observations in errs, and so is
 // a conflict: an event id applied before with other content (dead-lettered).
-func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs []error) map[sessionOf]session.State {
+//
+// applied says, per session, what of the batch was new to its state.
+func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs []error) (map[sessionOf]session.State, map[sessionOf]appliedShare) {
 	groups := map[sessionOf][]int{}
 	for i, env := range envs {
 		if errs[i] == nil {
@@ -228,9 +244,10 @@ func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs
 		}
 	}
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		states = make(map[sessionOf]session.State, len(groups))
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		states  = make(map[sessionOf]session.State, len(groups))
+		applied = make(map[sessionOf]appliedShare, len(groups))
 	)
 	for k, idx := range groups {
 		wg.Go(func() {
@@ -247,17 +264,22 @@ func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs
 				}
 				return
 			}
+			var share appliedShare
 			for j, o := range outcomes {
+				if o == session.Applied {
+					share.add(envs[idx[j]])
+				}
 				if o == session.Conflict {
 					// Never an overwrite of what the first event with this id wrote.
 					errs[idx[j]] = bus.Permanent(fmt.Errorf("%w: %s", session.ErrEventIDReused, envs[idx[j]].ID))
 				}
 			}
 			states[k] = st
+			applied[k] = share
 		})
 	}
 	wg.Wait()
-	return states
+	return states, applied
 }
 
 // decision is the write decision of one observation: see episode.

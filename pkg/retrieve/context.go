@@ -226,7 +226,24 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 		return err
 	}
 	key := tenant + "." + req.UserID + "." + req.SessionID
-	history := sessionHistory(st.Recent, terms, pol)
+	recent := st.Recent
+	// A session summary (SPEC B2) stands for the messages it covers: the pack
+	// carries it, with its range, and only the messages after it. A session of
+	// no more messages than the keep count has none: no read.
+	var sum session.Summary
+	err = session.ErrNotFound
+	if st.Messages > pol.SessionSummaryKeepCount {
+		sum, _, err = s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
+	}
+	switch {
+	case err == nil:
+		recent = sum.After(recent)
+		pack.SessionSummary = sum.Text
+		pack.SessionSummarySource = &events.SummarySource{FirstEventID: sum.FirstEventID, LastEventID: sum.LastEventID, Messages: sum.Messages, Dropped: sum.Dropped, By: sum.By}
+	case !errors.Is(err, session.ErrNotFound):
+		return err
+	}
+	history := sessionHistory(recent, terms, pol)
 	pack.RecentEvents = make([]events.EventRecord, 0, len(history))
 	for _, m := range history {
 		pack.RecentEvents = append(pack.RecentEvents, events.EventRecord{

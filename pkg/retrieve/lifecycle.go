@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/docstore"
-	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 )
 
 // Compressor compresses a namespace's MEMORY.md on demand (SPEC B4; the
@@ -104,25 +103,7 @@ func (s *Service) policyReply(ctx context.Context, ns docstore.Namespace, snapsh
 // running keep the policy they started with.
 func (s *Service) policySet(ctx context.Context, tenant string, req events.PolicySetRequest) (events.PolicyReply, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
-	cur, _, err := s.deps.Docs.PolicyOverrides(ctx, ns)
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	merged := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(cur)) > 0 {
-		if err := json.Unmarshal(cur, &merged); err != nil {
-			return events.PolicyReply{}, fmt.Errorf("%w: current overrides: %w", policy.ErrInvalidOverrides, err)
-		}
-	}
-	maps.Copy(merged, req.Values)
-	data, err := json.MarshalIndent(merged, "", "  ")
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	if _, err := s.cfg.Policy.Overlay(data); err != nil {
-		return events.PolicyReply{}, err
-	}
-	snapshot, err := s.deps.Docs.SetPolicyOverrides(ctx, ns, append(data, '\n'))
+	snapshot, err := lifecycle.SetPolicy(ctx, s.deps.Docs, ns, s.cfg.Policy, req.Values)
 	if err != nil {
 		return events.PolicyReply{}, err
 	}

@@ -42,8 +42,8 @@ type unit struct {
 // render sets pack.Prompt, pack.TokenEstimate, pack.BudgetTokens and
 // pack.Sections. Sections, in prompt order: Persona, User profile, Core memory,
 // Topic: <name>, Relevant notes (chunks), Recent notes (daily notes), Known facts
-// (semantic), Episodic memories, Session items, Recent session. recent_turns are
-// structured data and are not rendered.
+// (semantic), Episodic memories, Session items, Session summary, Recent session.
+// recent_turns are structured data and are not rendered.
 //
 // The prompt is filled within maxTokens by priority, one entry at a time, each
 // entry taken when it still fits (a long entry that does not fit is left out, and
@@ -56,7 +56,8 @@ type unit struct {
 //  4. the ranked memories: known facts and episodic memories together by score
 //     (best first, ties by id, the order the recall ranked them in), then the
 //     chunks of MEMORY.md best first;
-//  5. the recent session messages, newest first;
+//  5. the session summary (the messages it stands for are not in the pack), then
+//     the recent session messages after it, newest first;
 //  6. the daily notes, newest first.
 //
 // Entries left out are dropped from the pack as well as from the prompt, so the
@@ -108,8 +109,17 @@ func render(pack *events.ContextPack, maxTokens int) {
 	facts := newPart("semantic_items", "Known facts", texts(pack.SemanticItems, "- "), func(idx []int) { pack.SemanticItems = pick(pack.SemanticItems, idx) })
 	episodic := newPart("episodic_items", "Episodic memories", texts(pack.EpisodicItems, "- "), func(idx []int) { pack.EpisodicItems = pick(pack.EpisodicItems, idx) })
 	sessionItems := newPart("session_items", "Session items", items(pack.SessionItems), func(idx []int) { pack.SessionItems = pick(pack.SessionItems, idx) })
+	var summary []entry
+	if pack.SessionSummary != "" {
+		summary = []entry{newEntry("", pack.SessionSummary)}
+	}
+	summaryPart := newPart("session_summary", "Session summary", summary, func(idx []int) {
+		if len(idx) == 0 {
+			pack.SessionSummary, pack.SessionSummarySource = "", nil
+		}
+	})
 	history := newPart("recent_events", "Recent session", recent, func(idx []int) { pack.RecentEvents = pick(pack.RecentEvents, idx) })
-	parts := []*part{persona, profile, corePart, topicPart, chunks, daily, facts, episodic, sessionItems, history}
+	parts := []*part{persona, profile, corePart, topicPart, chunks, daily, facts, episodic, sessionItems, summaryPart, history}
 
 	// Priority order (see above).
 	var order []unit
@@ -129,6 +139,7 @@ func render(pack *events.ContextPack, maxTokens int) {
 	inOrder(topicPart)
 	order = append(order, ranked(facts, pack.SemanticItems, episodic, pack.EpisodicItems)...)
 	inOrder(chunks)
+	inOrder(summaryPart)
 	newestFirst(history)
 	newestFirst(daily)
 

@@ -20,6 +20,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -36,7 +37,7 @@ type Service struct {
 	// policies holds the effective policy of recent sessions: a session keeps the
 	// policy it started with (SPEC B5: a change of policy_overrides.json applies
 	// to new sessions), and the hot path reads the overrides once per session.
-	policies *lru.Cache[string, policy.Policy]
+	policies *lifecycle.Policies
 	docs     *lru.Cache[docKey, *docFile]
 
 	running  atomic.Bool
@@ -65,7 +66,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	policies, err := lru.New[string, policy.Policy](cfg.PolicyCacheSize)
+	policies, err := lifecycle.NewPolicies(cfg.Policy, deps.Docs, cfg.PolicyCacheSize, logger.Named("retriever"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: PolicyCacheSize: %w", ErrInvalidConfig, err)
 	}

@@ -125,6 +125,9 @@ type State struct {
 	LastTS      time.Time           `json:"last_ts,omitzero"`
 	EndedAt     time.Time           `json:"ended_at,omitzero"`
 	Recent      []Message           `json:"recent,omitempty"` // by event time, oldest first
+	// Tokens is the estimated tokens of every message of the session
+	// (EstimateTokens), for the session summary's trigger (SPEC B2).
+	Tokens int `json:"tokens,omitempty"`
 	// Applied holds the recent events, oldest first, as "<id> <digest>" (digest:
 	// what the event says, ts aside; see eventDigest). An entry written before
 	// digests existed is a bare id and matches that id whatever its content.
@@ -362,6 +365,7 @@ func (s *Store) fold(st *State, env events.Envelope) {
 			st.ByRole = make(map[events.Role]int)
 		}
 		st.ByRole[obs.Role]++
+		st.Tokens += EstimateTokens(obs.Text)
 		st.Recent = insertRecent(st.Recent, Message{EventID: env.ID, Role: obs.Role, Text: obs.Text, TS: env.TS, Meta: obs.Meta}, s.cfg.RecentMessages)
 	case events.KindToolCall:
 		st.ToolCalls++
@@ -436,6 +440,9 @@ func (s *Store) Delete(ctx context.Context, tenant, user, session string) error 
 		return fmt.Errorf("session: delete: %w", err)
 	}
 	if _, err := s.DeleteTurns(ctx, key); err != nil {
+		return err
+	}
+	if err := s.deleteSummary(ctx, tenant, user, session); err != nil {
 		return err
 	}
 	s.cache.forget(key)
