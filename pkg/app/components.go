@@ -362,6 +362,8 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		KEpisodic:     rt.Config.Vector.KEpisodic,
 		KSemantic:     rt.Config.Vector.KSemantic,
 		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,
+
+		ContextWindowTokens: m.ContextWindowTokens,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
 		Memories: mem, Consolidator: runner, Compressor: compactor, Summarize: extract.SummarizeSession, Gate: rt.Priority,

@@ -50,6 +50,8 @@ const (
 	// DefaultConcurrency: enough requests at once to keep the CPUs busy while some
 	// wait on the stores, few enough that a burst does not pile up goroutines.
 	DefaultConcurrency = 32
+	// DefaultContextWindowTokens is memory.context_window_tokens' default.
+	DefaultContextWindowTokens = 8192
 )
 
 // Memories is the episodic/semantic/item memory service; *memory.Service implements it.
@@ -125,6 +127,10 @@ type Config struct {
 	// Concurrency is how many requests one replica serves at once (each on a
 	// goroutine of its own); default DefaultConcurrency.
 	Concurrency int
+	// ContextWindowTokens is the agents' context window (memory.context_window_tokens,
+	// default DefaultContextWindowTokens), the base of the session summary's token
+	// trigger: a pack reads a session's summary only once it can have one.
+	ContextWindowTokens int
 }
 
 func (c *Config) setDefaults() {
@@ -146,6 +152,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&c.MaxTextBytes, events.DefaultMaxTextBytes)
 	setDefault(&c.Concurrency, DefaultConcurrency)
+	setDefault(&c.ContextWindowTokens, DefaultContextWindowTokens)
 }
 
 func setDefault[T comparable](dst *T, def T) {

@@ -219,6 +219,18 @@ func chunkID(file string, c markdown.Chunk) string {
 	return file + "#L" + strconv.Itoa(c.StartLine) + "-" + strconv.Itoa(c.EndLine)
 }
 
+// summaryPossible reports whether ingest's summary trigger (pkg/ingest
+// SummaryTrigger, with the session's policy) can have fired for st: its messages
+// passed the threshold, or its estimated tokens the policy's share of the context
+// window.
+func (s *Service) summaryPossible(st session.State, pol policy.Policy) bool {
+	if pol.SessionSummaryMessageThreshold == 0 || st.Messages <= pol.SessionSummaryKeepCount {
+		return false
+	}
+	limit := s.cfg.ContextWindowTokens * pol.SessionSummaryTokenPercent / 100
+	return st.Messages > pol.SessionSummaryMessageThreshold || (limit >= 1 && st.Tokens >= limit)
+}
+
 // loadSession fills recent_events (SPEC B3) and recent_turns.
 func (s *Service) loadSession(ctx context.Context, tenant string, req events.ContextRequest, terms []string, pol policy.Policy, pack *events.ContextPack) error {
 	st, err := s.deps.Sessions.Get(ctx, tenant, req.UserID, req.SessionID)
@@ -228,11 +240,12 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 	key := tenant + "." + req.UserID + "." + req.SessionID
 	recent := st.Recent
 	// A session summary (SPEC B2) stands for the messages it covers: the pack
-	// carries it, with its range, and only the messages after it. A session of
-	// no more messages than the keep count has none: no read.
+	// carries it, with its range, and only the messages after it. A session that
+	// never passed ingest's trigger has none: no read (a KV round trip on every
+	// context request otherwise).
 	var sum session.Summary
 	err = session.ErrNotFound
-	if st.Messages > pol.SessionSummaryKeepCount {
+	if s.summaryPossible(st, pol) {
 		sum, _, err = s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
 	}
 	switch {
