@@ -3,6 +3,7 @@ package retrieve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -169,9 +170,21 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	if err != nil {
 		return events.SessionSummaryReply{}, err
 	}
+	// The session's running summary (SPEC B2), when it has one, then a digest of
+	// the messages after it; else a digest of the messages the state keeps.
+	text := s.summarize(st.Recent)
+	switch sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID); {
+	case err == nil:
+		text = sum.Text
+		if after := sum.After(st.Recent); len(after) > 0 {
+			text += "\n\n" + s.summarize(after)
+		}
+	case !errors.Is(err, session.ErrNotFound):
+		return events.SessionSummaryReply{}, err
+	}
 	return events.SessionSummaryReply{
 		SessionID:    req.SessionID,
-		Summary:      s.summarize(st.Recent),
+		Summary:      text,
 		MessageCount: st.Messages,
 		TurnCount:    turns,
 	}, nil

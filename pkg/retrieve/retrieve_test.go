@@ -931,3 +931,26 @@ func TestSlowRequestDoesNotHoldUpOthers(t *testing.T) {
 		t.Fatalf("slow reply %+v", got)
 	}
 }
+
+// session.summary answers with the session's running summary once the
+// extractor wrote one (SPEC B2), followed by a digest of the messages after it.
+func TestSessionSummaryEndpointReturnsTheStoredSummary(t *testing.T) {
+	r := newRig(t)
+	r.start(Config{})
+	ctx := context.Background()
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, r.observe("u1", "s1", fmt.Sprintf("Remember: report %d uses the blue template.", i), nil).ID)
+	}
+	st, err := r.sessions.Get(ctx, tenant, "u1", "s1")
+	must(t, err)
+	_, err = r.sessions.PutSummary(ctx, tenant, "u1", "s1", session.Summary{
+		Text: "The user keeps reports 0 to 3 in the blue template.", FirstEventID: ids[0], LastEventID: ids[3],
+		ThroughTS: st.Recent[3].TS, Messages: 4, By: session.SummaryByRules,
+	}, 0)
+	must(t, err)
+	sum := ok[events.SessionSummaryReply](t, r.call(events.EndpointSessionSummary, events.SessionRequest{UserID: "u1", SessionID: "s1"}))
+	if !strings.HasPrefix(sum.Summary, "The user keeps reports 0 to 3") || !strings.Contains(sum.Summary, "report 4") || strings.Contains(sum.Summary, "report 0 uses") {
+		t.Fatalf("summary %q: want the stored summary, then only the messages after it", sum.Summary)
+	}
+}
