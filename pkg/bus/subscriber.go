@@ -95,8 +95,8 @@ func (c SubscriberConfig) Validate() error {
 // Each message is held unacknowledged until its Watermill message is acked (then
 // the JetStream message is acked and the ack confirmed) or nacked (then it is
 // nak'ed and redelivered). Close, or cancelling the Subscribe context, stops
-// pulling, hands out what the last pull brought and waits until every message
-// handed out is settled.
+// pulling, hands out what the last pull brought (handing back, with a delay,
+// what no reader takes) and waits until every message handed out is settled.
 // The context of the messages does not end with the Subscribe context, so that
 // handlers in flight finish during a graceful shutdown (the Router's Timeout
 // middleware bounds them).
@@ -273,7 +273,7 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 			wm.SetContext(msgCtx)
 			fl.running.Go(func() {
 				defer release()
-				s.process(fl, msg, wm, out)
+				s.process(fl, msg, wm, out, stop)
 			})
 		}
 		err = batch.Error()
@@ -327,15 +327,23 @@ const ackTimeout = 5 * time.Second
 // extending its ack deadline at fl's heartbeats until MaxProcessing has passed.
 //
 // A fetched message is handed out even after stop: the Router reads until the
-// channel closes. Handing it back with a nak instead redelivered it at once into
-// the pull request still open, which took it again: a graceful stop used up
-// messages' MaxDeliver within milliseconds.
-func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message, out chan<- *message.Message) {
+// channel closes, so it takes it at once. Only a reader that stopped reading
+// does not; after handOutGrace the message goes back, with a delay that outlasts
+// the pull request still open. A plain nak went straight back into that pull,
+// which took it again and again: a graceful stop used up messages' MaxDeliver
+// within milliseconds, and the server dropped them.
+func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message, out chan<- *message.Message, stop <-chan struct{}) {
 	select {
 	case out <- wm:
-	case <-s.abandon:
-		s.messageLogger(msg, wm).Warn("closed before the message was handed out; it will be redelivered")
-		return
+	case <-stop:
+		t := time.NewTimer(handOutGrace)
+		defer t.Stop()
+		select {
+		case out <- wm:
+		case <-t.C:
+			s.handBack(msg)
+			return
+		}
 	}
 	started, beat := time.Now(), fl.nextBeat()
 	for {
@@ -385,6 +393,22 @@ func (s *Subscriber) process(fl *flight, msg jetstream.Msg, wm *message.Message,
 	}
 }
 
+// handOutGrace is how long a message fetched at a stop waits to be taken before
+// it is handed back; handBackDelay is when the server redelivers it, longer than
+// the open pull request lives (pullWait).
+const (
+	handOutGrace  = 100 * time.Millisecond
+	handBackDelay = 2 * pullWait
+)
+
+// handBack returns a message nobody took at a stop, redelivered after
+// handBackDelay: to a replica, or to this worker when it starts again.
+func (s *Subscriber) handBack(msg jetstream.Msg) {
+	if err := msg.NakWithDelay(handBackDelay); err != nil {
+		s.logger.Debug("handing back a message not taken at stop", zap.String("subject", msg.Subject()), zap.Error(err))
+	}
+}
+
 // messageLogger is the logger for msg; built only when something is logged, as
 // zap encodes the fields of With at once.
 func (s *Subscriber) messageLogger(msg jetstream.Msg, wm *message.Message) *zap.Logger {
@@ -401,9 +425,9 @@ func (s *Subscriber) nak(msg jetstream.Msg) error {
 	return err
 }
 
-// Close stops pulling, hands out what the last pull brought and waits up to
-// CloseTimeout for every message handed out to be acked or nacked; then it closes the connection if
-// the Subscriber owns it. The Router calls it when it closes.
+// Close stops pulling, hands out what the last pull brought (see process) and
+// waits up to CloseTimeout for every message handed out to be acked or nacked;
+// then it closes the connection if the Subscriber owns it. The Router calls it when it closes.
 func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	if s.closed {
