@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 
 	"github.com/agentmem/agentmem/pkg/breaker"
 	"github.com/agentmem/agentmem/pkg/bus"
@@ -113,14 +112,4 @@ func (g guardedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		return nil, fmt.Errorf("%w: %w", embed.ErrUnavailable, err)
 	}
 	return vecs, err
-}
-
-// safeURL is a base URL without user info, query or fragment, for logs.
-func safeURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/retrieve"
+	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -287,9 +288,9 @@ func (rt *Runtime) evolver(logger *zap.Logger) (*lifecycle.Evolver, error) {
 
 // summaryTrigger is when ingest announces a session's summary (SPEC B2), from
 // the memory block's policy.
-func (rt *Runtime) summaryTrigger() ingest.SummaryTrigger {
+func (rt *Runtime) summaryTrigger() session.SummaryTrigger {
 	m := rt.Config.Memory
-	return ingest.SummaryTrigger{
+	return session.SummaryTrigger{
 		MessageThreshold:    m.SessionSummaryMessageThreshold,
 		TokenPercent:        m.SessionSummaryTokenPercent,
 		ContextWindowTokens: m.ContextWindowTokens,

@@ -141,8 +141,8 @@ func (rt *Runtime) newModels() error {
 	if rt.Embedder, err = rt.newEmbedder(); err != nil {
 		return fmt.Errorf("%w: embed: %w", ErrModelConfig, err)
 	}
-	if rt.Config.Embed.Provider == config.EmbedProviderOpenAI {
-		b, err := rt.newBreaker(EndpointEmbedder, safeURL(rt.Config.Embed.BaseURL), classifyEmbed)
+	if o, ok := remoteEmbedder(rt.Embedder); ok {
+		b, err := rt.newBreaker(EndpointEmbedder, o.Endpoint(), classifyEmbed)
 		if err != nil {
 			return err
 		}
@@ -159,7 +159,11 @@ func (rt *Runtime) newModels() error {
 	if err != nil {
 		return err
 	}
-	guard, err := rt.newBreaker(EndpointLLM, safeURL(rt.Config.LLM.BaseURL), classifyLLM)
+	endpoint, err := llm.EndpointOf(rt.Config.LLM.BaseURL)
+	if err != nil {
+		return fmt.Errorf("%w: llm: %w", ErrModelConfig, err)
+	}
+	guard, err := rt.newBreaker(EndpointLLM, endpoint, classifyLLM)
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ type Config struct {
 	DecideConcurrency int
 	// Summary is when a session's summary is due (SPEC B2); the zero value
 	// announces none.
-	Summary SummaryTrigger
+	Summary session.SummaryTrigger
 }
 
 // DefaultContextMessages is Config.ContextMessages' default: the question an
@@ -111,7 +111,7 @@ type Worker struct {
 	logger          *zap.Logger
 	contextMessages int
 	decideParallel  int
-	summary         SummaryTrigger
+	summary         session.SummaryTrigger
 }
 
 // New returns an ingest worker; nothing connects before Run.
@@ -135,7 +135,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 		return nil, fmt.Errorf("%w: DecideConcurrency %d is negative", ErrInvalidConfig, cfg.DecideConcurrency)
 	}
 	if err := cfg.Summary.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages, decideParallel: max(1, cfg.DecideConcurrency), summary: cfg.Summary}
 	pw, err := pipeline.NewBatch(pipeline.Config{

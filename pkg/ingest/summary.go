@@ -16,54 +16,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/session"
 )
 
-// SummaryTrigger says when a session's summary is due (SPEC B2): its messages
-// pass MessageThreshold, or their estimated tokens pass TokenPercent of
-// ContextWindowTokens. MessageThreshold 0 turns the trigger off.
-type SummaryTrigger struct {
-	MessageThreshold    int
-	TokenPercent        int
-	ContextWindowTokens int
-	// KeepCount is how many messages a summary leaves verbatim; after the first
-	// crossing a summary is due again when the unsummarised ones pass the
-	// threshold again, every MessageThreshold + 1 - KeepCount messages.
-	KeepCount int
-}
-
-// Validate reports a trigger that cannot work.
-func (t SummaryTrigger) Validate() error {
-	if t.MessageThreshold == 0 {
-		return nil
-	}
-	if t.MessageThreshold < 1 || t.KeepCount < 0 || t.KeepCount >= t.MessageThreshold {
-		return fmt.Errorf("%w: Summary: KeepCount %d must be in [0, MessageThreshold %d)", ErrInvalidConfig, t.KeepCount, t.MessageThreshold)
-	}
-	if t.TokenPercent < 0 || t.TokenPercent > 100 || t.ContextWindowTokens < 0 {
-		return fmt.Errorf("%w: Summary: TokenPercent %d must be in [0, 100] and ContextWindowTokens %d not negative", ErrInvalidConfig, t.TokenPercent, t.ContextWindowTokens)
-	}
-	return nil
-}
-
-// messageCrossing is how many times a session of n messages has passed the
-// message threshold: 0 up to the threshold, 1 just past it, then one more each
-// time the messages since a summary (KeepCount left by it) pass it again, every
-// MessageThreshold + 1 - KeepCount messages.
-func (t SummaryTrigger) messageCrossing(n int) int {
-	if t.MessageThreshold == 0 || n <= t.MessageThreshold {
-		return 0
-	}
-	return 1 + (n-t.MessageThreshold-1)/(t.MessageThreshold+1-t.KeepCount)
-}
-
-// tokenCrossing is how many times a session of n estimated tokens has passed
-// TokenPercent of the context window: once per such share.
-func (t SummaryTrigger) tokenCrossing(n int) int {
-	limit := t.ContextWindowTokens * t.TokenPercent / 100
-	if t.MessageThreshold == 0 || limit < 1 {
-		return 0
-	}
-	return n / limit
-}
-
 // announceSummaries publishes summary_due for each session of the batch that
 // passed a threshold with it, once per crossing: the event id derives from the
 // session and the crossing, so a republish is dropped by the stream's duplicate
@@ -97,10 +49,10 @@ func (w *Worker) announceSummaries(ctx context.Context, envs []events.Envelope, 
 		trigger := w.triggerOf(ctx, k)
 		again := share.events == 0 // a redelivery: its first delivery may have failed before publishing
 		var ids []string
-		if c := trigger.messageCrossing(st.Messages); c > 0 && (again || c > trigger.messageCrossing(st.Messages-share.messages)) {
+		if c := trigger.MessageCrossing(st.Messages); c > 0 && (again || c > trigger.MessageCrossing(st.Messages-share.messages)) {
 			ids = append(ids, summaryDueID(k, "m", c))
 		}
-		if c := trigger.tokenCrossing(st.Tokens); c > 0 && (again || c > trigger.tokenCrossing(st.Tokens-share.tokens)) {
+		if c := trigger.TokenCrossing(st.Tokens); c > 0 && (again || c > trigger.TokenCrossing(st.Tokens-share.tokens)) {
 			ids = append(ids, summaryDueID(k, "t", c))
 		}
 		for _, id := range ids {
@@ -140,7 +92,7 @@ func (w *Worker) announceSummaries(ctx context.Context, envs []events.Envelope, 
 // session's policy's thresholds when Deps.Policy is set. A policy whose keep
 // count is not below its threshold (policy.Validate refuses it) keeps the
 // configured trigger.
-func (w *Worker) triggerOf(ctx context.Context, k sessionOf) SummaryTrigger {
+func (w *Worker) triggerOf(ctx context.Context, k sessionOf) session.SummaryTrigger {
 	t := w.summary
 	if w.deps.Policy == nil {
 		return t

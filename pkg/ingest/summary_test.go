@@ -10,6 +10,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/ingest"
 	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/session"
 )
 
 // summaryDue is every summary_due event in the stream.
@@ -21,7 +22,7 @@ func summaryDue(t *testing.T, r rig) []events.Envelope {
 // Ingest announces a session's summary once per threshold crossing (SPEC B2),
 // whatever the batches, and a redelivered batch announces nothing new.
 func TestSummaryDueOncePerCrossing(t *testing.T) {
-	r, w := newIngest(t, ingest.Config{Summary: ingest.SummaryTrigger{MessageThreshold: 10, KeepCount: 4, TokenPercent: 75, ContextWindowTokens: 1 << 20}})
+	r, w := newIngest(t, ingest.Config{Summary: session.SummaryTrigger{MessageThreshold: 10, KeepCount: 4, TokenPercent: 75, ContextWindowTokens: 1 << 20}})
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	var envs []events.Envelope
@@ -56,7 +57,7 @@ func TestSummaryDueOncePerCrossing(t *testing.T) {
 
 // The token share triggers on its own.
 func TestSummaryDueOnTokens(t *testing.T) {
-	r, w := newIngest(t, ingest.Config{Summary: ingest.SummaryTrigger{MessageThreshold: 1000, KeepCount: 4, TokenPercent: 50, ContextWindowTokens: 100}})
+	r, w := newIngest(t, ingest.Config{Summary: session.SummaryTrigger{MessageThreshold: 1000, KeepCount: 4, TokenPercent: 50, ContextWindowTokens: 100}})
 	env := events.New(events.TypeObservation, "acme", "u1", "bot", "s1")
 	env.Observation = &events.Observation{Role: events.RoleUser, Text: strings.Repeat("word ", 50)} // 63 tokens
 	if errs := w.HandleBatch(context.Background(), []events.Envelope{env}); errs[0] != nil {
@@ -72,7 +73,7 @@ func TestSummaryTriggerValidate(t *testing.T) {
 	if _, w := newIngest(t, ingest.Config{}); w == nil {
 		t.Fatal("the zero trigger was refused")
 	}
-	for _, tr := range []ingest.SummaryTrigger{{MessageThreshold: 4, KeepCount: 4}, {MessageThreshold: 5, TokenPercent: 101}, {MessageThreshold: -1}} {
+	for _, tr := range []session.SummaryTrigger{{MessageThreshold: 4, KeepCount: 4}, {MessageThreshold: 5, TokenPercent: 101}, {MessageThreshold: -1}} {
 		if err := tr.Validate(); err == nil {
 			t.Errorf("%+v accepted", tr)
 		}
@@ -82,7 +83,7 @@ func TestSummaryTriggerValidate(t *testing.T) {
 // With Deps.Policy the session's policy sets the trigger: an evolved threshold
 // reaches the sessions that get it (SPEC B5).
 func TestSummaryTriggerFollowsTheSessionPolicy(t *testing.T) {
-	r, w := newIngest(t, ingest.Config{Summary: ingest.SummaryTrigger{MessageThreshold: 20, KeepCount: 4}}, func(d *ingest.Deps) {
+	r, w := newIngest(t, ingest.Config{Summary: session.SummaryTrigger{MessageThreshold: 20, KeepCount: 4}}, func(d *ingest.Deps) {
 		d.Policy = func(_ context.Context, _, _, session string) policy.Policy {
 			p := policy.Defaults()
 			if session == "evolved" {

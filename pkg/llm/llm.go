@@ -92,7 +92,7 @@ func (c *Config) setDefaults() {
 
 // Validate reports what is wrong with the configuration, if anything.
 func (c Config) Validate() error {
-	if _, err := endpointOf(c.BaseURL); err != nil {
+	if _, err := EndpointOf(c.BaseURL); err != nil {
 		return err
 	}
 	if strings.TrimSpace(c.Model) == "" {
@@ -122,9 +122,9 @@ func (c Config) CallBudget() time.Duration {
 	return time.Duration(c.MaxRetries+1)*c.Timeout + backoff
 }
 
-// endpointOf returns the base URL without user info, query or fragment: the form
+// EndpointOf returns the base URL without user info, query or fragment: the form
 // that is safe to put in errors and logs.
-func endpointOf(baseURL string) (string, error) {
+func EndpointOf(baseURL string) (string, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return "", fmt.Errorf("%w: base URL: %v", ErrInvalidConfig, err)
@@ -159,7 +159,7 @@ func New(cfg Config, logger *zap.Logger) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	endpoint, err := endpointOf(cfg.BaseURL)
+	endpoint, err := EndpointOf(cfg.BaseURL)
 	if err != nil {
 		return nil, err
 	}

@@ -219,16 +219,15 @@ func chunkID(file string, c markdown.Chunk) string {
 	return file + "#L" + strconv.Itoa(c.StartLine) + "-" + strconv.Itoa(c.EndLine)
 }
 
-// summaryPossible reports whether ingest's summary trigger (pkg/ingest
-// SummaryTrigger, with the session's policy) can have fired for st: its messages
-// passed the threshold, or its estimated tokens the policy's share of the context
-// window.
+// summaryPossible reports whether ingest's summary trigger, with the session's
+// policy, can have fired for st: only then can the session have a summary.
 func (s *Service) summaryPossible(st session.State, pol policy.Policy) bool {
-	if pol.SessionSummaryMessageThreshold == 0 || st.Messages <= pol.SessionSummaryKeepCount {
-		return false
-	}
-	limit := s.cfg.ContextWindowTokens * pol.SessionSummaryTokenPercent / 100
-	return st.Messages > pol.SessionSummaryMessageThreshold || (limit >= 1 && st.Tokens >= limit)
+	return session.SummaryTrigger{
+		MessageThreshold:    pol.SessionSummaryMessageThreshold,
+		TokenPercent:        pol.SessionSummaryTokenPercent,
+		ContextWindowTokens: s.cfg.ContextWindowTokens,
+		KeepCount:           pol.SessionSummaryKeepCount,
+	}.Fired(st)
 }
 
 // loadSession fills recent_events (SPEC B3) and recent_turns.

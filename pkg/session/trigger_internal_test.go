@@ -1,4 +1,4 @@
-package ingest
+package session
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func TestMessageCrossingProperties(t *testing.T) {
 		last, unsummarised := 0, 0
 		for n := 1; n <= 300; n++ {
 			unsummarised++
-			c := tr.messageCrossing(n)
+			c := tr.MessageCrossing(n)
 			switch {
 			case c < last || c > last+1:
 				t.Fatalf("crossing %d after %d at message %d", c, last, n)
@@ -34,11 +34,11 @@ func TestMessageCrossingProperties(t *testing.T) {
 func TestTokenCrossing(t *testing.T) {
 	tr := SummaryTrigger{MessageThreshold: 20, TokenPercent: 75, ContextWindowTokens: 1000}
 	for _, c := range []struct{ tokens, want int }{{0, 0}, {749, 0}, {750, 1}, {1499, 1}, {1500, 2}} {
-		if got := tr.tokenCrossing(c.tokens); got != c.want {
+		if got := tr.TokenCrossing(c.tokens); got != c.want {
 			t.Errorf("tokenCrossing(%d) = %d, want %d", c.tokens, got, c.want)
 		}
 	}
-	if (SummaryTrigger{}).tokenCrossing(1<<20) != 0 {
+	if (SummaryTrigger{}).TokenCrossing(1<<20) != 0 {
 		t.Error("the zero trigger crossed")
 	}
 }
