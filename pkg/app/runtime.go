@@ -28,7 +28,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
-	"github.com/agentmem/agentmem/pkg/pipeline"
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -180,9 +179,6 @@ func (rt *Runtime) Dial(name string) (*nats.Conn, error) {
 	c.Name = name
 	return bus.Connect(c, rt.Logger)
 }
-
-// Dialer is Dial as a pipeline.Dialer.
-func (rt *Runtime) Dialer() pipeline.Dialer { return rt.Dial }
 
 // Close releases what NewRuntime opened, in reverse order.
 func (rt *Runtime) Close() error {
