@@ -544,3 +544,37 @@ func limit(path string, v int) error {
 	}
 	return nil
 }
+
+// EndpointForget erases a user everywhere (agentmem forget).
+const EndpointForget = "forget"
+
+// ForgetRequest erases one user of the tenant (endpoint forget): Markdown files
+// with backups and policy files, vector memories and items, session state,
+// summaries and turns, the workers' per-user state, the user's events in the
+// stream (by subject), memory history and dead letters. There is no undo.
+type ForgetRequest struct {
+	UserID string `json:"user_id"`
+}
+
+// Validate checks the request; errors wrap ErrInvalidRequest and name the field.
+func (r ForgetRequest) Validate() error {
+	return wrap(ErrInvalidRequest, ValidateID("user_id", r.UserID))
+}
+
+// ForgetReply counts what forget removed, per store.
+type ForgetReply struct {
+	Files       int `json:"files"`        // Markdown files, backups, policy overrides and snapshots
+	Memories    int `json:"memories"`     // episodic and semantic vector records
+	Items       int `json:"items"`        // memory items
+	SessionKeys int `json:"session_keys"` // session states, summaries, reflection claims
+	Turns       int `json:"turns"`
+	WorkerKeys  int `json:"worker_keys"` // extractor and consolidator records of the user
+	Events      int `json:"events"`      // messages of the event stream
+	History     int `json:"history"`     // memory history entries
+	DeadLetters int `json:"dead_letters"`
+}
+
+// Total is the sum of the counts.
+func (r ForgetReply) Total() int {
+	return r.Files + r.Memories + r.Items + r.SessionKeys + r.Turns + r.WorkerKeys + r.Events + r.History + r.DeadLetters
+}

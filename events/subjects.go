@@ -64,6 +64,7 @@ var Endpoints = []string{
 	EndpointBackupsList, EndpointBackupsRestore, EndpointCompress,
 	EndpointPolicyShow, EndpointPolicySet, EndpointPolicyHistory, EndpointPolicyRollback,
 	EndpointEventsList, EndpointEventsGet, EndpointEventsCount,
+	EndpointExport, EndpointImport, EndpointForget,
 }
 
 // IsEndpoint reports whether name is one of Endpoints.

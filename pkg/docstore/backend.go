@@ -63,4 +63,10 @@ type Backend interface {
 	// List returns the names under dir ("" for the namespace root, "backups", "202611"),
 	// recursively, sorted, as full relative names.
 	List(ctx context.Context, ns Namespace, dir string) ([]string, error)
+	// Users returns the users of tenant that have files, sorted.
+	Users(ctx context.Context, tenant string) ([]string, error)
+	// DeleteNamespace removes every file of ns with whatever the backend keeps
+	// of it besides (history, lock files, directories), and returns how many
+	// files of the layout it removed.
+	DeleteNamespace(ctx context.Context, ns Namespace) (int, error)
 }

@@ -2,6 +2,7 @@ package docstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -88,6 +89,15 @@ func (m *memBackend) List(_ context.Context, ns docstore.Namespace, dir string) 
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// Users and DeleteNamespace complete the Backend; the property does not use them.
+func (m *memBackend) Users(context.Context, string) ([]string, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func (m *memBackend) DeleteNamespace(context.Context, docstore.Namespace) (int, error) {
+	return 0, errors.ErrUnsupported
 }
 
 // TestPropertyCapacityAndBackupsOnEveryWritePath checks SPEC A7 and A8 over random

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/gofrs/flock"
 	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
 )
 
 // DefaultBaseDir is the memory directory when none is configured (SPEC A1).
@@ -344,4 +348,42 @@ func syncDir(dir string) error {
 		return fmt.Errorf("docstore: fsync directory: %w", err)
 	}
 	return nil
+}
+
+// Users implements Backend: the tenant directory's subdirectories named by valid ids.
+func (f *Filesystem) Users(ctx context.Context, tenant string) ([]string, error) {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidNamespace, err)
+	}
+	entries, err := os.ReadDir(filepath.Join(f.base, tenant))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("docstore: users of %s: %w", tenant, err)
+	}
+	users := make(map[string]bool)
+	for _, e := range entries {
+		if e.IsDir() && events.ValidateID("user", e.Name()) == nil {
+			users[e.Name()] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(users)), nil
+}
+
+// DeleteNamespace implements Backend: the namespace directory goes, lock files
+// and all.
+func (f *Filesystem) DeleteNamespace(ctx context.Context, ns Namespace) (int, error) {
+	names, err := f.List(ctx, ns, "")
+	if err != nil {
+		return 0, err
+	}
+	dir := filepath.Join(f.base, ns.Tenant, ns.User)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, fmt.Errorf("docstore: delete %s/%s: %w", ns.Tenant, ns.User, err)
+	}
+	return len(names), syncDir(filepath.Dir(dir))
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
 )
 
 // Defaults of JetStreamConfig.
@@ -75,6 +79,8 @@ func (c JetStreamConfig) Validate() error {
 // bucket's per-key history keeps earlier revisions; backups are still written as
 // "backups/…" keys so both backends behave the same.
 type JetStream struct {
+	js       jetstream.JetStream
+	bucket   string
 	kv       jetstream.KeyValue
 	locks    *pathLocks
 	maxValue int64
@@ -108,7 +114,7 @@ func NewJetStream(ctx context.Context, cfg JetStreamConfig, js jetstream.JetStre
 	if limit := int64(status.Config().MaxValueSize); limit > 0 && limit < maxValue {
 		maxValue = limit
 	}
-	return &JetStream{kv: kv, locks: newPathLocks(), maxValue: maxValue, logger: logger}, nil
+	return &JetStream{js: js, bucket: cfg.Bucket, kv: kv, locks: newPathLocks(), maxValue: maxValue, logger: logger}, nil
 }
 
 func bindOrCreate(ctx context.Context, cfg JetStreamConfig, js jetstream.JetStream, logger *zap.Logger) (jetstream.KeyValue, error) {
@@ -344,4 +350,39 @@ func unhex(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
+}
+
+// Users implements Backend: the second token of the tenant's keys.
+func (j *JetStream) Users(ctx context.Context, tenant string) ([]string, error) {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidNamespace, err)
+	}
+	lister, err := j.kv.ListKeysFiltered(ctx, tenant+".*.*")
+	if err != nil {
+		return nil, fmt.Errorf("docstore: users of %s: %w", tenant, err)
+	}
+	defer func() { _ = lister.Stop() }()
+	seen := make(map[string]bool)
+	for key := range lister.Keys() {
+		if parts := strings.Split(key, "."); len(parts) == 3 {
+			seen[parts[1]] = true
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("docstore: users of %s: %w", tenant, err)
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// DeleteNamespace implements Backend: the namespace's keys are purged from the
+// bucket's stream, so neither their history nor a delete marker remains.
+func (j *JetStream) DeleteNamespace(ctx context.Context, ns Namespace) (int, error) {
+	if err := ns.Validate(); err != nil {
+		return 0, err
+	}
+	n, err := kvcas.PurgeKeys(ctx, j.js, j.bucket, nsPrefix(ns)+"*")
+	if err != nil {
+		return n, fmt.Errorf("docstore: delete %s/%s: %w", ns.Tenant, ns.User, err)
+	}
+	return n, nil
 }

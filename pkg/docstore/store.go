@@ -808,3 +808,42 @@ func checkJSONObject(data []byte) error {
 	}
 	return nil
 }
+
+// PutFile stores data as the file name of the layout as it is: no backup, no
+// capacity rule, no format check beyond the name. It is the import of an
+// exported namespace (agentmem import), which restores files byte for byte.
+// A positive offset writes data there instead, after the bytes before it, for
+// a file imported in chunks in order.
+func (s *Store) PutFile(ctx context.Context, ns Namespace, name string, offset int, data []byte) error {
+	if err := checkName(ns, name); err != nil {
+		return err
+	}
+	if offset == 0 {
+		return s.b.Put(ctx, ns, name, data)
+	}
+	return s.b.Update(ctx, ns, name, func(old []byte, _ bool) ([]byte, error) {
+		if len(old) < offset {
+			return nil, fmt.Errorf("%w: chunk of %s at offset %d, but the file has %d bytes", ErrInvalidContent, name, offset, len(old))
+		}
+		return append(old[:offset:offset], data...), nil
+	})
+}
+
+// Users lists the users of tenant that have files.
+func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
+	return s.b.Users(ctx, tenant)
+}
+
+// DeleteNamespace removes every file of ns, backups and policy files included,
+// with nothing of them left in the backend (agentmem forget), and returns how
+// many files it removed.
+func (s *Store) DeleteNamespace(ctx context.Context, ns Namespace) (int, error) {
+	if err := ns.Validate(); err != nil {
+		return 0, err
+	}
+	n, err := s.b.DeleteNamespace(ctx, ns)
+	if err == nil {
+		s.logger.Info("deleted namespace", zap.String("tenant", ns.Tenant), zap.String("user", ns.User), zap.Int("files", n))
+	}
+	return n, err
+}

@@ -107,3 +107,48 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	}
 	return kv, nil
 }
+
+// PurgeStream removes every message of stream whose subject matches filter
+// (wildcards allowed), history and delete markers included, and returns how many
+// subjects and messages it removed. A missing stream has nothing to remove.
+// The counts are read just before the purge: a message published in between is
+// purged without being counted.
+func PurgeStream(ctx context.Context, js jetstream.JetStream, stream, filter string) (subjects, msgs int, err error) {
+	s, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("kvcas: stream %s: %w", stream, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, 0, fmt.Errorf("kvcas: stream %s, subjects %s: %w", stream, filter, err)
+	}
+	for _, n := range info.State.Subjects {
+		subjects++
+		msgs += int(n)
+	}
+	if msgs == 0 {
+		return 0, 0, nil
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(filter)); err != nil {
+		return 0, 0, fmt.Errorf("kvcas: purge %s from stream %s: %w", filter, stream, err)
+	}
+	return subjects, msgs, nil
+}
+
+// PurgeKeys removes the keys of bucket that match each filter (KV key patterns
+// with * and >), with their whole history and no delete marker left behind, and
+// returns how many keys it removed. A missing bucket has none.
+func PurgeKeys(ctx context.Context, js jetstream.JetStream, bucket string, filters ...string) (int, error) {
+	total := 0
+	for _, f := range filters {
+		n, _, err := PurgeStream(ctx, js, "KV_"+bucket, "$KV."+bucket+"."+f)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}

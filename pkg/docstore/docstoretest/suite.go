@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ func RunSuite(t *testing.T, newBackend func(t *testing.T) docstore.Backend) {
 		{"EscapingNamesAndNamespacesRejected", testEscapesRejected},
 		{"AppendEntriesParsesBackToAppendedEntries", testAppendEntriesRoundTrip},
 		{"ReadIfChangedSeesEveryWrite", testReadIfChangedSeesEveryWrite},
+		{"PutFileUsersDeleteNamespace", testPutFileUsersDeleteNamespace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend(t)) })
@@ -918,4 +920,64 @@ func testReadIfChangedSeesEveryWrite(t *testing.T, b docstore.Backend) {
 	mustErrorIs(t, err, docstore.ErrNotFound, "ReadIfChanged of a deleted file")
 	put("version 5\n")
 	expect("a Put after a Delete", "version 5\n")
+}
+
+// testPutFileUsersDeleteNamespace checks the export/import/forget primitives:
+// PutFile restores bytes exactly (also in chunks), Users lists the namespaces of
+// a tenant, DeleteNamespace leaves nothing of one namespace and every other.
+func testPutFileUsersDeleteNamespace(t *testing.T, b docstore.Backend) {
+	ctx := context.Background()
+	clk := NewClock()
+	s := newStore(t, b, unbounded(clk))
+	other := docstore.Namespace{Tenant: ns.Tenant, User: "u2"}
+	elsewhere := docstore.Namespace{Tenant: "other", User: ns.User}
+	for _, n := range []docstore.Namespace{ns, other, elsewhere} {
+		if err := s.AppendLongTerm(ctx, n, "- fact of "+n.User); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Replace(ctx, ns, docstore.MemoryFile, []byte("# replaced\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutFile(ctx, ns, docstore.UserPrefsFile, 0, []byte("- likes ")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutFile(ctx, ns, docstore.UserPrefsFile, len("- likes "), []byte("tea\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadFile(ctx, ns, docstore.UserPrefsFile); err != nil || string(got) != "- likes tea\n" {
+		t.Fatalf("chunked PutFile = %q, %v", got, err)
+	}
+	if err := s.PutFile(ctx, ns, docstore.UserPrefsFile, 100, []byte("x")); !errors.Is(err, docstore.ErrInvalidContent) {
+		t.Fatalf("PutFile past the end: %v, want ErrInvalidContent", err)
+	}
+	if err := s.PutFile(ctx, ns, "../escape.md", 0, []byte("x")); !errors.Is(err, docstore.ErrInvalidPath) {
+		t.Fatalf("PutFile outside the layout: %v, want ErrInvalidPath", err)
+	}
+	users, err := s.Users(ctx, ns.Tenant)
+	if err != nil || !slices.Equal(users, []string{ns.User, other.User}) {
+		t.Fatalf("Users = %v, %v", users, err)
+	}
+	files, err := s.Files(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.DeleteNamespace(ctx, ns)
+	if err != nil || n != len(files) || n < 3 {
+		t.Fatalf("DeleteNamespace = %d, %v; the namespace had %v", n, err, files)
+	}
+	if left, err := s.Files(ctx, ns); err != nil || len(left) != 0 {
+		t.Fatalf("files left: %v, %v", left, err)
+	}
+	if users, err := s.Users(ctx, ns.Tenant); err != nil || !slices.Equal(users, []string{other.User}) {
+		t.Fatalf("Users after delete = %v, %v", users, err)
+	}
+	for _, n := range []docstore.Namespace{other, elsewhere} {
+		if got, err := s.Head(ctx, n, 0); err != nil || !strings.Contains(got, "fact of "+n.User) {
+			t.Fatalf("namespace %v after another's delete: %q, %v", n, got, err)
+		}
+	}
+	if n, err := s.DeleteNamespace(ctx, ns); err != nil || n != 0 {
+		t.Fatalf("second DeleteNamespace = %d, %v", n, err)
+	}
 }
