@@ -7,6 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 )
 
 // ErrNotFound is returned when an event does not exist in the stream.
@@ -212,18 +216,66 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, user, session string)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: delete session: %w", err)
 	}
-	n, err := s.count(ctx, subject)
-	if err != nil || n == 0 {
-		return 0, err
-	}
-	stream, err := s.js.Stream(ctx, s.stream)
+	_, n, err := kvcas.PurgeStream(ctx, s.js, s.stream, subject)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: delete session: %w", err)
 	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-		return 0, fmt.Errorf("eventstore: purge %s: %w", subject, err)
+	return n, nil
+}
+
+// UserFilters are the subject filters of every event of a user: each event
+// family names the user in the subject's fourth token, with or without a
+// session after it (mem.<t>.obs.<u>.<s>, mem.<t>.hit.<u>, …), so the filters
+// hold families added later too.
+func UserFilters(tenant, user string) ([]string, error) {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return nil, err
 	}
-	return int(n), nil
+	if err := events.ValidateID("user", user); err != nil {
+		return nil, err
+	}
+	prefix := events.EventPrefix + "." + tenant + ".*." + user
+	return []string{prefix, prefix + ".>"}, nil
+}
+
+// DeleteUser purges every event of the user from the stream (agentmem forget)
+// and returns how many were removed.
+func (s *Store) DeleteUser(ctx context.Context, tenant, user string) (int, error) {
+	filters, err := UserFilters(tenant, user)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: delete user: %w", err)
+	}
+	total := 0
+	for _, f := range filters {
+		_, n, err := kvcas.PurgeStream(ctx, s.js, s.stream, f)
+		if err != nil {
+			return total, fmt.Errorf("eventstore: delete user: %w", err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Users lists the users of tenant that have events in the stream.
+func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return nil, fmt.Errorf("eventstore: users: %w", err)
+	}
+	stream, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(events.EventPrefix+"."+tenant+".>"))
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: users of %s: %w", tenant, err)
+	}
+	seen := make(map[string]bool)
+	for subject := range info.State.Subjects {
+		if parts := strings.Split(subject, "."); len(parts) >= 4 {
+			seen[parts[3]] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // scanSubject walks the messages matching subject (wildcards allowed) in stream

@@ -137,6 +137,7 @@ type State struct {
 // Store is the session state and turn store.
 type Store struct {
 	cfg    Config
+	js     jetstream.JetStream
 	state  jetstream.KeyValue
 	turns  jetstream.KeyValue
 	cache  *stateCache
@@ -164,7 +165,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, state: state, turns: turns, cache: cache, logger: logger}, nil
+	return &Store{cfg: cfg, js: js, state: state, turns: turns, cache: cache, logger: logger}, nil
 }
 
 // ErrMixedSessions is returned by ApplyBatch for events of more than one session.

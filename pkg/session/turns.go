@@ -200,15 +200,7 @@ func (s *Store) turnKeys(ctx context.Context, sessionKey string) ([]string, erro
 	if _, _, _, err := events.ParseSessionKey(sessionKey); err != nil {
 		return nil, fmt.Errorf("session: turns: %w", err)
 	}
-	lister, err := s.turns.ListKeysFiltered(ctx, sessionKey+".*")
-	if err != nil {
-		return nil, fmt.Errorf("session: list turns of %s: %w", sessionKey, err)
-	}
-	defer func() { _ = lister.Stop() }()
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
+	keys, err := listKeys(ctx, s.turns, sessionKey+".*")
 	slices.Sort(keys)
-	return keys, nil
+	return keys, err
 }
