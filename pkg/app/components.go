@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/bus"
@@ -22,6 +24,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/retrieve"
 	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/transfer"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -355,6 +358,10 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 	if err != nil {
 		return nil, err
 	}
+	moves, err := rt.transfer(conn)
+	if err != nil {
+		return nil, err
+	}
 	m := rt.Config.Memory
 	return retrieve.New(retrieve.Config{
 		Policy:        m.Policy,
@@ -367,8 +374,19 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		ContextWindowTokens: m.ContextWindowTokens,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
-		Memories: mem, Consolidator: runner, Compressor: compactor, Summarize: extract.SummarizeSession, Gate: rt.Priority,
+		Memories: mem, Consolidator: runner, Compressor: compactor, Transfer: moves, Summarize: extract.SummarizeSession, Gate: rt.Priority,
 	}, p.logger)
+}
+
+// transfer serves export, import and forget over the runtime's stores; its
+// pages fit the retriever connection's max_payload with room for the JSON
+// around them.
+func (rt *Runtime) transfer(conn *nats.Conn) (*transfer.Service, error) {
+	return transfer.New(transfer.Config{
+		PageBytes: int(conn.MaxPayload()) * 7 / 10,
+		// The workers' per-namespace state, keyed "<tenant>.<user>[.…]".
+		WorkerBuckets: []string{extract.DefaultStateBucket, consolidate.DefaultStateBucket, consolidate.DefaultNamespacesBucket, consolidate.DefaultLeaseBucket},
+	}, transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events}, rt.Logger)
 }
 
 // memories is the process's one memory service (the retriever and the consolidator's

@@ -47,28 +47,62 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, dlqStream stri
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: list: limit is %d, want > 0", ErrDeadLetter, limit)
 	}
+	var out []DeadLetter
+	err := walkDeadLetters(ctx, js, dlqStream, func(_ jetstream.Stream, dl DeadLetter) (bool, error) {
+		out = append(out, dl)
+		return len(out) < limit, nil
+	})
+	return out, err
+}
+
+// DeleteUserDeadLetters erases (overwrites, then removes) the dead letters of
+// dlqStream whose original subject is an event of the user (agentmem forget) and
+// returns how many it erased.
+func DeleteUserDeadLetters(ctx context.Context, js jetstream.JetStream, dlqStream, tenant, user string) (int, error) {
+	n := 0
+	err := walkDeadLetters(ctx, js, dlqStream, func(stream jetstream.Stream, dl DeadLetter) (bool, error) {
+		sub, err := events.ParseSubject(dl.Subject)
+		if err != nil || sub.Tenant != tenant || sub.User != user {
+			return true, nil
+		}
+		if err := stream.SecureDeleteMsg(ctx, dl.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, fmt.Errorf("%w: stream %s: erase %d: %w", ErrDeadLetter, dlqStream, dl.Seq, err)
+		}
+		n++
+		return true, nil
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// walkDeadLetters calls visit with each dead letter of dlqStream, oldest first,
+// until it returns false or an error.
+func walkDeadLetters(ctx context.Context, js jetstream.JetStream, dlqStream string, visit func(jetstream.Stream, DeadLetter) (bool, error)) error {
 	stream, err := js.Stream(ctx, dlqStream)
 	if err != nil {
-		return nil, fmt.Errorf("%w: stream %s: %w", ErrDeadLetter, dlqStream, err)
+		return fmt.Errorf("%w: stream %s: %w", ErrDeadLetter, dlqStream, err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: stream %s: %w", ErrDeadLetter, dlqStream, err)
+		return fmt.Errorf("%w: stream %s: %w", ErrDeadLetter, dlqStream, err)
 	}
-	var out []DeadLetter
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && len(out) < limit && info.State.Msgs > 0; seq++ {
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		raw, err := stream.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // deleted from the middle of the stream
 		}
 		if err != nil {
-			return out, fmt.Errorf("%w: stream %s sequence %d: %w", ErrDeadLetter, dlqStream, seq, err)
+			return fmt.Errorf("%w: stream %s sequence %d: %w", ErrDeadLetter, dlqStream, seq, err)
 		}
 		dl := deadLetterFrom(raw)
 		dl.Stream = dlqStream
-		out = append(out, dl)
+		if more, err := visit(stream, dl); !more || err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 func deadLetterFrom(raw *jetstream.RawStreamMsg) DeadLetter {

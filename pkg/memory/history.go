@@ -183,3 +183,9 @@ func (h *HistoryLog) purgeUser(ctx context.Context, tenant, userID string) error
 	}
 	return nil
 }
+
+// HistoryUserFilter is the subject filter of every history entry of the user in
+// the history stream, for erasing them (agentmem forget).
+func HistoryUserFilter(tenant, userID string) string {
+	return historySubjectPrefix + "." + tenant + "." + userID + ".>"
+}

@@ -204,6 +204,9 @@ type Deps struct {
 	Consolidator Consolidator
 	// Compressor serves the compress endpoint; nil answers it 503.
 	Compressor Compressor
+	// Transfer serves export, import and forget (pkg/transfer); nil answers
+	// them 503.
+	Transfer Transfer
 	// Summarize writes the summary of session.summary and session.archive from a
 	// session's messages, oldest first (the extractor's, extract.SummarizeSession,
 	// passed in so that the retriever does not import another component).

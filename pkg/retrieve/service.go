@@ -128,6 +128,9 @@ func (s *Service) endpoints() map[string]endpointFunc {
 		events.EndpointEventsList:      handle(lim, s.eventsList),
 		events.EndpointEventsGet:       handle(lim, s.eventGet),
 		events.EndpointEventsCount:     handle(lim, s.eventsCount),
+		events.EndpointExport:          handle(lim, s.export),
+		events.EndpointImport:          handle(lim, s.importPage),
+		events.EndpointForget:          handle(lim, s.forget),
 	}
 }
 
