@@ -109,16 +109,17 @@ type ImportReport struct {
 	Elapsed    time.Duration
 }
 
-// Import checks the archive open returns, then imports it into the client's
-// tenant, in pages of at most pageBytes, reporting progress. open is called
-// twice: the first read checks the whole archive, so that a corrupt one
-// imports nothing.
-func Import(ctx context.Context, cl *client.Client, open func() (io.ReadCloser, error), pageBytes int, progress io.Writer) (ImportReport, error) {
+// Check reads the whole archive open returns and returns its manifest, or what
+// is wrong with it (an error wrapping ErrArchive).
+func Check(open func() (io.ReadCloser, error)) (Manifest, error) {
+	return readArchive(open, nil)
+}
+
+// Import imports the archive open returns, which Check found sound with
+// manifest m, into the client's tenant, in requests of at most pageBytes,
+// reporting progress. Checking first means a corrupt archive imports nothing.
+func Import(ctx context.Context, cl *client.Client, m Manifest, open func() (io.ReadCloser, error), pageBytes int, progress io.Writer) (ImportReport, error) {
 	start := time.Now()
-	m, err := readArchive(open, nil)
-	if err != nil {
-		return ImportReport{}, err
-	}
 	info, err := cl.Export(ctx, events.ExportRequest{Part: events.ExportInfo})
 	if err != nil {
 		return ImportReport{}, err
