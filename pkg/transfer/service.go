@@ -136,12 +136,11 @@ func (s *Service) Export(ctx context.Context, tenant string, req events.ExportRe
 	}
 }
 
-// Users lists the users of tenant: those with files, session state or events.
-// A user known only to the vector store is not listed (no backend lists the
-// users of a tenant); every write of a user also leaves an event or a file.
+// Users lists the users of tenant: those with files, records, session state or
+// events.
 func (s *Service) Users(ctx context.Context, tenant string) ([]string, error) {
 	var all []string
-	for _, list := range []func(context.Context, string) ([]string, error){s.deps.Docs.Users, s.deps.Sessions.Users, s.deps.Events.Users} {
+	for _, list := range []func(context.Context, string) ([]string, error){s.deps.Docs.Users, s.deps.Vectors.Users, s.deps.Sessions.Users, s.deps.Events.Users} {
 		users, err := list(ctx, tenant)
 		if err != nil {
 			return nil, err

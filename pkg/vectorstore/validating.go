@@ -41,6 +41,8 @@ type Backend interface {
 	DeleteByFilter(ctx context.Context, f Filter) (int, error)
 	// Count implements Store.Count.
 	Count(ctx context.Context, f Filter) (int, error)
+	// Users implements Store.Users for a valid tenant.
+	Users(ctx context.Context, tenant string) ([]string, error)
 	// Close implements Store.Close; Validating calls it once.
 	Close() error
 }
@@ -193,6 +195,17 @@ func (v *validating) Count(ctx context.Context, f Filter) (int, error) {
 		return 0, v.b.Wrap("count", err)
 	}
 	return v.b.Count(ctx, f)
+}
+
+// Users implements Store.
+func (v *validating) Users(ctx context.Context, tenant string) ([]string, error) {
+	if err := v.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := ValidatePartition(tenant, "any"); err != nil {
+		return nil, v.b.Wrap("users", err)
+	}
+	return v.b.Users(ctx, tenant)
 }
 
 // Close implements Store: the backend is closed once, and later calls fail with

@@ -232,6 +232,10 @@ type Store interface {
 	DeleteByFilter(ctx context.Context, f Filter) (int, error)
 	// Count returns how many records match f.
 	Count(ctx context.Context, f Filter) (int, error)
+	// Users returns the users of tenant that have records (expired ones
+	// included), sorted: the one call that spans partitions, for exporting a
+	// whole tenant.
+	Users(ctx context.Context, tenant string) ([]string, error)
 	Close() error
 }
 

@@ -881,6 +881,25 @@ func (s *backend) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int
 	return n, s.Wrap("delete by filter", err)
 }
 
+// Users implements vectorstore.Backend from SQLite, whose partition index
+// leads with (tenant, user_id).
+func (s *backend) Users(ctx context.Context, tenant string) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT DISTINCT user_id FROM records WHERE tenant = ? ORDER BY user_id`, tenant)
+	if err != nil {
+		return nil, s.Wrap("users", err)
+	}
+	defer rows.Close()
+	var users []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, s.Wrap("users", err)
+		}
+		users = append(users, u)
+	}
+	return users, s.Wrap("users", rows.Err())
+}
+
 func (s *backend) deleteWhere(ctx context.Context, f vectorstore.Filter) (int, error) {
 	var rids []int64
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {

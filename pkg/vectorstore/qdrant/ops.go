@@ -2,6 +2,7 @@ package qdrant
 
 import (
 	"context"
+	"slices"
 	"fmt"
 	"maps"
 	"math"
@@ -389,4 +390,33 @@ func (s *backend) count(ctx context.Context, filter *qc.Filter) (int, error) {
 		Exact:          qc.PtrOf(true),
 	})
 	return int(n), err
+}
+
+// maxFacetUsers bounds the users a tenant's Users call returns: Qdrant's facet
+// has no paging, only a limit.
+const maxFacetUsers = 1 << 20
+
+// Users implements vectorstore.Backend: an exact facet of user_id (a keyword
+// index) over the tenant's points.
+func (s *backend) Users(ctx context.Context, tenant string) ([]string, error) {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	hits, err := s.client.Facet(ctx, &qc.FacetCounts{
+		CollectionName: s.cfg.Collection,
+		Key:            fieldUserID,
+		Filter:         &qc.Filter{Must: []*qc.Condition{qc.NewMatchKeyword(fieldTenant, tenant)}},
+		Limit:          qc.PtrOf(uint64(maxFacetUsers)),
+		Exact:          qc.PtrOf(true),
+	})
+	if err != nil {
+		return nil, s.Wrap("users", err)
+	}
+	users := make([]string, 0, len(hits))
+	for _, h := range hits {
+		if u := h.GetValue().GetStringValue(); u != "" {
+			users = append(users, u)
+		}
+	}
+	slices.Sort(users)
+	return users, nil
 }

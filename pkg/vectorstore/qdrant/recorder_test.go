@@ -30,6 +30,7 @@ type recorder struct {
 	next     *qc.PointId
 	scored   []*qc.ScoredPoint
 	count    uint64
+	users    []string // the facet's values
 	fail     map[string]error // full method name → error to answer with
 }
 
@@ -184,6 +185,16 @@ func (s pointsSvc) Count(context.Context, *qc.CountPoints) (*qc.CountResponse, e
 	s.r.mu.Lock()
 	defer s.r.mu.Unlock()
 	return &qc.CountResponse{Result: &qc.CountResult{Count: s.r.count}}, nil
+}
+
+func (s pointsSvc) Facet(context.Context, *qc.FacetCounts) (*qc.FacetResponse, error) {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	hits := make([]*qc.FacetHit, len(s.r.users))
+	for i, u := range s.r.users {
+		hits[i] = &qc.FacetHit{Value: &qc.FacetValue{Variant: &qc.FacetValue_StringValue{StringValue: u}}, Count: 1}
+	}
+	return &qc.FacetResponse{Hits: hits}, nil
 }
 
 func (s pointsSvc) Delete(context.Context, *qc.DeletePoints) (*qc.PointsOperationResponse, error) {

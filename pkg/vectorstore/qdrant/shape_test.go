@@ -538,6 +538,31 @@ func TestDeleteCarriesPartitionFilter(t *testing.T) {
 	}
 }
 
+// Users is one exact facet of user_id within the tenant, sorted.
+func TestUsersFacetShape(t *testing.T) {
+	s, r := openStore(t, Config{})
+	r.mu.Lock()
+	r.users = []string{"u2", "u1"}
+	r.mu.Unlock()
+	users, err := s.Users(ctx, "acme")
+	if err != nil || !slices.Equal(users, []string{"u1", "u2"}) {
+		t.Fatalf("Users = %v, %v", users, err)
+	}
+	facets := requests[*qc.FacetCounts](r, qc.Points_Facet_FullMethodName)
+	if len(facets) != 1 {
+		t.Fatalf("%d facet requests, want 1", len(facets))
+	}
+	f := facets[0]
+	must := f.GetFilter().GetMust()
+	if f.GetKey() != fieldUserID || !f.GetExact() || f.GetLimit() < 1000 || len(must) != 1 ||
+		must[0].GetField().GetKey() != fieldTenant || must[0].GetField().GetMatch().GetKeyword() != "acme" {
+		t.Fatalf("facet request %v: want an exact facet of user_id within tenant acme", f)
+	}
+	if _, err := s.Users(ctx, "bad tenant"); !errors.Is(err, vectorstore.ErrInvalidFilter) {
+		t.Fatalf("Users of an invalid tenant: %v", err)
+	}
+}
+
 func TestUpdatePayloadWritesChangedFields(t *testing.T) {
 	s, r := openStore(t, Config{})
 	rec := mustNormalize(t, fullRecord())

@@ -38,6 +38,7 @@ func RunSuite(t *testing.T, newStore func(t *testing.T) vectorstore.Store) {
 		{"Expiry", testExpiry},
 		{"InvalidInput", testInvalidInput},
 		{"ConflictAcrossPartitions", testConflict},
+		{"Users", testUsers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -810,5 +811,29 @@ func testConflict(t *testing.T, s vectorstore.Store) {
 	}
 	if d := sameRecord(got[0], mine); d != "" {
 		t.Fatalf("the owner's record changed: %s", d)
+	}
+}
+
+// testUsers: the users of a tenant are those with records, expired ones
+// included, sorted; another tenant's users are not among them.
+func testUsers(t *testing.T, s vectorstore.Store) {
+	if users, err := s.Users(ctx, "acme"); err != nil || len(users) != 0 {
+		t.Fatalf("Users of an empty store = %v, %v", users, err)
+	}
+	expired := rec("acme", "u0", "gone")
+	expired.ExpiresAt = base.Add(-time.Hour)
+	upsert(t, s, rec("acme", "u2", "b"), rec("acme", "u1", "a"), rec("acme", "u1", "c"), rec("other", "u9", "d"), expired)
+	users, err := s.Users(ctx, "acme")
+	if err != nil || !slices.Equal(users, []string{"u0", "u1", "u2"}) {
+		t.Fatalf("Users(acme) = %v, %v", users, err)
+	}
+	if _, err := s.DeleteByFilter(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u2"}); err != nil {
+		t.Fatal(err)
+	}
+	if users, err := s.Users(ctx, "acme"); err != nil || !slices.Equal(users, []string{"u0", "u1"}) {
+		t.Fatalf("Users(acme) after deleting u2 = %v, %v", users, err)
+	}
+	if _, err := s.Users(ctx, "no.dots"); !errors.Is(err, vectorstore.ErrInvalidFilter) {
+		t.Fatalf("Users of an invalid tenant: %v", err)
 	}
 }

@@ -1,0 +1,385 @@
+package transfer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
+	"github.com/agentmem/agentmem/pkg/client"
+	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/transfer"
+)
+
+// TestMain runs the properties of this package, each check of which drives
+// whole stacks, 10 times unless -rapid.checks says otherwise.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if !set {
+		_ = flag.Set("rapid.checks", "10")
+	}
+	os.Exit(m.Run())
+}
+
+var tenantSeq atomic.Int64
+
+// freshTenant is a tenant no earlier check used, so that every check starts
+// from empty namespaces on long-lived stacks.
+func freshTenant() string { return fmt.Sprintf("t%d", tenantSeq.Add(1)) }
+
+var words = []string{"sales", "csv", "columns", "chart", "budget", "finance", "report", "quarterly", "python", "pandas", "berlin", "coffee", "deadline", "invoice"}
+
+func sentence(t *rapid.T, label string) string {
+	ws := rapid.SliceOfN(rapid.SampledFrom(words), 3, 7).Draw(t, label)
+	return strings.ToUpper(ws[0][:1]) + ws[0][1:] + " " + strings.Join(ws[1:], " ") + "."
+}
+
+// populate writes random memory for users of cl's tenant through every kind
+// of write: Markdown appends, mem0 adds, memory items, policy overrides and
+// observed sessions that the extractor turns into memory.
+func populate(t *rapid.T, ctx context.Context, stack *app.Stack, cl *client.Client, users []string) {
+	n := rapid.IntRange(1, 8).Draw(t, "ops")
+	for i := range n {
+		user := rapid.SampledFrom(users).Draw(t, "user")
+		var err error
+		switch op := rapid.IntRange(0, 5).Draw(t, "op"); op {
+		case 0, 1:
+			slot := []events.Slot{events.SlotLongTerm, events.SlotToday}[op]
+			_, err = cl.Append(ctx, events.AppendRequest{UserID: user, Content: sentence(t, "text"), Slot: slot})
+		case 2:
+			mt := rapid.SampledFrom([]events.MemoryType{events.MemoryEpisodic, events.MemorySemantic}).Draw(t, "type")
+			_, err = cl.Add(ctx, events.AddRequest{UserID: user, Text: sentence(t, "text"), MemoryType: mt})
+		case 3:
+			_, err = cl.SaveItem(ctx, events.ItemRequest{UserID: user, Item: events.MemoryItem{
+				Scope: events.ScopeUser, Kind: events.ItemFact, Key: fmt.Sprintf("k%d", i), Content: sentence(t, "text"), Confidence: 0.8,
+			}})
+		case 4:
+			_, err = cl.SetPolicy(ctx, events.PolicySetRequest{UserID: user, Values: map[string]json.RawMessage{
+				"retrieve_limit": json.RawMessage(fmt.Sprint(rapid.IntRange(3, 20).Draw(t, "limit"))),
+			}})
+		case 5:
+			session := fmt.Sprintf("s%d", i)
+			for j := range rapid.IntRange(1, 3).Draw(t, "messages") {
+				role := []events.Role{events.RoleUser, events.RoleAssistant}[j%2]
+				if _, err = cl.Say(ctx, user, session, role, "I prefer "+sentence(t, "text"), nil); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				_, err = cl.EndSession(ctx, user, session)
+			}
+		}
+		if err != nil {
+			t.Fatalf("op on %s: %v", user, err)
+		}
+	}
+	if err := app.WaitIdle(ctx, stack.Runtime().JS, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// content is what an archive holds, by user, for comparing two archives.
+type content struct {
+	Files    map[string]map[string]string
+	Records  map[string][]events.Record
+	Sessions map[string][]events.SessionKV
+}
+
+func readContent(t testing.TB, data []byte) (transfer.Manifest, content) {
+	t.Helper()
+	c := content{Files: map[string]map[string]string{}, Records: map[string][]events.Record{}, Sessions: map[string][]events.SessionKV{}}
+	m, err := transfer.Read(bytes.NewReader(data), func(e transfer.Entry) error {
+		switch {
+		case e.File != nil:
+			if c.Files[e.User] == nil {
+				c.Files[e.User] = map[string]string{}
+			}
+			c.Files[e.User][e.File.Name] = string(e.File.Data)
+		case e.Record != nil:
+			c.Records[e.User] = append(c.Records[e.User], *e.Record)
+		default:
+			c.Sessions[e.User] = append(c.Sessions[e.User], *e.Session)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, c
+}
+
+func export(t testing.TB, ctx context.Context, cl *client.Client, user string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := transfer.Export(ctx, cl, user, &buf, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func importArchive(t testing.TB, ctx context.Context, cl *client.Client, data []byte, progress io.Writer) transfer.ImportReport {
+	t.Helper()
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	m, err := transfer.Check(open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := transfer.Import(ctx, cl, m, open, 64<<10, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// hit is a search result as compared between deployments.
+type hit struct {
+	ID, Text string
+	Type     events.MemoryType
+	Score    string
+}
+
+func searches(t testing.TB, ctx context.Context, cl *client.Client, users []string) map[string][]hit {
+	t.Helper()
+	out := map[string][]hit{}
+	for _, u := range users {
+		for _, q := range words[:6] {
+			rep, err := cl.Search(ctx, events.SearchRequest{UserID: u, Query: q, Limit: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rep.Results {
+				out[u+"/"+q] = append(out[u+"/"+q], hit{r.ID, r.Text, r.MemoryType, fmt.Sprintf("%.6f", r.Score)})
+			}
+		}
+	}
+	return out
+}
+
+// Export → import into another deployment (its own data directory, a tenant it
+// never saw) → the same archive, search results and topic files, for random
+// namespaces; importing twice changes nothing.
+func TestPropertyExportImportRoundTrip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	src, _ := apptest.Up(t)
+	dst, _ := apptest.Up(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		tenant := freshTenant()
+		users := []string{"u1", "u2"}
+		from, to := apptest.Client(t, src, tenant), apptest.Client(t, dst, tenant)
+		populate(rt, ctx, src, from, users)
+		archive := export(t, ctx, from, "")
+		m, want := readContent(t, archive)
+		rep := importArchive(t, ctx, to, archive, io.Discard)
+		if rep.Reembedded || rep.Written.Records != m.Totals().Records || rep.Written.Sessions != m.Totals().Sessions {
+			rt.Fatalf("import = %+v, manifest %+v", rep, m.Totals())
+		}
+		importArchive(t, ctx, to, archive, io.Discard)
+		_, got := readContent(t, export(t, ctx, to, ""))
+		if !reflect.DeepEqual(got, want) {
+			rt.Fatalf("re-exported archive differs:\n got %+v\nwant %+v", got, want)
+		}
+		if a, b := searches(t, ctx, from, users), searches(t, ctx, to, users); !reflect.DeepEqual(a, b) {
+			rt.Fatalf("search differs:\nsource %v\nimport %v", a, b)
+		}
+		for _, u := range users {
+			for _, topic := range events.Topics {
+				a, errA := from.ReadTopic(ctx, events.TopicRequest{UserID: u, Topic: topic})
+				b, errB := to.ReadTopic(ctx, events.TopicRequest{UserID: u, Topic: topic})
+				if errA != nil || errB != nil || a != b {
+					rt.Fatalf("topic %s of %s: %+v (%v) vs %+v (%v)", topic, u, a, errA, b, errB)
+				}
+			}
+		}
+	})
+}
+
+// A deployment whose embedder has other dimensions embeds the records again,
+// says so, and stores vectors of its own dimensions; into another tenant.
+func TestImportReembedsForAnotherEmbedder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	src, _ := apptest.Up(t)
+	dst, _ := apptest.Up(t, "AGENTMEM_EMBED_DIMENSIONS=128")
+	from := apptest.Client(t, src, "acme")
+	for _, text := range []string{"The quarterly budget report is due Friday.", "Coffee with the finance team in Berlin."} {
+		if _, err := from.Add(ctx, events.AddRequest{UserID: "u1", Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archive := export(t, ctx, from, "u1")
+	to := apptest.Client(t, dst, "other")
+	var progress bytes.Buffer
+	rep := importArchive(t, ctx, to, archive, &progress)
+	if !rep.Reembedded || rep.Target.Dimensions != 128 || rep.Written.Records != 2 {
+		t.Fatalf("import = %+v", rep)
+	}
+	if !strings.Contains(progress.String(), "re-embedding 2 records") || !strings.Contains(progress.String(), "128 dimensions") {
+		t.Fatalf("progress does not say it re-embeds: %q", progress.String())
+	}
+	m, got := readContent(t, export(t, ctx, to, "u1"))
+	if m.Embedder.Dimensions != 128 || m.Tenant != "other" || len(got.Records["u1"]) != 2 {
+		t.Fatalf("re-exported: %+v, %d records", m, len(got.Records["u1"]))
+	}
+	for _, r := range got.Records["u1"] {
+		if len(r.Vector) != 128 {
+			t.Fatalf("record %s has %d dimensions after import", r.ID, len(r.Vector))
+		}
+	}
+	res, err := to.Search(ctx, events.SearchRequest{UserID: "u1", Query: "budget report"})
+	if err != nil || len(res.Results) == 0 || !strings.Contains(res.Results[0].Text, "budget") {
+		t.Fatalf("search after re-embedding = %+v, %v", res, err)
+	}
+}
+
+// userTraces lists what the endpoints and the stream still hold of user.
+func userTraces(t testing.TB, ctx context.Context, cl *client.Client, user string) []string {
+	t.Helper()
+	var left []string
+	note := func(format string, args ...any) { left = append(left, fmt.Sprintf(format, args...)) }
+	info, err := cl.Export(ctx, events.ExportRequest{Part: events.ExportInfo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(info.Users, user) {
+		note("listed among the users")
+	}
+	for _, part := range []events.ExportPart{events.ExportFiles, events.ExportRecords, events.ExportSessions} {
+		rep, err := cl.Export(ctx, events.ExportRequest{UserID: user, Part: part})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(rep.Files) + len(rep.Records) + len(rep.Sessions); n > 0 {
+			note("%d %s", n, part)
+		}
+	}
+	for _, q := range words {
+		rep, err := cl.Search(ctx, events.SearchRequest{UserID: user, Query: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Results) > 0 {
+			note("search %q: %d results", q, len(rep.Results))
+		}
+	}
+	pack, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: strings.Join(words, " ")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pack.Core != nil || len(pack.Topics)+len(pack.Chunks) > 0 || len(pack.DailyNotes) > 0 || len(pack.EpisodicItems)+len(pack.SemanticItems)+len(pack.UserProfile) > 0 {
+		note("context pack: %+v", pack)
+	}
+	items, err := cl.ListItems(ctx, events.ItemScopeRequest{UserID: user, Scope: events.ScopeUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items.Items) > 0 {
+		note("%d items", len(items.Items))
+	}
+	backups, err := cl.Backups(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(backups.Backups) > 0 {
+		note("%d backups", len(backups.Backups))
+	}
+	hist, err := cl.PolicyHistory(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist.Snapshots) > 0 {
+		note("%d policy snapshots", len(hist.Snapshots))
+	}
+	n, err := cl.CountEvents(ctx, events.EventsQuery{UserID: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Count > 0 {
+		note("%d events", n.Count)
+	}
+	return left
+}
+
+// Forget, over random operations of three users: afterwards no endpoint and
+// not the stream holds anything of the user, the tenant's stream (what a replay
+// reads) has none of their events, and the other users' memory and events are
+// as they were.
+func TestPropertyForgetErasesOnlyTheUser(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	stack, _ := apptest.Up(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		tenant := freshTenant()
+		users := []string{"u1", "u2", "u3"}
+		cl := apptest.Client(t, stack, tenant)
+		populate(rt, ctx, stack, cl, users)
+		victim := rapid.SampledFrom(users).Draw(rt, "victim")
+		others := map[string][]byte{}
+		counts := map[string]int{}
+		for _, u := range users {
+			if u == victim {
+				continue
+			}
+			others[u] = export(t, ctx, cl, u)
+			n, err := cl.CountEvents(ctx, events.EventsQuery{UserID: u})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			counts[u] = n.Count
+		}
+		before, err := cl.CountEvents(ctx, events.EventsQuery{UserID: victim})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		removed, err := cl.Forget(ctx, victim)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if removed.Events != before.Count {
+			rt.Fatalf("forget removed %d events, the user had %d", removed.Events, before.Count)
+		}
+		if left := userTraces(t, ctx, cl, victim); len(left) > 0 {
+			rt.Fatalf("after forget (%+v), the user still has: %v", removed, left)
+		}
+		err = stack.Runtime().Events.Scan(ctx, eventstore.Query{Tenant: tenant}, func(st eventstore.Stored) (bool, error) {
+			if st.Envelope.UserID == victim {
+				return false, fmt.Errorf("event %s of the forgotten user is in the stream", st.Envelope.ID)
+			}
+			return true, nil
+		})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		for u, want := range others {
+			_, a := readContent(t, want)
+			_, b := readContent(t, export(t, ctx, cl, u))
+			if !reflect.DeepEqual(a, b) {
+				rt.Fatalf("user %s changed by the forget of %s", u, victim)
+			}
+			n, err := cl.CountEvents(ctx, events.EventsQuery{UserID: u})
+			if err != nil || n.Count != counts[u] {
+				rt.Fatalf("user %s has %d events after, %d before (%v)", u, n.Count, counts[u], err)
+			}
+		}
+		again, err := cl.Forget(ctx, victim)
+		if err != nil || again.Total() != 0 {
+			rt.Fatalf("second forget = %+v, %v", again, err)
+		}
+	})
+}
