@@ -513,3 +513,33 @@ func TestRouterConfigValidate(t *testing.T) {
 		t.Errorf("nil dead-letter publisher: got %v", err)
 	}
 }
+
+// DeleteUserDeadLetters erases the dead letters of one user's events (forget)
+// and no other: not another user's, not another tenant's same user, not one
+// whose original subject is unreadable.
+func TestDeleteUserDeadLetters(t *testing.T) {
+	_, _, js := bustest.Provisioned(t)
+	ctx := testCtx(t)
+	for i, subject := range []string{"mem.acme.obs.u1.s1", "mem.acme.hit.u1", "mem.acme.obs.u2.s1", "mem.other.obs.u1.s1", ""} {
+		m := nats.NewMsg("memdlq.ingest")
+		m.Data = []byte(fmt.Sprintf("letter %d", i))
+		m.Header.Set(bus.MetaSubject, subject)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := bus.DeleteUserDeadLetters(ctx, js, bus.DefaultDLQStream, "acme", "u1")
+	if err != nil || n != 2 {
+		t.Fatalf("DeleteUserDeadLetters = %d, %v; want 2", n, err)
+	}
+	var left []string
+	for _, dl := range deadLetters(t, js) {
+		left = append(left, dl.Subject)
+	}
+	if !slices.Equal(left, []string{"mem.acme.obs.u2.s1", "mem.other.obs.u1.s1", ""}) {
+		t.Fatalf("dead letters left: %q", left)
+	}
+	if n, err := bus.DeleteUserDeadLetters(ctx, js, "NO_SUCH_STREAM", "acme", "u1"); err != nil || n != 0 {
+		t.Fatalf("on a missing stream: %d, %v", n, err)
+	}
+}
