@@ -175,6 +175,11 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 		{events.EndpointPolicyShow, events.UserRequest{UserID: user}, whole},
 		{events.EndpointPolicyHistory, events.UserRequest{UserID: user}, whole},
 		{events.EndpointPolicyRollback, events.PolicyRollbackRequest{UserID: user}, whole},
+		{events.EndpointExport, events.ExportRequest{UserID: user, Part: events.ExportFiles}, whole},
+		{events.EndpointExport, events.ExportRequest{UserID: user, Part: events.ExportRecords}, whole},
+		{events.EndpointExport, events.ExportRequest{UserID: user, Part: events.ExportSessions}, whole},
+		{events.EndpointImport, events.ImportRequest{UserID: user, Files: []events.FileChunk{{Name: "user_prefs.md", Data: []byte("- tea")}}}, whole},
+		{events.EndpointForget, events.ForgetRequest{UserID: user}, whole},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

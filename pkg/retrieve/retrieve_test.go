@@ -29,6 +29,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
+	"github.com/agentmem/agentmem/pkg/transfer"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
@@ -85,7 +86,13 @@ func must(t testing.TB, err error) {
 }
 
 func (r *rig) deps() Deps {
-	return Deps{Conn: r.nc, JS: r.js, Docs: r.docs, Events: r.events, Sessions: r.sessions, Memories: r.mem, Summarize: extract.SummarizeSession, Now: func() time.Time { return r.now }}
+	moves, err := transfer.New(transfer.Config{PageBytes: int(r.nc.MaxPayload()) * 7 / 10},
+		transfer.Deps{JS: r.js, Docs: r.docs, Vectors: r.vectors, Embedder: r.emb, Sessions: r.sessions, Events: r.events}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return Deps{Conn: r.nc, JS: r.js, Docs: r.docs, Events: r.events, Sessions: r.sessions, Memories: r.mem, Transfer: moves,
+		Summarize: extract.SummarizeSession, Now: func() time.Time { return r.now }}
 }
 
 // start runs a retriever until the test ends and waits until it serves.
