@@ -140,16 +140,21 @@ func (e SessionKV) Validate() error {
 // if any, is ignored); without, a record must carry a vector of the store's
 // dimensions.
 type ImportRequest struct {
-	UserID   string      `json:"user_id"`
-	Files    []FileChunk `json:"files,omitempty"`
-	Records  []Record    `json:"records,omitempty"`
-	Sessions []SessionKV `json:"sessions,omitempty"`
-	Reembed  bool        `json:"reembed,omitempty"`
+	UserID string `json:"user_id"`
+	// FromTenant is the tenant the records were exported from. Record ids are
+	// derived from the tenant, so into another tenant they are derived anew
+	// (an item's as the item endpoints derive it), and an import next to its
+	// source in one deployment does not collide with it. Empty: this tenant.
+	FromTenant string      `json:"from_tenant,omitempty"`
+	Files      []FileChunk `json:"files,omitempty"`
+	Records    []Record    `json:"records,omitempty"`
+	Sessions   []SessionKV `json:"sessions,omitempty"`
+	Reembed    bool        `json:"reembed,omitempty"`
 }
 
 // Validate checks the request; errors wrap ErrInvalidRequest and name the field.
 func (r ImportRequest) Validate() error {
-	if err := ValidateID("user_id", r.UserID); err != nil {
+	if err := firstError(ValidateID("user_id", r.UserID), optionalID("from_tenant", r.FromTenant)); err != nil {
 		return wrap(ErrInvalidRequest, err)
 	}
 	if n := len(r.Files) + len(r.Records) + len(r.Sessions); n > MaxIDsPerReq {

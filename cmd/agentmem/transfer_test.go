@@ -41,7 +41,7 @@ func searchTexts(t *testing.T, cl *client.Client, user string) []string {
 			t.Fatal(err)
 		}
 		for _, r := range rep.Results {
-			out = append(out, r.ID+" "+r.Text)
+			out = append(out, string(r.MemoryType)+" "+r.Text) // ids are derived anew in another tenant
 		}
 	}
 	return out

@@ -133,7 +133,7 @@ func Import(ctx context.Context, cl *client.Client, m Manifest, open func() (io.
 		fmt.Fprintf(progress, "re-embedding %d records: the archive's embedder is %s (%d dimensions), this deployment's %s (%d dimensions)\n",
 			total.Records, m.Embedder.Model, m.Embedder.Dimensions, info.Embedder.Model, info.Embedder.Dimensions)
 	}
-	im := importer{cl: cl, ctx: ctx, budget: pageBytes, reembed: rep.Reembedded, progress: progress, total: total, last: time.Now()}
+	im := importer{cl: cl, ctx: ctx, budget: pageBytes, reembed: rep.Reembedded, from: m.Tenant, progress: progress, total: total, last: time.Now()}
 	if _, err := readArchive(open, im.add); err != nil {
 		return rep, err
 	}
@@ -163,6 +163,7 @@ type importer struct {
 	ctx      context.Context
 	budget   int
 	reembed  bool
+	from     string // the archive's tenant
 	progress io.Writer
 	total    UserCounts
 	req      events.ImportRequest
@@ -239,7 +240,7 @@ func (im *importer) flush() error {
 	if len(req.Files)+len(req.Records)+len(req.Sessions) == 0 {
 		return nil
 	}
-	req.Reembed = im.reembed
+	req.Reembed, req.FromTenant = im.reembed, im.from
 	rep, err := im.cl.Import(im.ctx, req)
 	if err != nil {
 		return fmt.Errorf("import user %s: %w", req.UserID, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -325,6 +326,9 @@ func (s *Service) Import(ctx context.Context, tenant string, req events.ImportRe
 		for i, w := range req.Records {
 			recs[i] = storeRecord(tenant, req.UserID, w)
 			texts[i] = w.Text
+			if req.FromTenant != "" && req.FromTenant != tenant {
+				rebase(&recs[i])
+			}
 		}
 		if req.Reembed {
 			vecs, err := s.deps.Embedder.Embed(ctx, texts)
@@ -347,6 +351,34 @@ func (s *Service) Import(ctx context.Context, tenant string, req events.ImportRe
 		rep.Sessions++
 	}
 	return rep, nil
+}
+
+// rebase gives r, imported from another tenant, the id it has in its new
+// tenant: an item the one the item endpoints derive from its address, any other
+// record one derived from its old id (stable, so importing twice is once), and
+// the ids its metadata refers to likewise.
+func rebase(r *vectorstore.Record) {
+	if r.MemoryType == vectorstore.Item {
+		r.ID = memory.ItemID(r.Tenant, r.UserID, events.Scope(r.Scope), events.ItemKind(r.Kind), r.Key, r.ChatID)
+		return
+	}
+	newID := func(old string) string { return vectorstore.DeterministicID("import", r.Tenant, r.UserID, old) }
+	r.ID = newID(r.ID)
+	for _, key := range []string{records.MetaMergedFromIDs, records.MetaSeparatedFromIDs} {
+		refs, ok := r.Metadata[key].([]any)
+		if !ok {
+			continue
+		}
+		out := make([]any, len(refs))
+		for i, ref := range refs {
+			if id, ok := ref.(string); ok {
+				out[i] = newID(id)
+			} else {
+				out[i] = ref
+			}
+		}
+		r.Metadata[key] = out
+	}
 }
 
 // invalidAs marks err as the request's fault (a 400) when it wraps one of kinds.

@@ -417,3 +417,64 @@ func TestPropertyForgetErasesOnlyTheUser(t *testing.T) {
 		}
 	})
 }
+
+// An archive imported under another tenant of the deployment it came from sits
+// beside its source: record ids are derived anew for the new tenant (an item's
+// as the item endpoints derive it), twice is once, and the source is untouched.
+func TestImportBesideTheSourceUnderAnotherTenant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stack, _ := apptest.Up(t)
+	src := apptest.Client(t, stack, "acme")
+	for _, text := range []string{"The quarterly budget report is due Friday.", "Coffee with the finance team in Berlin."} {
+		if _, err := src.Add(ctx, events.AddRequest{UserID: "u1", Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	item := events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemPreference, Key: "charts", Content: "Prefers bar charts.", Confidence: 0.9}
+	if _, err := src.SaveItem(ctx, events.ItemRequest{UserID: "u1", Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Say(ctx, "u1", "s1", events.RoleUser, "Remember: invoices go to finance.", nil); err != nil {
+		t.Fatal(err)
+	}
+	apptest.WaitIdle(t, stack)
+	archive := export(t, ctx, src, "")
+	_, before := readContent(t, archive)
+
+	cp := apptest.Client(t, stack, "acme_copy")
+	importArchive(t, ctx, cp, archive, io.Discard)
+	importArchive(t, ctx, cp, archive, io.Discard)
+	m, copied := readContent(t, export(t, ctx, cp, ""))
+	if m.Tenant != "acme_copy" || len(copied.Records["u1"]) != len(before.Records["u1"]) || !reflect.DeepEqual(copied.Files, before.Files) || len(copied.Sessions["u1"]) != 1 {
+		t.Fatalf("copy: %+v, %d records (source %d), files equal %v", m, len(copied.Records["u1"]), len(before.Records["u1"]), reflect.DeepEqual(copied.Files, before.Files))
+	}
+	for _, r := range copied.Records["u1"] {
+		if slices.ContainsFunc(before.Records["u1"], func(s events.Record) bool { return s.ID == r.ID }) {
+			t.Fatalf("record %s has the same id in both tenants", r.ID)
+		}
+	}
+	got, err := cp.GetItem(ctx, events.ItemKeyRequest{UserID: "u1", Scope: item.Scope, Kind: item.Kind, Key: item.Key})
+	if err != nil || got.Content != item.Content {
+		t.Fatalf("item of the copy = %+v, %v", got, err)
+	}
+	texts := func(cl *client.Client) []string {
+		var out []string
+		for _, q := range []string{"budget report", "finance Berlin"} {
+			rep, err := cl.Search(ctx, events.SearchRequest{UserID: "u1", Query: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rep.Results {
+				out = append(out, r.Text)
+			}
+		}
+		return out
+	}
+	if a, b := texts(src), texts(cp); len(a) == 0 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("search: source %q, copy %q", a, b)
+	}
+	if _, after := readContent(t, export(t, ctx, src, "")); !reflect.DeepEqual(after, before) {
+		t.Fatal("the source changed")
+	}
+}

@@ -2,10 +2,10 @@ package qdrant
 
 import (
 	"context"
-	"slices"
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"time"
 
 	qc "github.com/qdrant/go-client/qdrant"

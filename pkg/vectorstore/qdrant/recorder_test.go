@@ -30,7 +30,7 @@ type recorder struct {
 	next     *qc.PointId
 	scored   []*qc.ScoredPoint
 	count    uint64
-	users    []string // the facet's values
+	users    []string         // the facet's values
 	fail     map[string]error // full method name → error to answer with
 }
 
