@@ -223,11 +223,11 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, user, session string)
 	return n, nil
 }
 
-// UserFilters are the subject filters of every event of a user: each event
+// userFilters are the subject filters of every event of a user: each event
 // family names the user in the subject's fourth token, with or without a
 // session after it (mem.<t>.obs.<u>.<s>, mem.<t>.hit.<u>, …), so the filters
 // hold families added later too.
-func UserFilters(tenant, user string) ([]string, error) {
+func userFilters(tenant, user string) ([]string, error) {
 	if err := events.ValidateID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func UserFilters(tenant, user string) ([]string, error) {
 // DeleteUser purges every event of the user from the stream (agentmem forget)
 // and returns how many were removed.
 func (s *Store) DeleteUser(ctx context.Context, tenant, user string) (int, error) {
-	filters, err := UserFilters(tenant, user)
+	filters, err := userFilters(tenant, user)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: delete user: %w", err)
 	}

@@ -34,7 +34,7 @@ func Export(ctx context.Context, cl *client.Client, user string, w io.Writer, pr
 		if err := aw.User(u); err != nil {
 			return Manifest{}, err
 		}
-		if err := exportUser(ctx, cl, aw, u); err != nil {
+		if err := exportUser(ctx, cl, aw, u, progress); err != nil {
 			return Manifest{}, fmt.Errorf("export user %s: %w", u, err)
 		}
 		c := aw.user
@@ -44,11 +44,13 @@ func Export(ctx context.Context, cl *client.Client, user string, w io.Writer, pr
 	return aw.Close()
 }
 
-// exportUser pages through the three parts of one user.
-func exportUser(ctx context.Context, cl *client.Client, aw *Writer, user string) error {
+// exportUser pages through the three parts of one user, saying every second
+// or so how far it is.
+func exportUser(ctx context.Context, cl *client.Client, aw *Writer, user string, progress io.Writer) error {
 	var (
 		name string
 		data []byte
+		last = time.Now()
 	)
 	flushFile := func() error {
 		if name == "" {
@@ -89,6 +91,10 @@ func exportUser(ctx context.Context, cl *client.Client, aw *Writer, user string)
 				break
 			}
 			cursor = rep.Next
+			if time.Since(last) >= time.Second {
+				last = time.Now()
+				fmt.Fprintf(progress, "exporting user %s: %d files, %d records, %d session values so far\n", user, aw.user.Files, aw.user.Records, aw.user.Sessions)
+			}
 		}
 		if err := flushFile(); err != nil {
 			return err
