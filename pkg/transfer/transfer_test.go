@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -381,6 +382,7 @@ func TestPropertyForgetErasesOnlyTheUser(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
+		_, had := readContent(t, export(t, ctx, cl, victim))
 		removed, err := cl.Forget(ctx, victim)
 		if err != nil {
 			rt.Fatal(err)
@@ -388,7 +390,21 @@ func TestPropertyForgetErasesOnlyTheUser(t *testing.T) {
 		if removed.Events != before.Count {
 			rt.Fatalf("forget removed %d events, the user had %d", removed.Events, before.Count)
 		}
-		if left := userTraces(t, ctx, cl, victim); len(left) > 0 {
+		left := userTraces(t, ctx, cl, victim)
+		for _, r := range had.Records[victim] {
+			if m, err := cl.Get(ctx, events.GetRequest{UserID: victim, ID: r.ID}); !errors.Is(err, client.ErrNotFound) {
+				left = append(left, fmt.Sprintf("get %s: %+v, %v", r.ID, m, err))
+			}
+			if h, err := cl.History(ctx, events.HistoryRequest{UserID: victim, ID: r.ID}); err == nil && len(h.Changes) > 0 {
+				left = append(left, fmt.Sprintf("history of %s: %d changes", r.ID, len(h.Changes)))
+			}
+		}
+		for _, kv := range had.Sessions[victim] {
+			if rep, err := cl.SessionSummary(ctx, events.SessionRequest{UserID: victim, SessionID: kv.SessionID}); !errors.Is(err, client.ErrNotFound) {
+				left = append(left, fmt.Sprintf("session %s: %+v, %v", kv.SessionID, rep, err))
+			}
+		}
+		if len(left) > 0 {
 			rt.Fatalf("after forget (%+v), the user still has: %v", removed, left)
 		}
 		err = stack.Runtime().Events.Scan(ctx, eventstore.Query{Tenant: tenant}, func(st eventstore.Stored) (bool, error) {
