@@ -23,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/client"
+	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/transfer"
 )
@@ -492,5 +493,95 @@ func TestImportBesideTheSourceUnderAnotherTenant(t *testing.T) {
 	}
 	if _, after := readContent(t, export(t, ctx, src, "")); !reflect.DeepEqual(after, before) {
 		t.Fatal("the source changed")
+	}
+}
+
+// Pages stay within the budget: a file larger than a page comes in chunks that
+// put it back together, records and session values are spread over pages, and
+// an import in small requests writes the same file back.
+func TestPagesFitTheBudget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stack, _ := apptest.Up(t)
+	rt := stack.Runtime()
+	cl := apptest.Client(t, stack, "acme")
+	var big strings.Builder
+	for i := 0; big.Len() < 50<<10; i++ {
+		fmt.Fprintf(&big, "- fact %d: the %s is %s\n", i, words[i%len(words)], words[(i*7)%len(words)])
+	}
+	ns := docstore.Namespace{Tenant: "acme", User: "u1"}
+	if err := rt.Docs.PutFile(ctx, ns, docstore.MemoryFile, 0, []byte(big.String())); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := cl.Add(ctx, events.AddRequest{UserID: "u1", Text: fmt.Sprintf("Memory %d about the %s.", i, words[i%len(words)])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if _, err := cl.Say(ctx, "u1", fmt.Sprintf("s%d", i), events.RoleUser, "hello", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apptest.WaitIdle(t, stack)
+	const budget = 4096
+	svc, err := transfer.New(transfer.Config{PageBytes: budget, PageRecords: 50},
+		transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		file           []byte
+		records, pages int
+		sessions       int
+	)
+	for _, part := range []events.ExportPart{events.ExportFiles, events.ExportRecords, events.ExportSessions} {
+		for cursor := ""; ; {
+			rep, err := svc.Export(ctx, "acme", events.ExportRequest{UserID: "u1", Part: part, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := json.Marshal(rep)
+			if len(data) > budget+256 {
+				t.Fatalf("%s page of %d bytes, budget %d", part, len(data), budget)
+			}
+			pages++
+			for _, f := range rep.Files {
+				if f.Name == docstore.MemoryFile {
+					if f.Offset != len(file) {
+						t.Fatalf("chunk at %d after %d bytes", f.Offset, len(file))
+					}
+					file = append(file, f.Data...)
+				}
+			}
+			records += len(rep.Records)
+			sessions += len(rep.Sessions)
+			if rep.Next == "" {
+				break
+			}
+			cursor = rep.Next
+		}
+	}
+	if string(file) != big.String() || records != 40 || sessions != 3 || pages < 20 {
+		t.Fatalf("%d pages: file %d bytes of %d, %d records, %d sessions", pages, len(file), big.Len(), records, sessions)
+	}
+	if _, err := svc.Export(ctx, "acme", events.ExportRequest{UserID: "u1", Part: events.ExportFiles, Cursor: "no-offset"}); !errors.Is(err, events.ErrInvalidRequest) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+
+	archive := export(t, ctx, cl, "u1")
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(archive)), nil }
+	m, err := transfer.Check(open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := apptest.Client(t, stack, "other")
+	rep, err := transfer.Import(ctx, other, m, open, 8192, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rt.Docs.ReadFile(ctx, docstore.Namespace{Tenant: "other", User: "u1"}, docstore.MemoryFile)
+	if err != nil || string(got) != big.String() || rep.Written.Files < 8 {
+		t.Fatalf("imported MEMORY.md: %d bytes of %d in %d chunks, %v", len(got), big.Len(), rep.Written.Files, err)
 	}
 }
