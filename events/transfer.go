@@ -125,7 +125,9 @@ func (e SessionKV) Validate() error {
 		return ruleError("turn_id", "is set for kind turn and only for it")
 	}
 	if e.TurnID != "" {
-		return ValidateID("turn_id", e.TurnID)
+		if err := ValidateID("turn_id", e.TurnID); err != nil {
+			return err
+		}
 	}
 	if !json.Valid(e.Value) {
 		return ruleError("value", "is not JSON")
