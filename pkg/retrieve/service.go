@@ -275,11 +275,16 @@ func (s *Service) Info() (micro.Info, bool) {
 // request slowed down (by ingest taking the CPU) no longer queues every other
 // behind it. The slot is taken before the goroutine starts, so a replica at its
 // bound stops reading requests and the others in its queue group take them.
+//
+// The goroutine never touches the micro.Request: micro reads the request's error
+// for its stats as soon as the handler returns, so answering through it later
+// would race. It answers on the reply subject through the connection instead.
 func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
-	return micro.HandlerFunc(func(req micro.Request) {
+	return micro.HandlerFunc(func(mreq micro.Request) {
 		s.received.Add(1)
 		s.inflight.Add(1)
 		s.slots <- struct{}{}
+		req := request{subject: mreq.Subject(), reply: mreq.Reply(), data: mreq.Data()}
 		go func() {
 			defer func() {
 				<-s.slots
@@ -292,22 +297,35 @@ func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 }
 
 // handle answers one request.
-func (s *Service) handle(endpoint string, fn endpointFunc, req micro.Request) {
+// request is what an answer needs of a micro request, copied before the handler
+// returns.
+type request struct {
+	subject, reply string
+	data           []byte
+}
+
+// respond publishes an answer (a reply, or an error in micro's headers) to the
+// requester.
+func (s *Service) respond(req request, data []byte, header nats.Header) error {
+	return s.deps.Conn.PublishMsg(&nats.Msg{Subject: req.reply, Data: data, Header: header})
+}
+
+func (s *Service) handle(endpoint string, fn endpointFunc, req request) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logger.Error("panic serving request", zap.String("endpoint", endpoint), zap.Any("panic", r), zap.Stack("stack"))
 			s.respondError(req, endpoint, fmt.Errorf("internal error serving %s", endpoint))
 		}
 	}()
-	sub, err := events.ParseSubject(req.Subject())
+	sub, err := events.ParseSubject(req.subject)
 	if err == nil && (sub.Kind != events.SubjectRPC || sub.Endpoint != endpoint) {
-		err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.Subject(), endpoint)
+		err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.subject, endpoint)
 	}
 	if err != nil {
 		s.respondError(req, endpoint, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err))
 		return
 	}
-	reply, err := fn(s.base, sub.Tenant, req.Data())
+	reply, err := fn(s.base, sub.Tenant, req.data)
 	if err != nil {
 		s.respondError(req, endpoint, err)
 		return
@@ -320,14 +338,14 @@ func (s *Service) handle(endpoint string, fn endpointFunc, req micro.Request) {
 		s.respondError(req, endpoint, err)
 		return
 	}
-	if err := req.Respond(buf.Bytes()); err != nil {
+	if err := s.respond(req, buf.Bytes(), nil); err != nil {
 		s.logger.Warn("respond", zap.String("endpoint", endpoint), zap.Error(err))
 		s.respondError(req, endpoint, fmt.Errorf("respond to %s: %w", endpoint, err))
 	}
 }
 
 // replyBuffers recycles the buffers replies are encoded into (a context pack is
-// tens of kilobytes): Respond copies the bytes into the connection's write
+// tens of kilobytes): PublishMsg copies the bytes into the connection's write
 // buffer, so a buffer is free again once it returns.
 var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -343,14 +361,15 @@ func putReplyBuffer(buf *bytes.Buffer) {
 	replyBuffers.Put(buf)
 }
 
-func (s *Service) respondError(req micro.Request, endpoint string, err error) {
+func (s *Service) respondError(req request, endpoint string, err error) {
 	code := ErrorCode(err)
 	if code == events.RPCCodeInternal || code == events.RPCCodeUnavailable {
-		s.logger.Error("request failed", zap.String("endpoint", endpoint), zap.String("subject", req.Subject()), zap.Error(err))
+		s.logger.Error("request failed", zap.String("endpoint", endpoint), zap.String("subject", req.subject), zap.Error(err))
 	}
 	// A header value cannot hold line breaks (errors.Join separates with "\n").
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-	if rerr := req.Error(code, msg, nil); rerr != nil {
+	header := nats.Header{micro.ErrorHeader: []string{msg}, micro.ErrorCodeHeader: []string{code}}
+	if rerr := s.respond(req, nil, header); rerr != nil {
 		s.logger.Warn("respond with error", zap.String("endpoint", endpoint), zap.Error(rerr))
 	}
 }
