@@ -27,7 +27,7 @@ func (w *Worker) summarize(ctx context.Context, env events.Envelope) error {
 		return fmt.Errorf("extract: session %s: %w", key, err)
 	}
 	defer unlock()
-	outcome, err := w.deps.Summaries.Summarize(ctx, env.Tenant, env.UserID, env.SessionID)
+	outcome, err := w.deps.Summaries.Summarize(ctx, env.Tenant, env.UserID, env.SessionID, env.ID)
 	if err != nil {
 		return fmt.Errorf("extract: summary of session %s: %w", key, err)
 	}

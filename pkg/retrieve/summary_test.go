@@ -22,7 +22,7 @@ func TestContextSessionSummary(t *testing.T) {
 	}
 	ss, err := lifecycle.NewSessionSummaries(lifecycle.SessionSummaryConfig{}, r.sessions, nil, nil, nil)
 	must(t, err)
-	if out, err := ss.Summarize(context.Background(), tenant, "u1", "s1"); err != nil || out != lifecycle.SummaryWritten {
+	if out, err := ss.Summarize(context.Background(), tenant, "u1", "s1", ""); err != nil || out != lifecycle.SummaryWritten {
 		t.Fatalf("Summarize = %q, %v", out, err)
 	}
 	pack := ok[events.ContextPack](t, r.call(events.EndpointContext, events.ContextRequest{UserID: "u1", SessionID: "s1"}))

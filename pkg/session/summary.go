@@ -45,6 +45,10 @@ type Summary struct {
 	// By is who wrote the latest part: SummaryByLLM, SummaryByRules or SummaryByEmergency.
 	By        string    `json:"by"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// DueID is the summary_due event the latest part was written for: its
+	// redelivery writes nothing, not even on the emergency path, which would
+	// otherwise drop another half.
+	DueID string `json:"due_id,omitempty"`
 }
 
 // Covers reports whether m is one of the messages the summary stands for.
