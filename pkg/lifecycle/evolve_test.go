@@ -196,6 +196,44 @@ func TestLLMReflectorProposalIsValidated(t *testing.T) {
 	}
 }
 
+// A reflection whose model call fails gives its claim back: the redelivery
+// reflects, once, and not again after that. SPEC B5.
+func TestFailedReflectionIsRetried(t *testing.T) {
+	ctx := context.Background()
+	model := llmtest.NewModel(t)
+	s := sessionRig(t, 20, chat)
+	docs := fsStore(t, docstoretest.NewClock())
+	base := policy.Defaults()
+	base.EvolutionEnabled = true
+	e, err := lifecycle.NewEvolver(lifecycle.EvolverConfig{Base: base}, docs, s, lifecycle.LLMReflector{Client: modelClient(t, model)}, nil, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model.SetAnswer(llmtest.StepReflect, func(string) string { return `{"changes": {"recent_days": 9}, "reason": "wider"}` })
+	for _, fail := range []func(bool){model.SetDown, model.SetInvalidJSON} {
+		fail(true)
+		if out, err := e.Reflect(ctx, "acme", "u1", "s1"); err == nil {
+			t.Fatalf("a failed model call: %q, no error", out)
+		}
+		fail(false)
+	}
+	if got := overrides(t, docs); got != "" {
+		t.Fatalf("failed reflections wrote %s", got)
+	}
+	if out, err := e.Reflect(ctx, "acme", "u1", "s1"); err != nil || out != lifecycle.ProposalApplied {
+		t.Fatalf("the retry: %q, %v", out, err)
+	}
+	if got := overrides(t, docs); got != `{"recent_days":9}` {
+		t.Fatalf("overrides %s", got)
+	}
+	if out, err := e.Reflect(ctx, "acme", "u1", "s1"); err != nil || out != lifecycle.EvolutionNotDue {
+		t.Fatalf("a redelivery after success reflected again: %q, %v", out, err)
+	}
+	if n := model.Calls(llmtest.StepReflect); n != 3 {
+		t.Fatalf("%d reflect calls, want 2 failed and 1 good", n)
+	}
+}
+
 // sessionMessages are user messages with texts, a second apart.
 func sessionMessages(texts ...string) []session.Message {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
