@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -47,14 +48,9 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(data)
+			convs, err := loadLoCoMo(data)
 			if err != nil {
 				return err
-			}
-			convs, err := eval.ParseLoCoMo(f)
-			_ = f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", data, err)
 			}
 			logger, err := g.processLogger()
 			if err != nil {
@@ -70,10 +66,7 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return printReport(cmd, asJSON, rep)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file (required)")
@@ -138,10 +131,7 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return printReport(cmd, asJSON, rep)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "testdata/scenarios", "directory of scenario files")
@@ -174,14 +164,9 @@ directory.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var convs []eval.Conversation
 			if locomo != "" {
-				f, err := os.Open(locomo)
-				if err != nil {
+				var err error
+				if convs, err = loadLoCoMo(locomo); err != nil {
 					return err
-				}
-				convs, err = eval.ParseLoCoMo(f)
-				_ = f.Close()
-				if err != nil {
-					return fmt.Errorf("%s: %w", locomo, err)
 				}
 			}
 			list, err := eval.LoadScenarios(scenarios)
@@ -199,10 +184,7 @@ directory.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return printReport(cmd, asJSON, rep)
 		},
 	}
 	cmd.Flags().StringVar(&locomo, "locomo", "", "LoCoMo-format JSON file whose conversations are replayed first")
@@ -211,4 +193,26 @@ directory.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
 	return cmd
+}
+
+// loadLoCoMo reads a LoCoMo-format file.
+func loadLoCoMo(path string) ([]eval.Conversation, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	convs, err := eval.ParseLoCoMo(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return convs, nil
+}
+
+// printReport prints an eval report as JSON or as its table.
+func printReport(cmd *cobra.Command, asJSON bool, rep interface{ WriteTable(io.Writer) error }) error {
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), rep)
+	}
+	return rep.WriteTable(cmd.OutOrStdout())
 }

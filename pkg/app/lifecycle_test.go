@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/session"
 )
@@ -62,7 +63,12 @@ func TestSessionSummaryEmergencyThroughTheStack(t *testing.T) {
 
 	// A redelivery of the summary_due the summary was written for.
 	js := r.stack.Runtime().JS
-	due := lastSummaryDue(t, js, sum.DueID)
+	dues := bustest.StreamEvents(t, js, "mem.acme.summary.")
+	i := slices.IndexFunc(dues, func(e events.Envelope) bool { return e.ID == sum.DueID })
+	if i < 0 {
+		t.Fatalf("no summary_due %q in the stream", sum.DueID)
+	}
+	due := dues[i]
 	data, err := json.Marshal(due)
 	if err != nil {
 		t.Fatal(err)
@@ -80,29 +86,4 @@ func TestSessionSummaryEmergencyThroughTheStack(t *testing.T) {
 	if again, rev2, err := sessions.GetSummary(ctx, "acme", "u1", "s1"); err != nil || rev2 != rev || again.Dropped != sum.Dropped {
 		t.Fatalf("a redelivered summary_due rewrote the summary: revision %d → %d, %+v, %v", rev, rev2, again, err)
 	}
-}
-
-// lastSummaryDue is the summary_due event id in the stream.
-func lastSummaryDue(t *testing.T, js jetstream.JetStream, id string) events.Envelope {
-	t.Helper()
-	ctx := context.Background()
-	stream, err := js.Stream(ctx, bus.DefaultStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := info.State.LastSeq; seq >= info.State.FirstSeq && seq > 0; seq-- {
-		m, err := stream.GetMsg(ctx, seq)
-		if err != nil || !strings.HasPrefix(m.Subject, "mem.acme.summary.") {
-			continue
-		}
-		if env, err := events.Decode(m.Data); err == nil && env.ID == id {
-			return env
-		}
-	}
-	t.Fatalf("no summary_due %q in the stream", id)
-	return events.Envelope{}
 }

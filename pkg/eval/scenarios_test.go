@@ -67,13 +67,7 @@ func TestCheckPackFoldsCaseAndWidth(t *testing.T) {
 // TestScenarioSuite runs the whole suite through the real pipeline (a few
 // seconds) and holds the offline rules to the targets.
 func TestScenarioSuite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the pipeline")
-	}
-	scs, err := LoadScenarios(scenarioDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	scs := pipelineSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := RunScenarios(ctx, ScenarioConfig{DataDir: t.TempDir(), IdleTimeout: 2 * time.Minute}, scs, nil)
@@ -100,14 +94,7 @@ const minScenarioPassRate = 95.0
 // of them, and the compressor merges each into its newest copy, back to the
 // first round's size, with nothing the loss guard refuses.
 func TestRunCompression(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the pipeline")
-	}
-	scs, err := LoadScenarios(scenarioDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scs = slices.DeleteFunc(scs, func(s Scenario) bool { return !strings.HasPrefix(s.ID, "en-err-") })
+	scs := slices.DeleteFunc(pipelineSuite(t), func(s Scenario) bool { return !strings.HasPrefix(s.ID, "en-err-") })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := RunCompression(ctx, ScenarioConfig{DataDir: t.TempDir(), IdleTimeout: 2 * time.Minute}, nil, scs, 2, nil)
@@ -126,4 +113,18 @@ func TestRunCompression(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "ratio") {
 		t.Fatalf("table %v:\n%s", err, table.String())
 	}
+}
+
+// pipelineSuite is the shipped suite for a test that runs it through the
+// pipeline; -short skips the test.
+func pipelineSuite(t *testing.T) []Scenario {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	scs, err := LoadScenarios(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scs
 }

@@ -167,11 +167,11 @@ func TestEvolverReflectsOncePerTwentyMessages(t *testing.T) {
 	}
 }
 
-// With a model, the reflection is the model's proposal, validated the same way.
-func TestLLMReflectorProposalIsValidated(t *testing.T) {
-	ctx := context.Background()
-	model := llmtest.NewModel(t)
-	s := sessionRig(t, 40, chat)
+// modelEvolver is an Evolver with evolution enabled, reflecting with model on
+// a session of n messages (sessionRig), and its docstore.
+func modelEvolver(t *testing.T, model *llmtest.Model, n int) (*docstore.Store, *lifecycle.Evolver) {
+	t.Helper()
+	s := sessionRig(t, n, chat)
 	docs := fsStore(t, docstoretest.NewClock())
 	base := policy.Defaults()
 	base.EvolutionEnabled = true
@@ -179,6 +179,14 @@ func TestLLMReflectorProposalIsValidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return docs, e
+}
+
+// With a model, the reflection is the model's proposal, validated the same way.
+func TestLLMReflectorProposalIsValidated(t *testing.T) {
+	ctx := context.Background()
+	model := llmtest.NewModel(t)
+	docs, e := modelEvolver(t, model, 40)
 	model.SetAnswer(llmtest.StepReflect, func(user string) string {
 		if !strings.Contains(user, `"recent_days":3`) || !strings.Contains(user, "40 messages") {
 			return `{"changes": {}, "reason": "prompt without the policy"}`
@@ -201,14 +209,7 @@ func TestLLMReflectorProposalIsValidated(t *testing.T) {
 func TestFailedReflectionIsRetried(t *testing.T) {
 	ctx := context.Background()
 	model := llmtest.NewModel(t)
-	s := sessionRig(t, 20, chat)
-	docs := fsStore(t, docstoretest.NewClock())
-	base := policy.Defaults()
-	base.EvolutionEnabled = true
-	e, err := lifecycle.NewEvolver(lifecycle.EvolverConfig{Base: base}, docs, s, lifecycle.LLMReflector{Client: modelClient(t, model)}, nil, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	docs, e := modelEvolver(t, model, 20)
 	model.SetAnswer(llmtest.StepReflect, func(string) string { return `{"changes": {"recent_days": 9}, "reason": "wider"}` })
 	for _, fail := range []func(bool){model.SetDown, model.SetInvalidJSON} {
 		fail(true)
