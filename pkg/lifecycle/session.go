@@ -100,6 +100,26 @@ func (r RuleSessionSummarizer) SummarizeSession(_ context.Context, previous stri
 // SummarizeExtractive is RuleSessionSummarizer's function; maxChars <= 0 uses
 // DefaultSummaryMaxChars.
 func SummarizeExtractive(previous string, msgs []session.Message, maxChars int) string {
+	return SummarizeExtractiveLines(previous, msgs, maxChars, KeyLines)
+}
+
+// KeyLines are the lines the offline summariser keeps of m: "role: sentence"
+// for each of its key sentences, in order. The regular expressions behind it
+// cost tens of microseconds a message, so the retriever, which digests on a
+// request's path, keeps them per message.
+func KeyLines(m session.Message) []string {
+	var out []string
+	for _, sent := range splitSentences(m.Text) {
+		if keySentence(sent) {
+			out = append(out, string(m.Role)+": "+sent)
+		}
+	}
+	return out
+}
+
+// SummarizeExtractiveLines is SummarizeExtractive with each message's lines
+// from lines: KeyLines, or a cache of it.
+func SummarizeExtractiveLines(previous string, msgs []session.Message, maxChars int, keyLines func(session.Message) []string) string {
 	if maxChars <= 0 {
 		maxChars = DefaultSummaryMaxChars
 	}
@@ -112,11 +132,7 @@ func SummarizeExtractive(previous string, msgs []session.Message, maxChars int) 
 		}
 	}
 	for _, m := range msgs {
-		for _, sent := range splitSentences(m.Text) {
-			if !keySentence(sent) {
-				continue
-			}
-			l := string(m.Role) + ": " + sent
+		for _, l := range keyLines(m) {
 			if k := strings.ToLower(l); !seen[k] {
 				seen[k] = true
 				lines = append(lines, l)

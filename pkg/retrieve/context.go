@@ -245,7 +245,7 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 		if err != nil && !errors.Is(err, session.ErrNotFound) {
 			return err
 		}
-		recent = s.foldSummary(pack, sum, recent, pol.SessionSummaryKeepCount)
+		recent = s.foldSummary(pack, tenant, sum, recent, pol.SessionSummaryKeepCount)
 	}
 	history := sessionHistory(recent, terms, pol)
 	pack.RecentEvents = make([]events.EventRecord, 0, len(history))
@@ -272,7 +272,7 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 // summary sum (zero when the extractor has not written one yet). The messages
 // between are not lost: summaryText digests them after the running summary, as
 // session.summary does, and the provenance names the range of each part.
-func (s *Service) foldSummary(pack *events.ContextPack, sum session.Summary, recent []session.Message, keep int) []session.Message {
+func (s *Service) foldSummary(pack *events.ContextPack, tenant string, sum session.Summary, recent []session.Message, keep int) []session.Message {
 	after := sum.After(recent)
 	var folded []session.Message
 	if len(after) > keep {
@@ -290,7 +290,7 @@ func (s *Service) foldSummary(pack *events.ContextPack, sum session.Summary, rec
 	}
 	whole := parts[len(parts)-1]
 	whole.FirstEventID, whole.Messages, whole.Dropped, whole.Parts = parts[0].FirstEventID, sum.Messages+len(folded), sum.Dropped, parts
-	pack.SessionSummary, pack.SessionSummarySource = s.summaryText(sum.Text, folded), &whole
+	pack.SessionSummary, pack.SessionSummarySource = s.summaryText(tenant, sum.Text, folded), &whole
 	return after
 }
 

@@ -176,7 +176,7 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	text := s.summarize(st.Recent)
 	switch sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID); {
 	case err == nil:
-		text = s.summaryText(sum.Text, sum.After(st.Recent))
+		text = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
 	case !errors.Is(err, session.ErrNotFound):
 		return events.SessionSummaryReply{}, err
 	}
@@ -251,14 +251,23 @@ func (s *Service) summarize(conv []session.Message) string {
 
 // summaryText is a session's summary as session.summary and the context pack
 // give it (SPEC B2): the running summary prev ("" for none), then a digest of
-// msgs, messages after it, by the offline summariser
+// msgs, tenant's messages after it, by the offline summariser
 // (lifecycle.SummarizeExtractive: the sentences with a name, number, date, file
 // name, identifier, decision or error; deterministic, so no model is on a
-// request's path), at most SummaryMaxChars, the newest lines kept.
-func (s *Service) summaryText(prev string, msgs []session.Message) string {
+// request's path), at most SummaryMaxChars, the newest lines kept. Each
+// message's sentences are found once (keyLines).
+func (s *Service) summaryText(tenant, prev string, msgs []session.Message) string {
 	digest := ""
 	if len(msgs) > 0 {
-		digest = lifecycle.SummarizeExtractive("", s.clipTexts(msgs), s.cfg.SummaryMaxChars)
+		digest = lifecycle.SummarizeExtractiveLines("", s.clipTexts(msgs), s.cfg.SummaryMaxChars, func(m session.Message) []string {
+			key := tenant + "/" + m.EventID
+			if lines, ok := s.keyLines.Get(key); ok {
+				return lines
+			}
+			lines := lifecycle.KeyLines(m)
+			s.keyLines.Add(key, lines)
+			return lines
+		})
 	}
 	switch {
 	case prev == "":
