@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -168,10 +169,10 @@ func TestEvolverReflectsOncePerTwentyMessages(t *testing.T) {
 }
 
 // modelEvolver is an Evolver with evolution enabled, reflecting with model on
-// a session of n messages (sessionRig), and its docstore.
-func modelEvolver(t *testing.T, model *llmtest.Model, n int) (*docstore.Store, *lifecycle.Evolver) {
+// a session of n messages (sessionRig with text), and its docstore.
+func modelEvolver(t *testing.T, model *llmtest.Model, n int, text func(int) string) (*docstore.Store, *lifecycle.Evolver) {
 	t.Helper()
-	s := sessionRig(t, n, chat)
+	s := sessionRig(t, n, text)
 	docs := fsStore(t, docstoretest.NewClock())
 	base := policy.Defaults()
 	base.EvolutionEnabled = true
@@ -186,7 +187,7 @@ func modelEvolver(t *testing.T, model *llmtest.Model, n int) (*docstore.Store, *
 func TestLLMReflectorProposalIsValidated(t *testing.T) {
 	ctx := context.Background()
 	model := llmtest.NewModel(t)
-	docs, e := modelEvolver(t, model, 40)
+	docs, e := modelEvolver(t, model, 40, chat)
 	model.SetAnswer(llmtest.StepReflect, func(user string) string {
 		if !strings.Contains(user, `"recent_days":3`) || !strings.Contains(user, "40 messages") {
 			return `{"changes": {}, "reason": "prompt without the policy"}`
@@ -209,9 +210,16 @@ func TestLLMReflectorProposalIsValidated(t *testing.T) {
 func TestFailedReflectionIsRetried(t *testing.T) {
 	ctx := context.Background()
 	model := llmtest.NewModel(t)
-	docs, e := modelEvolver(t, model, 20)
+	docs, e := modelEvolver(t, model, 20, chat)
 	model.SetAnswer(llmtest.StepReflect, func(string) string { return `{"changes": {"recent_days": 9}, "reason": "wider"}` })
-	for _, fail := range []func(bool){model.SetDown, model.SetInvalidJSON} {
+	unavailable := func(on bool) {
+		status := 0 // answers again
+		if on {
+			status = http.StatusServiceUnavailable
+		}
+		model.SetStatus(status)
+	}
+	for _, fail := range []func(bool){model.SetDown, unavailable} {
 		fail(true)
 		if out, err := e.Reflect(ctx, "acme", "u1", "s1"); err == nil {
 			t.Fatalf("a failed model call: %q, no error", out)
@@ -232,6 +240,20 @@ func TestFailedReflectionIsRetried(t *testing.T) {
 	}
 	if n := model.Calls(llmtest.StepReflect); n != 3 {
 		t.Fatalf("%d reflect calls, want 2 failed and 1 good", n)
+	}
+}
+
+// A reply the reflection cannot use gives way to the rules' proposal, like
+// every model step's: asking again would likely be as bad.
+func TestUnusableReflectionFallsBackToTheRules(t *testing.T) {
+	model := llmtest.NewModel(t)
+	model.SetInvalidJSON(true)
+	docs, e := modelEvolver(t, model, 20, func(i int) string { return fmt.Sprintf("Like last time, use report_%d.csv.", i) })
+	if out, err := e.Reflect(context.Background(), "acme", "u1", "s1"); err != nil || out != lifecycle.ProposalApplied {
+		t.Fatalf("Reflect = %q, %v", out, err)
+	}
+	if got := overrides(t, docs); got != `{"recent_days":6}` || model.Calls(llmtest.StepReflect) != 1 {
+		t.Fatalf("overrides %s after %d model calls: want the rules' proposal", got, model.Calls(llmtest.StepReflect))
 	}
 }
 
