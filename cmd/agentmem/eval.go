@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 		Use:   "eval",
 		Short: "Evaluate agentmem's retrieval on benchmark data",
 	}
-	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g))
+	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g), newEvalCompressCmd(g))
 	return cmd
 }
 
@@ -47,14 +48,9 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(data)
+			convs, err := loadLoCoMo(data)
 			if err != nil {
 				return err
-			}
-			convs, err := eval.ParseLoCoMo(f)
-			_ = f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", data, err)
 			}
 			logger, err := g.processLogger()
 			if err != nil {
@@ -70,10 +66,7 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return printReport(cmd, asJSON, rep)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file (required)")
@@ -138,10 +131,7 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return printReport(cmd, asJSON, rep)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "testdata/scenarios", "directory of scenario files")
@@ -149,4 +139,80 @@ models; storage is always a private directory.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
 	cmd.Flags().StringVar(&prompts, "prompts", "", "write every query's prompt to this file")
 	return cmd
+}
+
+func newEvalCompressCmd(g *globalFlags) *cobra.Command {
+	var (
+		locomo, scenarios, dataDir string
+		rounds                     int
+		asJSON                     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "compress [--locomo FILE] [--data DIR] [--rounds N]",
+		Short: "Long-term compression on a long MEMORY.md the pipeline builds: ratio and loss-guard rejections",
+		Long: `compress builds one long MEMORY.md through an in-process agentmem and measures
+long-term compression on it (SPEC B4): every conversation of the LoCoMo-format file
+(--locomo, optional), then every scenario of DIR (format in testdata/scenarios/README.md)
+once per round, a week apart, all for one user ("longterm"), as a user who meets the
+same problems again would. After each round the pipeline drains and the compress
+endpoint compresses MEMORY.md in a dry run: the configured compressor (the offline
+rules unless a model is configured) and the loss guard, writing nothing. Prints per
+round the file's lines, entries and characters, the compressed characters, the ratio
+(after / before) and whether the guard rejected it. Storage is always a private
+directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var convs []eval.Conversation
+			if locomo != "" {
+				var err error
+				if convs, err = loadLoCoMo(locomo); err != nil {
+					return err
+				}
+			}
+			list, err := eval.LoadScenarios(scenarios)
+			if err != nil {
+				return err
+			}
+			logger, err := g.processLogger()
+			if err != nil {
+				return err
+			}
+			ctx, stop := app.SignalContext()
+			defer stop()
+			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+			rep, err := eval.RunCompression(ctx, cfg, convs, list, rounds, logger)
+			if err != nil {
+				return err
+			}
+			return printReport(cmd, asJSON, rep)
+		},
+	}
+	cmd.Flags().StringVar(&locomo, "locomo", "", "LoCoMo-format JSON file whose conversations are replayed first")
+	cmd.Flags().StringVar(&scenarios, "data", "testdata/scenarios", "directory of scenario files, replayed every round")
+	cmd.Flags().IntVar(&rounds, "rounds", 4, "how many times the scenarios are replayed, a week apart")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	return cmd
+}
+
+// loadLoCoMo reads a LoCoMo-format file.
+func loadLoCoMo(path string) ([]eval.Conversation, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	convs, err := eval.ParseLoCoMo(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return convs, nil
+}
+
+// printReport prints an eval report as JSON or as its table.
+func printReport(cmd *cobra.Command, asJSON bool, rep interface{ WriteTable(io.Writer) error }) error {
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), rep)
+	}
+	return rep.WriteTable(cmd.OutOrStdout())
 }

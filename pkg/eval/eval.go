@@ -127,7 +127,8 @@ func New(cfg Config, logger *zap.Logger) (*Evaluator, error) {
 //     in meta "dia_id", event time the session's date plus one minute per turn), then
 //     session_ended;
 //  2. the pipeline is left to drain (app.WaitIdle), then the consolidate RPC runs
-//     once per user;
+//     once per user; then each user's MEMORY.md is compressed in a dry run
+//     (Compression) and each session's context pack weighed (SessionSummaries);
 //  3. the memory is frozen — the stack is restarted with the retriever alone, so the
 //     memory_hit events of the questions do not make the consolidator rewrite the
 //     memories being measured — and every question is asked twice: with the default
@@ -174,7 +175,7 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	rep := newReport(e.cfg.Ks, e.cfg.TokenBudgets, convs)
 	rep.DefaultBudgetTokens = scfg.Memory.ContextBudget()
 	for i, c := range convs {
-		if err := e.replay(ctx, clients[i], tenants[i], c, fmt.Sprintf("[%d/%d] %s", i+1, len(convs), c.SampleID)); err != nil {
+		if err := e.replay(ctx, clients[i], tenants[i], "", c, fmt.Sprintf("[%d/%d] %s", i+1, len(convs), c.SampleID)); err != nil {
 			return nil, err
 		}
 	}
@@ -189,6 +190,14 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	}
 	if err := e.waitIdle(ctx, st); err != nil {
 		return nil, err
+	}
+	for i, c := range convs {
+		if err := measureCompression(ctx, clients[i], tenants[i], &rep.Compression); err != nil {
+			return nil, err
+		}
+		if err := measureSummaries(ctx, clients[i], tenants[i], c, &rep.SessionSummaries); err != nil {
+			return nil, err
+		}
 	}
 	if err := st.Restart(ctx, []string{app.Retriever}); err != nil {
 		return nil, err
@@ -217,11 +226,11 @@ func (e *Evaluator) waitIdle(ctx context.Context, st *app.Stack) error {
 	return app.WaitIdle(wctx, st.Runtime().JS, 50*time.Millisecond)
 }
 
-// replay publishes c's sessions; see Run.
-func (e *Evaluator) replay(ctx context.Context, cl *client.Client, user string, c Conversation, label string) error {
+// replay publishes c's sessions, named sessionName(prefix, …); see Run.
+func (e *Evaluator) replay(ctx context.Context, cl *client.Client, user, prefix string, c Conversation, label string) error {
 	turns := 0
 	for si, s := range c.Sessions {
-		sessionID := fmt.Sprintf("session-%d", s.Number)
+		sessionID := sessionName(prefix, s)
 		ts := s.Start
 		for _, t := range s.Turns {
 			ts = ts.Add(time.Minute)

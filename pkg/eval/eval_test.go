@@ -414,7 +414,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"R@50", "agentmem", "bm25-turns", "memory-md-chunks", "paper-dragon (paper)", "Category 5 adversarial", "1 bare \"D\""} {
+	for _, want := range []string{"R@50", "agentmem", "bm25-turns", "memory-md-chunks", "paper-dragon (paper)", "Category 5 adversarial", "1 bare \"D\"", "long-term compression (dry run)", "session summaries: 0 sessions"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

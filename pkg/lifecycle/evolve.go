@@ -250,8 +250,11 @@ const (
 // before the model is asked, so a redelivery never reflects twice), with
 // evolution enabled in the namespace's policy. It returns the outcome: a
 // proposal outcome, EvolutionOff or EvolutionNotDue; a rejected proposal is an
-// outcome, logged with its reason, not an error.
-func (e *Evolver) Reflect(ctx context.Context, tenant, user, sessionID string) (string, error) {
+// outcome, logged with its reason, not an error. A model reply that cannot be
+// used gives way to the RuleReflector's proposal; a reflection that fails
+// otherwise (the model unavailable, writing the proposal) gives its claim back
+// before returning the error, so that the event's redelivery runs it again.
+func (e *Evolver) Reflect(ctx context.Context, tenant, user, sessionID string) (outcome string, err error) {
 	ns := docstore.Namespace{Tenant: tenant, User: user}
 	data, _, err := e.docs.PolicyOverrides(ctx, ns)
 	if err != nil {
@@ -280,9 +283,24 @@ func (e *Evolver) Reflect(ctx context.Context, tenant, user, sessionID string) (
 		return EvolutionNotDue, err
 	}
 	log := e.logger.With(obs.Tenant(tenant), obs.User(user), obs.Session(sessionID), zap.Int("reflection", n))
-	p, err := e.model.Reflect(ctx, Reflection{Policy: pol, Messages: st.Messages, Recent: st.Recent[max(0, len(st.Recent)-e.cfg.Recent):]})
+	defer func() {
+		if err == nil {
+			return
+		}
+		log.Warn("policy reflection failed; its redelivery retries it", zap.Error(err))
+		// A detached context: the claim must go back even when ctx ended the reflection.
+		if rerr := e.sessions.ReleaseReflection(context.WithoutCancel(ctx), tenant, user, sessionID, n); rerr != nil {
+			log.Warn("policy reflection claim not released; this reflection is skipped", zap.Error(rerr))
+		}
+	}()
+	r := Reflection{Policy: pol, Messages: st.Messages, Recent: st.Recent[max(0, len(st.Recent)-e.cfg.Recent):]}
+	p, err := e.model.Reflect(ctx, r)
+	if errors.Is(err, llm.ErrBadReply) {
+		// The model answered, unusably: asking again would likely be as bad.
+		log.Warn("unusable policy reflection from the model; the rules stand in", zap.Error(err))
+		p, err = RuleReflector{}.Reflect(ctx, r)
+	}
 	if err != nil {
-		log.Warn("policy reflection failed; skipped", zap.Error(err))
 		return "", err
 	}
 	outcome, snapshot, err := ApplyProposal(ctx, e.docs, ns, e.cfg.Base, p, e.metrics)

@@ -46,6 +46,7 @@ const (
 	DefaultSummaryMaxChars = 1200
 	DefaultPolicyCacheSize = 10000
 	DefaultDocCacheSize    = 1024
+	DefaultDigestCacheSize = 16384
 	DefaultDrainTimeout    = 30 * time.Second
 	// DefaultConcurrency: enough requests at once to keep the CPUs busy while some
 	// wait on the stores, few enough that a burst does not pile up goroutines.
@@ -118,6 +119,9 @@ type Config struct {
 	// topic files) are kept between requests, each checked with the docstore's
 	// ReadFileIfChanged before use.
 	DocCacheSize int
+	// DigestCacheSize bounds how many messages' summary lines are kept for the
+	// digests of session summaries (a session past its summary trigger).
+	DigestCacheSize int
 	// DrainTimeout bounds how long Run waits for in-flight requests at shutdown.
 	DrainTimeout time.Duration
 	// MaxTextBytes bounds each text a request stores or searches with (append
@@ -149,6 +153,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.SummaryMaxChars, DefaultSummaryMaxChars)
 	setDefault(&c.PolicyCacheSize, DefaultPolicyCacheSize)
 	setDefault(&c.DocCacheSize, DefaultDocCacheSize)
+	setDefault(&c.DigestCacheSize, DefaultDigestCacheSize)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&c.MaxTextBytes, events.DefaultMaxTextBytes)
 	setDefault(&c.Concurrency, DefaultConcurrency)
@@ -177,7 +182,7 @@ func (c Config) Validate() error {
 		{"AutoLoadLines", c.AutoLoadLines}, {"KEpisodic", c.KEpisodic}, {"KSemantic", c.KSemantic},
 		{"MaxTokens", c.MaxTokens}, {"ItemsLimit", c.ItemsLimit}, {"RecentTurns", c.RecentTurns},
 		{"SummaryMaxChars", c.SummaryMaxChars}, {"PolicyCacheSize", c.PolicyCacheSize},
-		{"DocCacheSize", c.DocCacheSize}, {"MaxTextBytes", c.MaxTextBytes}, {"Concurrency", c.Concurrency},
+		{"DocCacheSize", c.DocCacheSize}, {"DigestCacheSize", c.DigestCacheSize}, {"MaxTextBytes", c.MaxTextBytes}, {"Concurrency", c.Concurrency},
 	} {
 		if f.v < 1 {
 			return fmt.Errorf("%w: %s is %d; it must be positive", ErrInvalidConfig, f.name, f.v)

@@ -238,22 +238,14 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 	}
 	key := tenant + "." + req.UserID + "." + req.SessionID
 	recent := st.Recent
-	// A session summary (SPEC B2) stands for the messages it covers: the pack
-	// carries it, with its range, and only the messages after it. A session that
-	// never passed ingest's trigger has none: no read (a KV round trip on every
-	// context request otherwise).
-	var sum session.Summary
-	err = session.ErrNotFound
+	// A session that never passed ingest's summary trigger has no summary: no
+	// read (a KV round trip on every context request otherwise).
 	if s.summaryPossible(st, pol) {
-		sum, _, err = s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
-	}
-	switch {
-	case err == nil:
-		recent = sum.After(recent)
-		pack.SessionSummary = sum.Text
-		pack.SessionSummarySource = &events.SummarySource{FirstEventID: sum.FirstEventID, LastEventID: sum.LastEventID, Messages: sum.Messages, Dropped: sum.Dropped, By: sum.By}
-	case !errors.Is(err, session.ErrNotFound):
-		return err
+		sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
+		if err != nil && !errors.Is(err, session.ErrNotFound) {
+			return err
+		}
+		recent = s.foldSummary(pack, tenant, sum, recent, pol.SessionSummaryKeepCount)
 	}
 	history := sessionHistory(recent, terms, pol)
 	pack.RecentEvents = make([]events.EventRecord, 0, len(history))
@@ -273,6 +265,33 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 	}
 	pack.RecentTurns = turns[max(0, len(turns)-s.cfg.RecentTurns):]
 	return nil
+}
+
+// foldSummary puts the session's summary in the pack (SPEC B2) and returns the
+// messages the pack holds verbatim: the last keep of those after the running
+// summary sum (zero when the extractor has not written one yet). The messages
+// between are not lost: summaryText digests them after the running summary, as
+// session.summary does, and the provenance names the range of each part.
+func (s *Service) foldSummary(pack *events.ContextPack, tenant string, sum session.Summary, recent []session.Message, keep int) []session.Message {
+	after := sum.After(recent)
+	var folded []session.Message
+	if len(after) > keep {
+		folded, after = after[:len(after)-keep], after[len(after)-keep:]
+	}
+	var parts []events.SummarySource
+	if sum.LastEventID != "" {
+		parts = append(parts, events.SummarySource{FirstEventID: sum.FirstEventID, LastEventID: sum.LastEventID, Messages: sum.Messages, Dropped: sum.Dropped, By: sum.By})
+	}
+	if len(folded) > 0 {
+		parts = append(parts, events.SummarySource{FirstEventID: folded[0].EventID, LastEventID: folded[len(folded)-1].EventID, Messages: len(folded), By: events.SummaryByDigest})
+	}
+	if len(parts) == 0 {
+		return after
+	}
+	whole := parts[len(parts)-1]
+	whole.FirstEventID, whole.Messages, whole.Dropped, whole.Parts = parts[0].FirstEventID, sum.Messages+len(folded), sum.Dropped, parts
+	pack.SessionSummary, pack.SessionSummarySource = s.summaryText(tenant, sum.Text, folded), &whole
+	return after
 }
 
 // sessionHistory applies SPEC B3 to the session's recent messages (oldest first):

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/session"
 )
@@ -175,10 +176,7 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	text := s.summarize(st.Recent)
 	switch sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID); {
 	case err == nil:
-		text = sum.Text
-		if after := sum.After(st.Recent); len(after) > 0 {
-			text += "\n\n" + s.summarize(after)
-		}
+		text = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
 	case !errors.Is(err, session.ErrNotFound):
 		return events.SessionSummaryReply{}, err
 	}
@@ -246,10 +244,44 @@ func (s *Service) sessionArchive(ctx context.Context, tenant string, req events.
 	return a, nil
 }
 
-// summarize is Deps.Summarize over conv, each text cut to MaxTextBytes: a message
-// stored before the limits existed (hundreds of kilobytes) would hold the request
-// for seconds.
+// summarize is Deps.Summarize over conv, its texts clipped.
 func (s *Service) summarize(conv []session.Message) string {
+	return s.deps.Summarize(s.clipTexts(conv), s.cfg.SummaryMaxChars)
+}
+
+// summaryText is a session's summary as session.summary and the context pack
+// give it (SPEC B2): the running summary prev ("" for none), then a digest of
+// msgs, tenant's messages after it, by the offline summariser
+// (lifecycle.SummarizeExtractive: the sentences with a name, number, date, file
+// name, identifier, decision or error; deterministic, so no model is on a
+// request's path), at most SummaryMaxChars, the newest lines kept. Each
+// message's sentences are found once (keyLines).
+func (s *Service) summaryText(tenant, prev string, msgs []session.Message) string {
+	digest := ""
+	if len(msgs) > 0 {
+		digest = lifecycle.SummarizeExtractiveLines("", s.clipTexts(msgs), s.cfg.SummaryMaxChars, func(m session.Message) []string {
+			key := tenant + "/" + m.EventID
+			if lines, ok := s.keyLines.Get(key); ok {
+				return lines
+			}
+			lines := lifecycle.KeyLines(m)
+			s.keyLines.Add(key, lines)
+			return lines
+		})
+	}
+	switch {
+	case prev == "":
+		return digest
+	case digest == "":
+		return prev
+	}
+	return prev + "\n\n" + digest
+}
+
+// clipTexts copies conv with each text cut to MaxTextBytes: a message stored
+// before the limits existed (hundreds of kilobytes) would hold a request for
+// seconds.
+func (s *Service) clipTexts(conv []session.Message) []session.Message {
 	clipped := make([]session.Message, len(conv))
 	for i, m := range conv {
 		if n := s.cfg.MaxTextBytes; len(m.Text) > n {
@@ -260,7 +292,7 @@ func (s *Service) summarize(conv []session.Message) string {
 		}
 		clipped[i] = m
 	}
-	return s.deps.Summarize(clipped, s.cfg.SummaryMaxChars)
+	return clipped
 }
 
 // sessionRestore answers session.restore. Each archived envelope not in the stream

@@ -39,6 +39,9 @@ type Service struct {
 	// to new sessions), and the hot path reads the overrides once per session.
 	policies *lifecycle.Policies
 	docs     *lru.Cache[docKey, *docFile]
+	// keyLines holds the offline summariser's lines of recent messages
+	// ("<tenant>/<event id>"), which session summaries digest on every request.
+	keyLines *lru.Cache[string, []string]
 
 	running  atomic.Bool
 	svc      atomic.Pointer[micro.Service]
@@ -74,12 +77,17 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: DocCacheSize: %w", ErrInvalidConfig, err)
 	}
+	keyLines, err := lru.New[string, []string](cfg.DigestCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: DigestCacheSize: %w", ErrInvalidConfig, err)
+	}
 	s := &Service{
 		cfg:      cfg,
 		deps:     deps,
 		logger:   logger.Named("retriever"),
 		policies: policies,
 		docs:     docs,
+		keyLines: keyLines,
 		slots:    make(chan struct{}, cfg.Concurrency),
 	}
 	s.hits = newHitPublisher(deps.JS, s.logger, cfg.DrainTimeout)
