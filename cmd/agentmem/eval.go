@@ -23,8 +23,8 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 
 func newEvalLoCoMoCmd(g *globalFlags) *cobra.Command {
 	var (
-		data, ks, dataDir string
-		asJSON            bool
+		data, ks, dataDir, questions string
+		asJSON                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "locomo --data FILE",
@@ -60,7 +60,16 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			ev, err := eval.New(eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}, logger)
+			cfg := eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+			if questions != "" {
+				qf, err := os.Create(questions)
+				if err != nil {
+					return err
+				}
+				defer qf.Close()
+				cfg.Questions = qf
+			}
+			ev, err := eval.New(cfg, logger)
 			if err != nil {
 				return err
 			}
@@ -80,6 +89,7 @@ models; storage is always a private directory.`,
 	cmd.Flags().StringVar(&ks, "k", "5,10,25,50", "cut-offs of recall@k, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	cmd.Flags().StringVar(&questions, "questions", "", "write every question as a JSON line here: evidence turns, the default pack's first 10 items, recall@10")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
 }

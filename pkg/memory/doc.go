@@ -50,8 +50,13 @@
 //	score     = relevance × (1 + RecencyWeight·2^(−age/RecencyHalfLife)
 //	                           + HitWeight·ln(1 + hit_count))
 //
-// with defaults RecencyHalfLife 30 days, RecencyWeight 0.15, HitWeight 0.05. It
-// keeps each type's best k and returns them merged, best first, ties by id.
+// with defaults RecencyHalfLife 30 days, RecencyWeight 0.15, HitWeight 0.05.
+// Two rules then re-rank a type's candidates: a memory whose speaker
+// (Record.Who) the query names gains SpeakerWeight (0.3), and, picking greedily,
+// a memory loses RedundancyPenalty (0.7) × the largest share of its lines that an
+// already picked memory has (an episode repeats the messages said before it, so
+// neighbouring episodes are near copies). It keeps each type's best k and
+// returns them merged, best first, ties by id.
 //
 // Why this shape: relevance stays the dominant, multiplicative term, so an
 // irrelevant memory never rises on recency or use alone (relevance 0 scores 0).
