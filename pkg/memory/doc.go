@@ -17,8 +17,9 @@
 //     source_chatid, first_seen (records.FactRecord). The caller's metadata is
 //     merged in and returned unchanged; keys the service derives from the record
 //     (thing, time, fact, ...) are refused rather than silently overwritten. An
-//     added memory is written as asked: the write decision (C3) is ingest's, for
-//     observations.
+//     added memory is written as asked, its credentials masked (pkg/redact, as
+//     in Update and the items' content): the write decision (C3) is ingest's,
+//     for observations.
 //   - Get, Update, Delete work on episodic and semantic memories by id. Update
 //     re-embeds a changed text, keeps the metadata copy of the text (thing or
 //     fact) in step, and appends an update entry {ts, context, previous_text} to an
