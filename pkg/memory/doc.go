@@ -53,7 +53,7 @@
 //
 // with defaults RecencyHalfLife 30 days, RecencyWeight 0.15, HitWeight 0.05.
 // Two rules then re-rank a type's candidates: a memory whose speaker
-// (Record.Who) the query names gains SpeakerWeight (0.3), and, picking greedily,
+// (Record.Who) the query names gains SpeakerWeight (0.6), and, picking greedily,
 // a memory loses RedundancyPenalty (0.7) × the largest share of its lines that an
 // already picked memory has (an episode repeats the messages said before it, so
 // neighbouring episodes are near copies). It keeps each type's best k and

@@ -33,7 +33,7 @@ type RankConfig struct {
 	// score alone.
 	RedundancyPenalty float64
 	// SpeakerWeight is the bonus of a memory whose speaker (Record.Who) the query
-	// names; default 0.3 (see speakerBonus). Set it to a negligible value such as
+	// names; default 0.6 (see speakerBonus). Set it to a negligible value such as
 	// 1e-9 to ignore speakers.
 	SpeakerWeight float64
 	// Mode is the search the ranking starts from; default vectorstore.Hybrid.
@@ -54,7 +54,7 @@ func (c *RankConfig) setDefaults() {
 		c.HitWeight = 0.05
 	}
 	if c.SpeakerWeight == 0 {
-		c.SpeakerWeight = 0.3
+		c.SpeakerWeight = 0.6
 	}
 	if c.RedundancyPenalty == 0 {
 		c.RedundancyPenalty = 0.7
