@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -61,14 +62,12 @@ models; storage is always a private directory.`,
 				return err
 			}
 			cfg := eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
-			if questions != "" {
-				qf, err := os.Create(questions)
-				if err != nil {
-					return err
-				}
-				defer qf.Close()
-				cfg.Questions = qf
+			out, err := createOutput(questions)
+			if err != nil {
+				return err
 			}
+			defer out.Close()
+			cfg.Questions = out.Writer()
 			ev, err := eval.New(cfg, logger)
 			if err != nil {
 				return err
@@ -134,14 +133,12 @@ models; storage is always a private directory.`,
 				return err
 			}
 			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
-			if prompts != "" {
-				f, err := os.Create(prompts)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				cfg.Prompts = f
+			out, err := createOutput(prompts)
+			if err != nil {
+				return err
 			}
+			defer out.Close()
+			cfg.Prompts = out.Writer()
 			ctx, stop := app.SignalContext()
 			defer stop()
 			rep, err := eval.RunScenarios(ctx, cfg, scenarios, logger)
@@ -159,4 +156,30 @@ models; storage is always a private directory.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
 	cmd.Flags().StringVar(&prompts, "prompts", "", "write every query's prompt to this file")
 	return cmd
+}
+
+// output is the file of an optional output flag (--questions, --prompts): none
+// when the flag is empty.
+type output struct{ f *os.File }
+
+func createOutput(path string) (output, error) {
+	if path == "" {
+		return output{}, nil
+	}
+	f, err := os.Create(path)
+	return output{f}, err
+}
+
+// Writer is the file, or nil (not a nil *os.File in an interface) without one.
+func (o output) Writer() io.Writer {
+	if o.f == nil {
+		return nil
+	}
+	return o.f
+}
+
+func (o output) Close() {
+	if o.f != nil {
+		_ = o.f.Close()
+	}
 }
