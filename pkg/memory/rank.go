@@ -29,7 +29,7 @@ type RankConfig struct {
 	HitWeight float64
 	// RedundancyPenalty is the share of its score a candidate loses when every
 	// line of its text is already in a better-ranked memory of its type; default
-	// 0.5 (see diversify). Set it to a negligible value such as 1e-9 to rank by
+	// 0.7 (see diversify). Set it to a negligible value such as 1e-9 to rank by
 	// score alone.
 	RedundancyPenalty float64
 	// SpeakerWeight is the bonus of a memory whose speaker (Record.Who) the query
