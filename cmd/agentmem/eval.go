@@ -24,8 +24,8 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 
 func newEvalLoCoMoCmd(g *globalFlags) *cobra.Command {
 	var (
-		data, ks, dataDir string
-		asJSON            bool
+		data, ks, dataDir, questions string
+		asJSON                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "locomo --data FILE",
@@ -56,7 +56,14 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			ev, err := eval.New(eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}, logger)
+			cfg := eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+			out, err := createOutput(questions)
+			if err != nil {
+				return err
+			}
+			defer out.Close()
+			cfg.Questions = out.Writer()
+			ev, err := eval.New(cfg, logger)
 			if err != nil {
 				return err
 			}
@@ -73,6 +80,7 @@ models; storage is always a private directory.`,
 	cmd.Flags().StringVar(&ks, "k", "5,10,25,50", "cut-offs of recall@k, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	cmd.Flags().StringVar(&questions, "questions", "", "write every question as a JSON line here: evidence turns, the default pack's first 10 items, recall@10")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
 }
@@ -117,14 +125,12 @@ models; storage is always a private directory.`,
 				return err
 			}
 			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
-			if prompts != "" {
-				f, err := os.Create(prompts)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				cfg.Prompts = f
+			out, err := createOutput(prompts)
+			if err != nil {
+				return err
 			}
+			defer out.Close()
+			cfg.Prompts = out.Writer()
 			ctx, stop := app.SignalContext()
 			defer stop()
 			rep, err := eval.RunScenarios(ctx, cfg, scenarios, logger)
@@ -215,4 +221,30 @@ func printReport(cmd *cobra.Command, asJSON bool, rep interface{ WriteTable(io.W
 		return printJSON(cmd.OutOrStdout(), rep)
 	}
 	return rep.WriteTable(cmd.OutOrStdout())
+}
+
+// output is the file of an optional output flag (--questions, --prompts): none
+// when the flag is empty.
+type output struct{ f *os.File }
+
+func createOutput(path string) (output, error) {
+	if path == "" {
+		return output{}, nil
+	}
+	f, err := os.Create(path)
+	return output{f}, err
+}
+
+// Writer is the file, or nil (not a nil *os.File in an interface) without one.
+func (o output) Writer() io.Writer {
+	if o.f == nil {
+		return nil
+	}
+	return o.f
+}
+
+func (o output) Close() {
+	if o.f != nil {
+		_ = o.f.Close()
+	}
 }

@@ -64,6 +64,9 @@ type Config struct {
 	// TokenBudgets are the budgets, ascending, at which every system's recall is
 	// also measured at equal tokens (RecallAtTokens); default DefaultTokenBudgets.
 	TokenBudgets []int
+	// Questions, when set, receives one JSON line per question (QuestionTrace):
+	// its evidence turns and the default pack's first items, for looking at misses.
+	Questions io.Writer
 }
 
 func (c *Config) setDefaults() {
@@ -291,6 +294,11 @@ func (e *Evaluator) ask(ctx context.Context, cl *client.Client, user string, c C
 		rep.add(c.SampleID, q, evidence, st, results, pack.TokenEstimate, convTokens)
 		rep.addBudgeted(q.Category, evidence, PackItems(byDefault), byDefault.TokenEstimate, convTokens, long)
 		rep.addCoverage(q.Category, evidence, stored)
+		if e.cfg.Questions != nil {
+			if err := writeTrace(e.cfg.Questions, c, q, evidence, byDefault, pack); err != nil {
+				return err
+			}
+		}
 		if (qi+1)%25 == 0 || qi+1 == len(c.Questions) {
 			fmt.Fprintf(e.cfg.Progress, "\r%s: %d/%d questions", label, qi+1, len(c.Questions))
 		}

@@ -41,6 +41,7 @@ func (s *Service) putItem(ctx context.Context, tenant string, req events.ItemReq
 		return events.MemoryItem{}, invalid(err)
 	}
 	it := req.Item
+	it.Content = redactText(it.Content)
 	id := ItemID(tenant, req.UserID, it.Scope, it.Kind, it.Key, it.SessionID)
 	prev, err := s.fetch(ctx, tenant, req.UserID, id, itemType)
 	found := err == nil

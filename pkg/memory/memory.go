@@ -16,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -283,6 +284,7 @@ func (s *Service) Add(ctx context.Context, tenant string, req events.AddRequest)
 	if err := firstErr(events.ValidateID("tenant", tenant), req.Validate()); err != nil {
 		return events.AddReply{}, invalid(err)
 	}
+	req.Text = redactText(req.Text)
 	now := s.now()
 	rec, err := newRecord(tenant, req, now)
 	if err != nil {
@@ -390,7 +392,7 @@ func (s *Service) Update(ctx context.Context, tenant string, req events.UpdateRe
 		patch.Metadata = map[string]any{}
 	}
 	text := rec.Text
-	if req.Text != "" && req.Text != rec.Text {
+	if req.Text = redactText(req.Text); req.Text != "" && req.Text != rec.Text {
 		text = req.Text
 		if patch.Vector, err = s.embedOne(ctx, text); err != nil {
 			return events.Memory{}, err
@@ -509,3 +511,12 @@ func firstErr(errs ...error) error {
 
 // finite reports whether v is a usable number.
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// redactText is text with its credentials replaced by markers (pkg/redact): what
+// a caller writes through add, update or an item is remembered like what an
+// agent says, never a secret in clear. Planted instructions are not dropped
+// here: a caller that writes a memory is the one instructing.
+func redactText(text string) string {
+	text, _ = redact.Text(text)
+	return text
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/session"
 )
 
@@ -130,6 +131,9 @@ func (s *Service) searchMarkdown(ctx context.Context, ns docstore.Namespace, que
 func (s *Service) appendMemory(ctx context.Context, tenant string, req events.AppendRequest) (events.AppendReply, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	slot := req.EffectiveSlot()
+	// A credential in an appended entry is kept as a marker, as in every other
+	// memory (pkg/redact); the entry is the caller's own, so its instructions stay.
+	req.Content, _ = redact.Text(req.Content)
 	if slot == events.SlotToday {
 		name, err := s.deps.Docs.AppendToday(ctx, ns, req.Content)
 		return events.AppendReply{File: name, Slot: slot}, err
