@@ -60,7 +60,7 @@ func (rt *Runtime) newProcessors() (processors, error) {
 			reconsolidator: processor.NewRuleReconsolidator(),
 		}, nil
 	}
-	lc := processor.LLMConfig{Client: rt.LLM}
+	lc := processor.LLMConfig{Client: rt.LLM, DecideBatchSize: rt.Config.LLM.DecideBatchSize}
 	p := processors{extractor: extract.NewLLM(rt.LLM, rt.Logger)}
 	decider, err := processor.NewLLMDecider(lc, rt.Logger)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,9 @@ import (
 // Steps of agentmem that call a chat model, as Model tells them apart (by the
 // first words of the system prompt each step sends).
 const (
-	StepDecide        = "decide"
+	StepDecide = "decide"
+	// StepDecideBatch is the write decision of several messages in one request.
+	StepDecideBatch   = "decide_batch"
 	StepExtract       = "extract"
 	StepSemantic      = "semantic"
 	StepMerge         = "merge"
@@ -32,6 +35,7 @@ const (
 // stepPrompts maps the opening of each step's system prompt to the step.
 var stepPrompts = []struct{ prefix, step string }{
 	{"You decide whether one message", StepDecide},
+	{"You decide, for each message of a numbered list", StepDecideBatch},
 	{"You merge two memories", StepMerge},
 	{"A memory of a person was just recalled", StepReconsolidate},
 	{"You extract stable facts about people", StepSemantic},
@@ -60,11 +64,21 @@ type Model struct {
 // NewModel starts a Model; it is closed when the test ends.
 func NewModel(t testing.TB) *Model {
 	t.Helper()
-	m := &Model{calls: map[string]int{}}
-	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
-	t.Cleanup(m.srv.Close)
+	m := StartModel()
+	t.Cleanup(m.Close)
 	return m
 }
+
+// StartModel starts a Model outside a test (agentmem bench's remote-model
+// phase); the caller closes it.
+func StartModel() *Model {
+	m := &Model{calls: map[string]int{}}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	return m
+}
+
+// Close stops the server and waits for the requests in progress.
+func (m *Model) Close() { m.srv.Close() }
 
 // URL is the base URL to configure clients with (it ends in /v1).
 func (m *Model) URL() string { return m.srv.URL + "/v1" }
@@ -207,6 +221,8 @@ var (
 	recallRe  = regexp.MustCompile(`(?s)^Memory \([^)]*\):\n(.*?)\n\nRecalled in this context:`)
 	episodeRe = regexp.MustCompile(`(?m)^- id=(\S+) .*? speaker=[^:]*: (.+)$`)
 	turnRe    = regexp.MustCompile(`(?m)^\[(\w+)\] (.+)$`)
+	// batchMessageRe opens each message of a batched write decision.
+	batchMessageRe = regexp.MustCompile(`(?m)^=== message (\d+) ===\n`)
 )
 
 // answer is the reply a cooperative model gives to step.
@@ -218,13 +234,18 @@ func answer(step string, req chatRequest) string {
 	var v any
 	switch step {
 	case StepDecide:
-		text := user
-		if _, after, ok := strings.Cut(user, "Message:\n"); ok {
-			text = after
+		v = decision(user)
+	case StepDecideBatch:
+		// Each numbered message is decided as it would be alone, so batching
+		// changes no decision.
+		decisions := []map[string]any{}
+		parts := batchMessageRe.Split(user, -1)
+		for i, n := range batchMessageRe.FindAllStringSubmatch(user, -1) {
+			d := decision(strings.TrimSuffix(parts[i+1], "\n\n"))
+			d["index"], _ = strconv.Atoi(n[1])
+			decisions = append(decisions, d)
 		}
-		lower := " " + strings.ToLower(text) + " "
-		write := strings.Contains(lower, "remember") || strings.Contains(lower, " my ") || strings.Contains(lower, " i ")
-		v = map[string]any{"write": write, "thing": strings.TrimSpace(text), "context": "said in conversation", "reason": "fake model"}
+		v = map[string]any{"decisions": decisions}
 	case StepExtract:
 		entries := []map[string]string{}
 		for _, m := range turnRe.FindAllStringSubmatch(user, -1) {
@@ -261,6 +282,17 @@ func answer(step string, req chatRequest) string {
 	}
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// decision is the write decision of one message block ("Message:\n" and its text).
+func decision(block string) map[string]any {
+	text := block
+	if _, after, ok := strings.Cut(block, "Message:\n"); ok {
+		text = after
+	}
+	lower := " " + strings.ToLower(text) + " "
+	write := strings.Contains(lower, "remember") || strings.Contains(lower, " my ") || strings.Contains(lower, " i ")
+	return map[string]any{"write": write, "thing": strings.TrimSpace(text), "context": "said in conversation", "reason": "fake model"}
 }
 
 func pair(user string) (string, string) {
