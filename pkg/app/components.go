@@ -381,6 +381,7 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 		KEpisodic: rt.Config.Vector.KEpisodic, KSemantic: rt.Config.Vector.KSemantic,
 		// The history stream is replicated like the event stream, sessions and documents.
 		HistoryReplicas: rt.Config.NATS.Stream.Replicas,
+		QueryCacheSize:  rt.Config.Embed.QueryCacheSize,
 	}
 	if rt.Config.Embed.Provider != config.EmbedProviderOpenAI {
 		// The offline embedder is lexical: BM25 alone ranks better than fusing it in.
