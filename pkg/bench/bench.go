@@ -192,7 +192,12 @@ type Result struct {
 	Requests       int     `json:"requests"`
 	CtxAvgTokens   float64 `json:"ctx_avg_tokens"`    // the packs' token estimate, to show the requests did real work
 	CtxDecodeP50us float64 `json:"ctx_decode_p50_us"` // decoding a pack in the client, outside ctx_p50_us
-	IngestMessages int     `json:"ingest_messages"`
+	// The timed context requests whose query was not asked before in the run (its
+	// embedding not cached), and their p50/p99.
+	CtxNewQueries    int     `json:"ctx_new_queries"`
+	CtxNewQueryP50us float64 `json:"ctx_new_query_p50_us"`
+	CtxNewQueryP99us float64 `json:"ctx_new_query_p99_us"`
+	IngestMessages   int     `json:"ingest_messages"`
 	// The process's CPU time per message of the raw and ingest phases (publisher
 	// included in both; absent where the system does not say): steadier than the
 	// throughputs on a shared machine, where other load takes wall time.
@@ -237,20 +242,25 @@ type Result struct {
 	// figures come from RemoteMemories memories of the asked user, embedded
 	// remotely, their target being the model's latency plus 5x the bare round
 	// trip's p99 of the same phase (RemoteNATSRRP99us).
-	LLMIngestObsPerS               float64 `json:"llm_ingest_obs_per_s,omitempty"`
-	RemoteCtxP50us                 float64 `json:"remote_ctx_p50_us,omitempty"`
-	RemoteCtxP99us                 float64 `json:"remote_ctx_p99_us,omitempty"`
-	RemoteModelLatencyMs           float64 `json:"remote_model_latency_ms,omitempty"`
-	RemoteChatLatencyMs            float64 `json:"remote_chat_latency_ms,omitempty"`
-	RemoteCtxP50OverModelUs        float64 `json:"remote_ctx_p50_minus_model_us,omitempty"`
-	RemoteCtxP99OverModelUs        float64 `json:"remote_ctx_p99_minus_model_us,omitempty"`
-	RemoteNATSRRP99us              float64 `json:"remote_nats_rr_p99_us,omitempty"`
-	RemoteMemories                 int     `json:"remote_memories,omitempty"`
-	RemoteObservations             int     `json:"remote_observations,omitempty"`
-	RemoteModelCallsPerObservation float64 `json:"remote_model_calls_per_observation,omitempty"`
-	RemoteExtractSessPerS          float64 `json:"remote_extract_sessions_per_s,omitempty"`
-	RemoteModelCallsPerSession     float64 `json:"remote_model_calls_per_session,omitempty"`
-	RemoteEmbedRequests            int     `json:"remote_embed_requests,omitempty"`
+	LLMIngestObsPerS        float64 `json:"llm_ingest_obs_per_s,omitempty"`
+	RemoteCtxP50us          float64 `json:"remote_ctx_p50_us,omitempty"`
+	RemoteCtxP99us          float64 `json:"remote_ctx_p99_us,omitempty"`
+	RemoteModelLatencyMs    float64 `json:"remote_model_latency_ms,omitempty"`
+	RemoteChatLatencyMs     float64 `json:"remote_chat_latency_ms,omitempty"`
+	RemoteCtxP99OverModelUs float64 `json:"remote_ctx_p99_minus_model_us,omitempty"`
+	// The requests whose query was new (each waited for the embedder), and their
+	// p50 over the model's latency: what the rest of a request costs.
+	RemoteCtxNewQueries             int     `json:"remote_ctx_new_queries,omitempty"`
+	RemoteCtxNewQueryP50us          float64 `json:"remote_ctx_new_query_p50_us,omitempty"`
+	RemoteCtxNewQueryP99us          float64 `json:"remote_ctx_new_query_p99_us,omitempty"`
+	RemoteCtxNewQueryP50OverModelUs float64 `json:"remote_ctx_new_query_p50_minus_model_us,omitempty"`
+	RemoteNATSRRP99us               float64 `json:"remote_nats_rr_p99_us,omitempty"`
+	RemoteMemories                  int     `json:"remote_memories,omitempty"`
+	RemoteObservations              int     `json:"remote_observations,omitempty"`
+	RemoteModelCallsPerObservation  float64 `json:"remote_model_calls_per_observation,omitempty"`
+	RemoteExtractSessPerS           float64 `json:"remote_extract_sessions_per_s,omitempty"`
+	RemoteModelCallsPerSession      float64 `json:"remote_model_calls_per_session,omitempty"`
+	RemoteEmbedRequests             int     `json:"remote_embed_requests,omitempty"`
 }
 
 // profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.

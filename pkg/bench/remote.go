@@ -72,8 +72,9 @@ func remote(ctx context.Context, cfg Config, logger *zap.Logger, res *Result) er
 	res.RemoteMemories = r.Memories
 	res.RemoteNATSRRP99us = r.NATSRRP99us
 	res.RemoteCtxP50us, res.RemoteCtxP99us = r.CtxP50us, r.CtxP99us
-	res.RemoteCtxP50OverModelUs = r.CtxP50us - res.RemoteModelLatencyMs*1e3
 	res.RemoteCtxP99OverModelUs = r.CtxP99us - res.RemoteModelLatencyMs*1e3
+	res.RemoteCtxNewQueries, res.RemoteCtxNewQueryP50us, res.RemoteCtxNewQueryP99us = r.CtxNewQueries, r.CtxNewQueryP50us, r.CtxNewQueryP99us
+	res.RemoteCtxNewQueryP50OverModelUs = r.CtxNewQueryP50us - res.RemoteModelLatencyMs*1e3
 	res.RemoteObservations = sub.IngestMessages
 	res.LLMIngestObsPerS = r.IngestMsgsPerS
 	res.RemoteModelCallsPerObservation = r.ModelCallsPerObservation

@@ -75,8 +75,9 @@ func (r Result) WriteTable(w io.Writer) error {
 		row("model calls / session", f(r.ModelCallsPerSession, 1), "calls", fmt.Sprintf("extraction phase, its messages' ingest included; the extractor alone %.1f", r.ModelExtractorCallsPerSession))
 	}
 	if r.RemoteModelLatencyMs > 0 {
-		row("remote: context p50", f(r.RemoteCtxP50us, 1), "µs", fmt.Sprintf("embeddings in %.0f ms, %d memories embedded remotely; p50 - model %.1f µs", r.RemoteModelLatencyMs, r.RemoteMemories, r.RemoteCtxP50OverModelUs))
+		row("remote: context p50", f(r.RemoteCtxP50us, 1), "µs", fmt.Sprintf("embeddings in %.0f ms, %d memories embedded remotely", r.RemoteModelLatencyMs, r.RemoteMemories))
 		row("remote: context p99", f(r.RemoteCtxP99us, 1), "µs", fmt.Sprintf("p99 - model %.1f µs; bare NATS p99 of the phase %.1f µs", r.RemoteCtxP99OverModelUs, r.RemoteNATSRRP99us))
+		row("remote: new query p50", f(r.RemoteCtxNewQueryP50us, 1), "µs", fmt.Sprintf("p99 %.1f µs; %d requests whose query embedding was not cached; p50 - model %.1f µs", r.RemoteCtxNewQueryP99us, r.RemoteCtxNewQueries, r.RemoteCtxNewQueryP50OverModelUs))
 		row("remote: LLM ingest", f(r.LLMIngestObsPerS, 0), "obs/s", fmt.Sprintf("one ingest replica, chat model in %.0f ms, %d observations, %.2f model calls each", r.RemoteChatLatencyMs, r.RemoteObservations, r.RemoteModelCallsPerObservation))
 		row("remote: LLM extraction", f(r.RemoteExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%.1f model calls per session, its messages' ingest included", r.RemoteModelCallsPerSession))
 	}

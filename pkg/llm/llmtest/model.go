@@ -58,6 +58,7 @@ type Model struct {
 	down        bool // every connection is dropped without an answer
 	invalidJSON bool
 	calls       map[string]int
+	decisions   int // messages asked about by StepDecide and StepDecideBatch
 	apiKeys     []string
 }
 
@@ -120,6 +121,14 @@ func (m *Model) Calls(step string) int {
 	return m.calls[step]
 }
 
+// Decisions returns how many write decisions were asked for so far: one per
+// StepDecide request, one per message of a StepDecideBatch request.
+func (m *Model) Decisions() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.decisions
+}
+
 // Authorizations returns the Authorization headers received, in order.
 func (m *Model) Authorizations() []string {
 	m.mu.Lock()
@@ -159,6 +168,12 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 
 	m.mu.Lock()
 	m.calls[step]++
+	switch step {
+	case StepDecide:
+		m.decisions++
+	case StepDecideBatch:
+		m.decisions += len(batchMessageRe.FindAllStringIndex(userPrompt(chat), -1))
+	}
 	m.apiKeys = append(m.apiKeys, r.Header.Get("Authorization"))
 	latency, status, down, invalid := m.chatLatency, m.status, m.down, m.invalidJSON
 	if step == StepEmbed {
@@ -225,12 +240,17 @@ var (
 	batchMessageRe = regexp.MustCompile(`(?m)^=== message (\d+) ===\n`)
 )
 
+// userPrompt is the last message of req, the user prompt ("" without one).
+func userPrompt(req chatRequest) string {
+	if len(req.Messages) > 1 {
+		return req.Messages[len(req.Messages)-1].Content
+	}
+	return ""
+}
+
 // answer is the reply a cooperative model gives to step.
 func answer(step string, req chatRequest) string {
-	user := ""
-	if len(req.Messages) > 1 {
-		user = req.Messages[len(req.Messages)-1].Content
-	}
+	user := userPrompt(req)
 	var v any
 	switch step {
 	case StepDecide:
@@ -322,7 +342,7 @@ func embeddingsReply(req embeddingRequest) map[string]any {
 	}
 	data := make([]any, len(req.Input))
 	for i, text := range req.Input {
-		vec := make([]float64, dims)
+		vec := make([]float32, dims) // float32 as a real server's: half the JSON to write and read
 		for _, w := range strings.Fields(strings.ToLower(text)) {
 			h := fnv.New32a()
 			_, _ = h.Write([]byte(strings.Trim(w, ".,;:!?\"'()")))
@@ -330,13 +350,13 @@ func embeddingsReply(req embeddingRequest) map[string]any {
 		}
 		var norm float64
 		for _, x := range vec {
-			norm += x * x
+			norm += float64(x) * float64(x)
 		}
 		if norm == 0 {
 			vec[0], norm = 1, 1
 		}
 		for j := range vec {
-			vec[j] /= math.Sqrt(norm)
+			vec[j] = float32(float64(vec[j]) / math.Sqrt(norm))
 		}
 		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": vec}
 	}
