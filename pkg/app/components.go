@@ -134,7 +134,8 @@ func (rt *Runtime) ingestInFlight() int {
 }
 
 // extractorConfig is the extractor's configuration: with a model, long sessions
-// are cut into chunks asked concurrently, ingest's write decisions are reused, and
+// are cut into chunks asked concurrently, llm.concurrency sessions are handled at
+// once, ingest's write decisions are reused, and
 // each attempt's deadline derives from its session (extract.WorkerConfig.AttemptBudget).
 func (rt *Runtime) extractorConfig() extract.WorkerConfig {
 	cfg := extract.WorkerConfig{
@@ -148,6 +149,10 @@ func (rt *Runtime) extractorConfig() extract.WorkerConfig {
 	}
 	cfg.ChunkMessages = extract.DefaultChunkMessages
 	cfg.ModelConcurrency = b.concurrency
+	// A session spends its time waiting for model round trips: as many sessions
+	// at once as calls in flight (the default 4 kept a 300 ms model to ~10
+	// sessions/s); the model client still bounds the calls.
+	cfg.Concurrency = b.concurrency
 	cfg.CallTimeout, cfg.CallBudget = b.timeout, b.call
 	cfg.Ingest = extract.IngestReuse{
 		Durable: bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()).Durable,
