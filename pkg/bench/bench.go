@@ -25,6 +25,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,15 +138,9 @@ func (c *Config) setDefaults() {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
-	if c.RemoteEmbedLatency == 0 {
-		c.RemoteEmbedLatency = DefaultRemoteEmbedLatency
-	}
-	if c.RemoteChatLatency == 0 {
-		c.RemoteChatLatency = DefaultRemoteChatLatency
-	}
-	if c.RemoteObservations == 0 {
-		c.RemoteObservations = DefaultRemoteObservations
-	}
+	c.RemoteEmbedLatency = cmp.Or(c.RemoteEmbedLatency, DefaultRemoteEmbedLatency)
+	c.RemoteChatLatency = cmp.Or(c.RemoteChatLatency, DefaultRemoteChatLatency)
+	c.RemoteObservations = cmp.Or(c.RemoteObservations, DefaultRemoteObservations)
 }
 
 // Validate reports what is wrong with c after defaults are applied.

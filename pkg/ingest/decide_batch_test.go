@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -48,7 +47,7 @@ func TestBatchedModelDecisionsStoreWhatOneByOneDoes(t *testing.T) {
 		}
 		var out []string
 		for _, ep := range r.episodes(t, "u1") {
-			out = append(out, fmt.Sprintf("%s %s", ep.ID, ep.Text))
+			out = append(out, ep.ID+" "+ep.Text)
 		}
 		slices.Sort(out)
 		return out
