@@ -370,6 +370,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,
 
 		ContextWindowTokens: m.ContextWindowTokens,
+		RemoteEmbedder:      rt.Config.Embed.Provider == config.EmbedProviderOpenAI,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
 		Memories: mem, Consolidator: runner, Compressor: compactor, Summarize: extract.SummarizeSession, Gate: rt.Priority,
