@@ -66,7 +66,7 @@ func (s *Service) putItem(ctx context.Context, tenant string, req events.ItemReq
 	it.CreatedTS = it.CreatedTS.UTC().Truncate(timeResolution)
 	it.UpdatedTS = now
 	if vec == nil {
-		if vec, err = s.embedOne(ctx, it.Content); err != nil {
+		if vec, err = embedOne(ctx, s.emb, it.Content); err != nil {
 			return events.MemoryItem{}, err
 		}
 	}

@@ -58,6 +58,9 @@ type Config struct {
 	// EmbedRetryAfter is how long after a failed query embedding reads skip the
 	// embedder (fail fast during a known outage); default 10s.
 	EmbedRetryAfter time.Duration
+	// QueryCacheSize is how many query embeddings reads keep (embed.Cached); 0
+	// keeps none.
+	QueryCacheSize int
 }
 
 func (c *Config) setDefaults() {
@@ -114,6 +117,9 @@ func (c Config) Validate() error {
 	if c.EmbedRetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("EmbedRetryAfter is %s, want >= 0", c.EmbedRetryAfter))
 	}
+	if c.QueryCacheSize < 0 {
+		errs = append(errs, fmt.Errorf("QueryCacheSize is %d, want >= 0", c.QueryCacheSize))
+	}
 	errs = append(errs, c.Rank.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -139,6 +145,7 @@ type Service struct {
 	cfg     Config
 	vectors vectorstore.Store
 	emb     embed.Embedder
+	query   embed.Embedder // emb, or emb with a cache (Config.QueryCacheSize)
 	now     func() time.Time
 	log     *HistoryLog
 	logger  *zap.Logger
@@ -175,6 +182,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	query := deps.Embedder
+	if cfg.QueryCacheSize > 0 {
+		c, err := embed.NewCached(deps.Embedder, cfg.QueryCacheSize)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		query = c
+	}
 	log, err := newHistoryLog(ctx, deps.JS, cfg)
 	if err != nil {
 		return nil, err
@@ -183,6 +198,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 		cfg:     cfg,
 		vectors: deps.Vectors,
 		emb:     deps.Embedder,
+		query:   query,
 		now:     func() time.Time { return deps.Now().UTC().Truncate(timeResolution) },
 		log:     log,
 		logger:  logger,
@@ -235,9 +251,9 @@ func canonicalID(field, id string) (string, error) {
 	return c, nil
 }
 
-// embedOne embeds one text.
-func (s *Service) embedOne(ctx context.Context, text string) ([]float32, error) {
-	vecs, err := s.emb.Embed(ctx, []string{text})
+// embedOne embeds one text with e (s.emb, or s.query for a read's query).
+func embedOne(ctx context.Context, e embed.Embedder, text string) ([]float32, error) {
+	vecs, err := e.Embed(ctx, []string{text})
 	if err != nil {
 		return nil, fmt.Errorf("memory: embed: %w", err)
 	}
@@ -297,7 +313,7 @@ func (s *Service) Add(ctx context.Context, tenant string, req events.AddRequest)
 	if len(existing) > 0 {
 		return events.AddReply{MemoryIDs: []string{rec.ID}}, nil
 	}
-	if rec.Vector, err = s.embedOne(ctx, rec.Text); err != nil {
+	if rec.Vector, err = embedOne(ctx, s.emb, rec.Text); err != nil {
 		return events.AddReply{}, err
 	}
 	if err := s.vectors.Upsert(ctx, rec); err != nil {
@@ -394,7 +410,7 @@ func (s *Service) Update(ctx context.Context, tenant string, req events.UpdateRe
 	text := rec.Text
 	if req.Text = redactText(req.Text); req.Text != "" && req.Text != rec.Text {
 		text = req.Text
-		if patch.Vector, err = s.embedOne(ctx, text); err != nil {
+		if patch.Vector, err = embedOne(ctx, s.emb, text); err != nil {
 			return events.Memory{}, err
 		}
 		patch.Text = &text

@@ -135,6 +135,11 @@ type Config struct {
 	// default DefaultContextWindowTokens), the base of the session summary's token
 	// trigger: a pack reads a session's summary only once it can have one.
 	ContextWindowTokens int
+	// RemoteEmbedder says that the query's embedding is a round trip (a remote
+	// embedder): the recall then runs beside the pack's other reads, which are
+	// done by the time the vector arrives. With the local embedder the recall is
+	// CPU work, which a goroutine of its own only delays on two cores.
+	RemoteEmbedder bool
 }
 
 func (c *Config) setDefaults() {

@@ -67,10 +67,12 @@ func mentions(terms []string, set map[string]bool) bool {
 
 // contextPack builds the ContextPack of a context request from independent reads:
 // the Markdown memory, the session, the vector recall and the memory items. The
-// session's is a KV round trip, so it runs beside the others; they are CPU work
-// (the cached Markdown costs a stat per file) and run one after the other on the
-// request's goroutine: on two cores (BenchmarkContext), a goroutine for each did
-// not lower latency measurably and cost more CPU per request in most runs.
+// session's is a KV round trip, so it runs beside the others, and so does the
+// recall with a remote embedder (Config.RemoteEmbedder: it starts with a round
+// trip); the rest is CPU work (the cached Markdown costs a stat per file) and runs
+// one after the other on the request's goroutine: on two cores
+// (BenchmarkContext), a goroutine for each did not lower latency measurably and
+// cost more CPU per request in most runs.
 func (s *Service) contextPack(ctx context.Context, tenant string, req events.ContextRequest) (events.ContextPack, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	pol := s.policyFor(ctx, ns, req.SessionID)
@@ -84,8 +86,13 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 	if req.SessionID != "" {
 		wg.Go(func() { errs[0] = s.loadSession(ctx, tenant, req, terms, pol, &pack) })
 	}
+	recall := !req.Lightweight && len(terms) > 0
+	if recall && s.cfg.RemoteEmbedder {
+		// The recall writes only its own fields of the pack.
+		wg.Go(func() { errs[2] = s.recall(ctx, tenant, req, &pack) })
+	}
 	errs[1] = s.loadMarkdown(ctx, ns, req, terms, pol, &pack)
-	if !req.Lightweight && len(terms) > 0 {
+	if recall && !s.cfg.RemoteEmbedder {
 		errs[2] = s.recall(ctx, tenant, req, &pack)
 	}
 	errs[3] = s.loadItems(ctx, tenant, req, &pack)
