@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/pkg/clock"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
 )
@@ -286,7 +287,7 @@ func appendNew(doc string, entries []markdown.Entry) (string, int, int, []markdo
 // never rewrites what is there.
 // Like every append to MEMORY.md, it is followed by the capacity bound (SPEC A7).
 func (s *Store) AppendLongTerm(ctx context.Context, ns Namespace, content string) error {
-	block := markdown.FormatLongTerm(s.now(), content)
+	block := markdown.FormatLongTerm(s.now(ctx), content)
 	if err := s.appendBlock(ctx, ns, MemoryFile, content, block); err != nil {
 		return err
 	}
@@ -296,7 +297,7 @@ func (s *Store) AppendLongTerm(ctx context.Context, ns Namespace, content string
 
 // AppendToday appends content to today's daily note (SPEC A9) and returns its name.
 func (s *Store) AppendToday(ctx context.Context, ns Namespace, content string) (string, error) {
-	now := s.now()
+	now := s.now(ctx)
 	name := markdown.DailyNoteName(now)
 	return name, s.appendBlock(ctx, ns, name, content, markdown.FormatDailyNote(now, content))
 }
@@ -326,7 +327,7 @@ func (s *Store) RecentDailyNotes(ctx context.Context, ns Namespace, days int) ([
 	if days <= 0 {
 		return nil, nil
 	}
-	now := s.now()
+	now := s.now(ctx)
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	oldest := today.AddDate(0, 0, -(days - 1))
 	names, err := s.listNotes(ctx, ns, oldest, today)
@@ -689,7 +690,7 @@ func (s *Store) pruneBackups(ctx context.Context, ns Namespace) {
 // …, that does not exist yet; the existence check and the write are one atomic
 // update, so concurrent writers never share a name.
 func (s *Store) createUnique(ctx context.Context, ns Namespace, nameFor func(time.Time, int) string, data []byte) (string, error) {
-	now := s.now()
+	now := s.now(ctx)
 	// Start after the copies already taken in this second, so that a new copy
 	// always sorts after them even when an older one of the second was pruned.
 	first := 0
@@ -768,7 +769,8 @@ func (s *Store) read(ctx context.Context, ns Namespace, name string) (string, bo
 	return string(data), true, nil
 }
 
-func (s *Store) now() time.Time { return s.cfg.Now().UTC() }
+// now is the configured clock, or the time of the write being applied (clock.At).
+func (s *Store) now(ctx context.Context) time.Time { return clock.Now(ctx, s.cfg.Now).UTC() }
 
 // failed logs a failed write once, here, and returns err for the caller to handle
 // (SPEC A8: a write failure is logged and does not stop the worker).

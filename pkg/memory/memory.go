@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/clock"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/records"
@@ -138,7 +139,6 @@ type Service struct {
 	cfg     Config
 	vectors vectorstore.Store
 	emb     embed.Embedder
-	now     func() time.Time
 	log     *HistoryLog
 	logger  *zap.Logger
 	clock   func() time.Time // deps.Now, not truncated
@@ -182,7 +182,6 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 		cfg:     cfg,
 		vectors: deps.Vectors,
 		emb:     deps.Embedder,
-		now:     func() time.Time { return deps.Now().UTC().Truncate(timeResolution) },
 		log:     log,
 		logger:  logger,
 		clock:   deps.Now,
@@ -192,6 +191,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 // timeResolution is what the vector store keeps of a time; the service's clock is
 // cut to it so that times in metadata equal the record's own.
 const timeResolution = time.Microsecond
+
+// nowAt is the service's clock, or the time of the write being applied
+// (clock.At), cut to what the vector store keeps.
+func (s *Service) nowAt(ctx context.Context) time.Time {
+	return clock.Now(ctx, s.clock).UTC().Truncate(timeResolution)
+}
 
 // Log is the history log, shared with the consolidator.
 func (s *Service) Log() *HistoryLog { return s.log }
@@ -260,7 +265,7 @@ func (s *Service) fetch(ctx context.Context, tenant, userID, id string, types []
 	if err != nil {
 		return vectorstore.Record{}, storeErr("get "+id, err)
 	}
-	if len(recs) == 0 || !live(recs[0], s.now()) {
+	if len(recs) == 0 || !live(recs[0], s.nowAt(ctx)) {
 		return vectorstore.Record{}, fmt.Errorf("%w: memory %s of user %s", ErrNotFound, id, userID)
 	}
 	return recs[0], nil
@@ -283,7 +288,7 @@ func (s *Service) Add(ctx context.Context, tenant string, req events.AddRequest)
 	if err := firstErr(events.ValidateID("tenant", tenant), req.Validate()); err != nil {
 		return events.AddReply{}, invalid(err)
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	rec, err := newRecord(tenant, req, now)
 	if err != nil {
 		return events.AddReply{}, err
@@ -384,7 +389,7 @@ func (s *Service) Update(ctx context.Context, tenant string, req events.UpdateRe
 	if err := checkCallerMetadata(rec.MemoryType, req.Metadata); err != nil {
 		return events.Memory{}, err
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	patch := vectorstore.Patch{Metadata: cloneMap(req.Metadata)}
 	if patch.Metadata == nil {
 		patch.Metadata = map[string]any{}
@@ -448,7 +453,7 @@ func (s *Service) Delete(ctx context.Context, tenant string, req events.DeleteRe
 	if err != nil {
 		return events.DeleteReply{}, storeErr("delete", err)
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	for _, r := range recs {
 		s.appendHistory(ctx, tenant, req.UserID, r.ID, events.Change{TS: now, Op: "delete", Text: r.Text})
 	}
