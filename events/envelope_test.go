@@ -96,6 +96,7 @@ func TestEnvelopeSubjectParsesBackToItsIDs(t *testing.T) {
 	kinds := map[Type]SubjectKind{
 		TypeObservation: SubjectObservation, TypeSessionEnded: SubjectEnded, TypeMemoryHit: SubjectHit,
 		TypeMemoryWritten: SubjectWritten, TypeConsolidateRequested: SubjectConsolidate, TypeSummaryDue: SubjectSummaryDue,
+		TypeWrite: SubjectWrite,
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		e := genEnvelope().Draw(t, "envelope")
