@@ -810,3 +810,36 @@ func checkJSONObject(data []byte) error {
 	}
 	return nil
 }
+
+// ReplaceNamespace makes the files of ns in s those of ns in from (what a
+// rebuild made): every file of ns in s is deleted, then every file of from,
+// backups and policy snapshots included, is copied as it is. It returns how
+// many files it copied.
+func (s *Store) ReplaceNamespace(ctx context.Context, from *Store, ns Namespace) (int, error) {
+	if err := ns.Validate(); err != nil {
+		return 0, err
+	}
+	old, err := s.b.List(ctx, ns, "")
+	if err != nil {
+		return 0, fmt.Errorf("docstore: list %s/%s: %w", ns.Tenant, ns.User, err)
+	}
+	for _, name := range old {
+		if err := s.b.Delete(ctx, ns, name); err != nil {
+			return 0, s.failed(ns, name, fmt.Errorf("docstore: drop %s: %w", name, err))
+		}
+	}
+	fresh, err := from.b.List(ctx, ns, "")
+	if err != nil {
+		return 0, fmt.Errorf("docstore: list %s/%s: %w", ns.Tenant, ns.User, err)
+	}
+	for i, name := range fresh {
+		data, err := from.b.Read(ctx, ns, name)
+		if err != nil {
+			return i, fmt.Errorf("docstore: read %s: %w", name, err)
+		}
+		if err := s.b.Put(ctx, ns, name, data); err != nil {
+			return i, s.failed(ns, name, fmt.Errorf("docstore: write %s: %w", name, err))
+		}
+	}
+	return len(fresh), nil
+}
