@@ -190,7 +190,7 @@ func rebuildChecks(t *testing.T) {
 // backups.restore, whose default target depends on when workers ran, and
 // session.clear, which deletes the events a rebuild would need), observations
 // and session ends; then the derived stores are lost and rebuilt from the
-// stream: the same Markdown, memories and items.
+// stream: the same Markdown, memories and items, and session state.
 func TestRebuildRestoresWhatTheWritesAndWorkersMade(t *testing.T) {
 	rebuildChecks(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -203,7 +203,10 @@ func TestRebuildRestoresWhatTheWritesAndWorkersMade(t *testing.T) {
 		ten := fmt.Sprintf("t%d", n)
 		cl := l.clientFor(t, ten)
 		users := []string{"u1", "u2"}
-		var ids []string
+		var (
+			ids      []string
+			sessions [][2]string // user, session
+		)
 		for i := range rapid.IntRange(3, 12).Draw(rt, "ops") {
 			user := rapid.SampledFrom(users).Draw(rt, "user")
 			l.idle(t, ctx) // a write lands after what the workers made of the events before it
@@ -212,6 +215,7 @@ func TestRebuildRestoresWhatTheWritesAndWorkersMade(t *testing.T) {
 			switch op := rapid.SampledFrom([]string{"session", "append", "add", "update", "delete", "reset", "item.save", "item.update", "item.delete", "item.delete_scope", "policy.set", "policy.rollback", "compress"}).Draw(rt, "op"); op {
 			case "session":
 				session := fmt.Sprintf("s%d", i)
+				sessions = append(sessions, [2]string{user, session})
 				for j, text := range conversation[:rapid.IntRange(2, len(conversation)).Draw(rt, "turns")] {
 					role := events.RoleUser
 					if j%2 == 1 {
@@ -270,8 +274,16 @@ func TestRebuildRestoresWhatTheWritesAndWorkersMade(t *testing.T) {
 			before[u] = snapshot(t, ctx, l.rt, ten, u)
 		}
 
-		// The disk is lost: the tenant's Markdown and its vector records.
+		states := map[[2]string]string{}
+		for _, us := range sessions {
+			states[us] = sessionState(t, ctx, l.rt, ten, us)
+		}
+
+		// The disk is lost: the tenant's Markdown, its vector records and session state.
 		must(t, os.RemoveAll(filepath.Join(dataDir, "memory", ten)))
+		for _, us := range sessions {
+			must(t, l.rt.Sessions.Delete(ctx, ten, us[0], us[1]))
+		}
 		for _, u := range users {
 			_, err := l.rt.Vectors.DeleteByFilter(ctx, vectorstore.Filter{Tenant: ten, UserID: u, IncludeExpired: true})
 			must(t, err)
@@ -287,8 +299,22 @@ func TestRebuildRestoresWhatTheWritesAndWorkersMade(t *testing.T) {
 		for _, u := range sum.Users {
 			mustEmpty(t, diff.Compare("before", before[u], "rebuilt", snapshot(t, ctx, l.rt, ten, u)), "rebuilt "+ten+"/"+u+" differs")
 		}
+		for _, us := range sessions {
+			if got := sessionState(t, ctx, l.rt, ten, us); got != states[us] {
+				t.Fatalf("session %v rebuilt as\n%s\nwant\n%s", us, got, states[us])
+			}
+		}
 		if list, _ := replay.List(l.root, ten); len(list) != 0 {
 			t.Fatalf("the rebuild's replay was not dropped: %+v", list)
 		}
 	})
+}
+
+func sessionState(t *testing.T, ctx context.Context, rt *app.Runtime, tenant string, us [2]string) string {
+	t.Helper()
+	st, err := rt.Sessions.Get(ctx, tenant, us[0], us[1])
+	must(t, err)
+	data, err := json.Marshal(st)
+	must(t, err)
+	return string(data)
 }

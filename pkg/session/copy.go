@@ -62,19 +62,24 @@ func (s *Store) ReplaceUser(ctx context.Context, from *Store, tenant, user strin
 	return n, nil
 }
 
-// keys lists the keys of kv matching any of filters.
+// keys lists the keys of kv matching any of filters (wildcards allowed).
 func keys(ctx context.Context, kv jetstream.KeyValue, filters []string) ([]string, error) {
-	l, err := kv.ListKeysFiltered(ctx, filters...)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("session: list keys %v: %w", filters, err)
-	}
-	defer func() { _ = l.Stop() }()
 	var out []string
-	for k := range l.Keys() {
-		out = append(out, k)
+	for _, f := range filters {
+		w, err := kv.Watch(ctx, f, jetstream.MetaOnly(), jetstream.IgnoreDeletes())
+		if err != nil {
+			return nil, fmt.Errorf("session: list keys %s: %w", f, err)
+		}
+		// The watcher sends what the bucket holds, then nil.
+		for e := range w.Updates() {
+			if e == nil {
+				break
+			}
+			out = append(out, e.Key())
+		}
+		if err := w.Stop(); err != nil {
+			return nil, fmt.Errorf("session: list keys %s: %w", f, err)
+		}
 	}
 	return out, nil
 }
