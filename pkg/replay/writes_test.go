@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/diff"
@@ -176,23 +176,13 @@ func waitDeadLetter(t *testing.T, ctx context.Context, rt *app.Runtime, subject 
 	}
 }
 
-// rebuildChecks bounds the property below: each case runs the rebuild's own
-// stack, so it runs 6 cases unless -rapid.checks asks for others.
-func rebuildChecks(t *testing.T) {
-	f := flag.Lookup("rapid.checks")
-	if f != nil && f.Value.String() == f.DefValue {
-		must(t, f.Value.Set("6"))
-		t.Cleanup(func() { _ = f.Value.Set(f.DefValue) })
-	}
-}
-
 // Issue 17 item 6: random operations through every write endpoint (but
 // backups.restore, whose default target depends on when workers ran, and
 // session.clear, which deletes the events a rebuild would need), observations
 // and session ends; then the derived stores are lost and rebuilt from the
 // stream: the same Markdown, memories and items, and session state.
 func TestRebuildRestoresWhatTheWritesAndWorkersMade(t *testing.T) {
-	rebuildChecks(t)
+	apptest.LimitChecks(t, 6) // each case runs the rebuild's own stack
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	l := newLive(t, ctx)
