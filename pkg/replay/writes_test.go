@@ -104,8 +104,9 @@ func hasMemory(s diff.Snapshot, id string) bool {
 	return false
 }
 
-// A retried request (the same request inside the duplicate window) is one write
-// event and is applied once; a write event that is in the stream twice (a
+// A retried request (the same request as the previous write, inside the
+// duplicate window) is one write event and is applied once, while the same
+// request after another write is a write of its own; a write event that is in the stream twice (a
 // producer's republish under another Nats-Msg-Id, a redelivery) is applied once
 // by a replay; a write event that does not decode is dead-lettered by ingest with
 // its reason, and neither the stack nor a replay stops on it.
@@ -148,12 +149,20 @@ func TestWriteEventsApplyOnceAndBadOnesAreDeadLettered(t *testing.T) {
 	}
 	_, err = cl.Append(ctx, events.AppendRequest{UserID: "u1", Content: "Charts are PNG."})
 	must(t, err) // the stack still serves
+	// The first request again, after another write: a write of its own.
+	_, err = cl.Append(ctx, req)
+	must(t, err)
+	doc, err = l.rt.Docs.ReadFile(ctx, docstore.Namespace{Tenant: tenant, User: "u1"}, docstore.MemoryFile)
+	must(t, err)
+	if n := strings.Count(string(doc), req.Content); n != 2 {
+		t.Fatalf("an append repeated after another write is in MEMORY.md %d times, want twice:\n%s", n, doc)
+	}
 
 	before := snapshot(t, ctx, l.rt, tenant, "u1")
 	m, err := replay.Run(ctx, replay.Config{Root: l.root, Name: "dup", Tenant: tenant, User: "u1"}, l.rt.Events, nil)
 	must(t, err)
-	if m.WritesApplied != 2 {
-		t.Fatalf("replay applied %d writes, want 2 (the duplicate once, the bad one not at all)", m.WritesApplied)
+	if m.WritesApplied != 3 {
+		t.Fatalf("replay applied %d writes, want 3 (the duplicate once, the bad one not at all)", m.WritesApplied)
 	}
 	mustEmpty(t, diff.Compare("live", before, "dup", shadow(t, ctx, l.root, "dup", "u1", nil)), "replay of a duplicated write differs")
 }

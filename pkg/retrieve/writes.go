@@ -2,6 +2,7 @@ package retrieve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -31,14 +32,15 @@ func writeOp[Req any](s *Service, op string) func(context.Context, string, Req) 
 // write before it is applied, so a replay or a rebuild reproduces it.
 //
 // The writes of one namespace are recorded and applied under one lock, so this
-// replica applies them in stream order. A publish the stream reports as a
-// duplicate (the same request again inside the duplicate window: a retry) is
-// not applied again; it is answered from the stores as they are.
+// replica applies them in stream order. A request identical to the user's
+// previous write is taken for its retry: it is published under that write's
+// Nats-Msg-Id, so inside the stream's duplicate window the stream reports a
+// duplicate, and it is answered without being applied again (retried).
 //
 // A write that fails once recorded (an update of a memory that does not
 // exist) fails the same way when a replay applies it again.
 func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, error) {
-	env, msgID, err := writes.Record(tenant, op, req, s.deps.Now())
+	env, err := writes.Record(tenant, op, req, s.deps.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +49,17 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	msg, err := eventstore.Msg(env)
 	if err != nil {
 		return nil, err
+	}
+	msgID := writes.MsgID(env, 0)
+	switch last, err := s.deps.Events.Last(ctx, msg.Subject); {
+	case err == nil:
+		if prev, derr := events.Decode(last.Data); derr == nil && writes.SameRequest(prev, env) && last.Header.Get(events.HeaderMsgID) != "" {
+			msgID = last.Header.Get(events.HeaderMsgID)
+		} else {
+			msgID = writes.MsgID(env, last.Sequence)
+		}
+	case !errors.Is(err, eventstore.ErrNotFound):
+		return nil, fmt.Errorf("%w: record the %s write: %w", ErrUnavailable, op, err)
 	}
 	msg.Header.Set(events.HeaderMsgID, msgID)
 	ack, err := s.deps.JS.PublishMsg(ctx, msg)
@@ -98,6 +111,10 @@ func (s *Service) retried(ctx context.Context, env events.Envelope, ack *jetstre
 		return s.deps.Memories.GetItem(ctx, tenant, events.ItemKeyRequest{UserID: r.UserID, Scope: it.Scope, Kind: it.Kind, Key: it.Key, SessionID: it.SessionID})
 	case *events.ResetRequest:
 		return events.ResetReply{}, nil
+	case *events.SessionRequest:
+		// session.clear: the session's events are gone from the stream again,
+		// so clearing its state again is what a rebuild ends with too.
+		return s.writes.Apply(ctx, env)
 	case *events.SessionArchive:
 		// Turns and items are upserts: the first restore stored them all.
 		return events.SessionRestoreReply{SessionID: r.SessionID, Turns: len(r.Turns), Items: len(r.Items)}, nil
@@ -112,7 +129,7 @@ func (s *Service) retried(ctx context.Context, env events.Envelope, ack *jetstre
 	case *events.PolicySetRequest, *events.PolicyRollbackRequest:
 		return lifecycle.PolicyReply(ctx, s.deps.Docs, ns, s.cfg.Policy, "")
 	}
-	// delete, item.delete, item.delete_scope, session.clear.
+	// delete, item.delete, item.delete_scope.
 	return events.DeleteReply{}, nil
 }
 

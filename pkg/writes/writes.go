@@ -13,6 +13,7 @@
 package writes
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -85,10 +86,8 @@ func New(deps Deps) (*Applier, error) {
 }
 
 // Record builds the write event of a validated request req (a value of the type
-// events.WriteRequest(op) points to) of tenant at ts, and the Nats-Msg-Id to
-// publish it with: derived from tenant, op and the request, so that a retried
-// request is stored once.
-func Record(tenant, op string, req any, ts time.Time) (events.Envelope, string, error) {
+// events.WriteRequest(op) points to) of tenant at ts.
+func Record(tenant, op string, req any, ts time.Time) (events.Envelope, error) {
 	if r, ok := req.(events.SessionArchive); ok {
 		// The archive's events are re-published on their own subjects; the write
 		// keeps what is applied (turns and items).
@@ -97,19 +96,19 @@ func Record(tenant, op string, req any, ts time.Time) (events.Envelope, string, 
 	}
 	data, err := json.Marshal(req)
 	if err != nil {
-		return events.Envelope{}, "", fmt.Errorf("writes: encode the %s request: %w", op, err)
+		return events.Envelope{}, fmt.Errorf("writes: encode the %s request: %w", op, err)
 	}
 	var owner struct {
 		UserID string `json:"user_id"`
 	}
 	if err := json.Unmarshal(data, &owner); err != nil {
-		return events.Envelope{}, "", fmt.Errorf("writes: %w", err)
+		return events.Envelope{}, fmt.Errorf("writes: %w", err)
 	}
 	w := &events.Write{Op: op, Request: data}
 	if a, ok := req.(events.AddRequest); ok {
 		id, err := memory.AddedID(tenant, a)
 		if err != nil {
-			return events.Envelope{}, "", err
+			return events.Envelope{}, err
 		}
 		w.MemoryIDs = []string{id}
 	}
@@ -118,10 +117,25 @@ func Record(tenant, op string, req any, ts time.Time) (events.Envelope, string, 
 		SchemaVersion: events.SchemaVersion, TS: ts.UTC(), Tenant: tenant, UserID: owner.UserID, Write: w,
 	}
 	if err := env.Validate(); err != nil {
-		return events.Envelope{}, "", err
+		return events.Envelope{}, err
 	}
-	sum := sha256.Sum256([]byte(tenant + "\x00" + op + "\x00" + string(data)))
-	return env, "write-" + hex.EncodeToString(sum[:16]), nil
+	return env, nil
+}
+
+// MsgID is the Nats-Msg-Id to publish the write event env with when the
+// user's previous write event is stream sequence after (0: none): derived from
+// the tenant, the op, the request and after, so that the same request twice in
+// a row is stored once (a retry), while the same request again after another
+// write (reset, add, reset) is a write of its own.
+func MsgID(env events.Envelope, after uint64) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", env.Tenant, env.Write.Op, env.Write.Request, after))
+	return "write-" + hex.EncodeToString(sum[:16])
+}
+
+// SameRequest reports whether a and b are write events of the same op and
+// request.
+func SameRequest(a, b events.Envelope) bool {
+	return a.Write != nil && b.Write != nil && a.Write.Op == b.Write.Op && bytes.Equal(a.Write.Request, b.Write.Request)
 }
 
 // Apply applies the write event env with env.TS as the current time and returns

@@ -75,7 +75,7 @@ func TestApplyingTheSameWritesOnTwoMachinesGivesTheSameMemory(t *testing.T) {
 		for range rapid.IntRange(1, 8).Draw(rt, "writes") {
 			ts = ts.Add(time.Duration(rapid.IntRange(1, 48*3600).Draw(rt, "gap_s")) * time.Second)
 			op, req := genRequest(rt, "u1", added)
-			env, _, err := writes.Record(tenant, op, req, ts)
+			env, err := writes.Record(tenant, op, req, ts)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -111,10 +111,10 @@ func TestApplyingTheSameWritesOnTwoMachinesGivesTheSameMemory(t *testing.T) {
 	})
 }
 
-func TestRecordDerivesTheMsgIDFromTheRequest(t *testing.T) {
+func TestRecordAndItsMsgID(t *testing.T) {
 	ts := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	req := events.AppendRequest{UserID: "u1", Content: "Prefers tabs."}
-	env, id, err := writes.Record("acme", events.EndpointAppend, req, ts)
+	env, err := writes.Record("acme", events.EndpointAppend, req, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,15 +124,28 @@ func TestRecordDerivesTheMsgIDFromTheRequest(t *testing.T) {
 	if subject, _ := env.Subject(); subject != "mem.acme.write.u1" {
 		t.Fatalf("subject %s", subject)
 	}
-	_, again, _ := writes.Record("acme", events.EndpointAppend, req, ts.Add(time.Second))
+	record := func(tenant string, req events.AppendRequest) events.Envelope {
+		e, err := writes.Record(tenant, events.EndpointAppend, req, ts.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
 	other := req
 	other.Content = "Prefers spaces."
-	_, otherID, _ := writes.Record("acme", events.EndpointAppend, other, ts)
-	_, otherTenant, _ := writes.Record("bcme", events.EndpointAppend, req, ts)
-	if again != id || otherID == id || otherTenant == id {
-		t.Fatalf("msg ids: %s, retried %s, other content %s, other tenant %s", id, again, otherID, otherTenant)
+	id := writes.MsgID(env, 7)
+	retried, otherContent, otherTenant := record("acme", req), record("acme", other), record("bcme", req)
+	if writes.MsgID(retried, 7) != id || !writes.SameRequest(env, retried) {
+		t.Fatalf("the same request after the same write has msg id %s, want %s", writes.MsgID(retried, 7), id)
 	}
-	add, _, err := writes.Record("acme", events.EndpointAdd, events.AddRequest{UserID: "u1", Text: "Manager is Ana."}, ts)
+	for what, got := range map[string]string{
+		"after another write": writes.MsgID(retried, 9), "other content": writes.MsgID(otherContent, 7), "other tenant": writes.MsgID(otherTenant, 7),
+	} {
+		if got == id {
+			t.Errorf("%s: the same msg id %s", what, id)
+		}
+	}
+	add, err := writes.Record("acme", events.EndpointAdd, events.AddRequest{UserID: "u1", Text: "Manager is Ana."}, ts)
 	if err != nil || len(add.Write.MemoryIDs) != 1 {
 		t.Fatalf("add records %+v, %v; want the memory id", add.Write, err)
 	}
