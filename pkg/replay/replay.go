@@ -252,6 +252,7 @@ func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Lo
 	}
 	m.EventsRead, m.EventsFed, m.WritesApplied, m.WritesFailed = 0, 0, 0, 0
 	users := map[string]bool{}
+	busy := true // the workers may have input not handled yet (fed since they were last idle)
 	err = live.Scan(ctx, cfg.query(), func(st eventstore.Stored) (bool, error) {
 		m.EventsRead++
 		users[st.Envelope.UserID] = true
@@ -262,8 +263,11 @@ func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Lo
 			// A write goes after what the workers make of the events before it,
 			// as it did live; it is saved to the shadow stream after it is applied,
 			// which is how a resumed replay knows it was.
-			if err := waitIdle(ctx, rt, cfg.Workers, cfg.PollInterval); err != nil {
-				return false, err
+			if busy {
+				if err := waitIdle(ctx, rt, cfg.Workers, cfg.PollInterval); err != nil {
+					return false, err
+				}
+				busy = false
 			}
 			if _, err := applier.Apply(ctx, st.Envelope); err != nil {
 				if ctx.Err() != nil {
@@ -280,12 +284,14 @@ func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Lo
 		}
 		fed[st.Envelope.ID] = true
 		m.EventsFed++
+		busy = busy || st.Envelope.Type != events.TypeWrite
 		if barrier(st.Envelope) {
 			// What the extractor and consolidator write depends on the order they
 			// handle sessions and requests in: one at a time, as they came.
 			if err := waitIdle(ctx, rt, cfg.Workers, cfg.PollInterval); err != nil {
 				return false, err
 			}
+			busy = false
 		}
 		if m.EventsFed%1000 == 0 {
 			fmt.Fprintf(cfg.Progress, "fed %d events (%d read)\n", m.EventsFed, m.EventsRead)
