@@ -23,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/retrieve"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/writes"
 )
 
 // processors are the LLM-driven steps: the LLM implementations when an endpoint is
@@ -375,6 +376,20 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
 		Memories: mem, Consolidator: runner, Compressor: compactor, Summarize: extract.SummarizeSession, Gate: rt.Priority,
 	}, p.logger)
+}
+
+// Writes is the applier of write events over the runtime's stores, as the
+// retriever applies them live: for replay and rebuild.
+func (rt *Runtime) Writes(ctx context.Context) (*writes.Applier, error) {
+	mem, err := rt.memories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	compactor, err := rt.compactor()
+	if err != nil {
+		return nil, err
+	}
+	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Policy: rt.Config.Memory.Policy})
 }
 
 // memories is the process's one memory service (the retriever and the consolidator's

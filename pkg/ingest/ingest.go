@@ -175,18 +175,36 @@ func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []erro
 		}
 		return errs
 	}
-	for i, env := range envs {
+	// Write events come too (bus: ingest reads mem.*.write.* so that one that does
+	// not decode is dead-lettered): the retriever applied them when it recorded
+	// them, so a decoded one is done here.
+	obs, oerrs, at := envs, errs, []int(nil)
+	if slices.ContainsFunc(envs, isWrite) {
+		obs = nil
+		for i, env := range envs {
+			if !isWrite(env) {
+				obs, at = append(obs, env), append(at, i)
+			}
+		}
+		oerrs = make([]error, len(obs))
+	}
+	for i, env := range obs {
 		if env.Type != events.TypeObservation {
-			errs[i] = bus.Permanent(fmt.Errorf("ingest: %s event on an observation subject", env.Type))
+			oerrs[i] = bus.Permanent(fmt.Errorf("ingest: %s event on an observation subject", env.Type))
 		}
 	}
 	// The state comes first: an episode keeps the messages said before it, which
 	// the session state holds once this batch is folded in.
-	states, applied := w.applySessions(ctx, envs, errs)
-	w.writeEpisodes(ctx, envs, states, errs)
-	w.announceSummaries(ctx, envs, states, applied, errs)
+	states, applied := w.applySessions(ctx, obs, oerrs)
+	w.writeEpisodes(ctx, obs, states, oerrs)
+	w.announceSummaries(ctx, obs, states, applied, oerrs)
+	for j, i := range at {
+		errs[i] = oerrs[j]
+	}
 	return errs
 }
+
+func isWrite(env events.Envelope) bool { return env.Type == events.TypeWrite }
 
 // writeEpisodes stores the episodic memories the decider keeps of the message
 // observations still without an error (errs[i] == nil) and announces them,

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -39,6 +40,28 @@ func SetPolicy(ctx context.Context, docs *docstore.Store, ns docstore.Namespace,
 		return "", err
 	}
 	return docs.SetPolicyOverrides(ctx, ns, append(data, '\n'))
+}
+
+// PolicyReply is the namespace's policy as a new session would get it: base
+// overlaid with its overrides; snapshot names the snapshot a change just took.
+func PolicyReply(ctx context.Context, docs *docstore.Store, ns docstore.Namespace, base policy.Policy, snapshot string) (events.PolicyReply, error) {
+	data, ok, err := docs.PolicyOverrides(ctx, ns)
+	if err != nil {
+		return events.PolicyReply{}, err
+	}
+	p, err := base.Overlay(data)
+	if err != nil {
+		return events.PolicyReply{}, err
+	}
+	pj, err := json.Marshal(p)
+	if err != nil {
+		return events.PolicyReply{}, err
+	}
+	reply := events.PolicyReply{Policy: pj, Snapshot: snapshot}
+	if ok {
+		reply.Overrides = json.RawMessage(bytes.TrimSpace(data))
+	}
+	return reply, nil
 }
 
 // mergedOverrides is the namespace's overrides with values on top.

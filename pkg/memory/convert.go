@@ -199,3 +199,10 @@ func toItem(r vectorstore.Record) (events.MemoryItem, error) {
 	}
 	return it, nil
 }
+
+// AddedID is the id Add gives the memory of req: it depends on the input alone,
+// so the retriever can record it with the write before applying it.
+func AddedID(tenant string, req events.AddRequest) (string, error) {
+	rec, err := newRecord(tenant, req, time.Time{})
+	return rec.ID, err
+}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/clock"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/records"
@@ -146,7 +147,6 @@ type Service struct {
 	vectors vectorstore.Store
 	emb     embed.Embedder
 	query   embed.Embedder // emb, or emb with a cache (Config.QueryCacheSize)
-	now     func() time.Time
 	log     *HistoryLog
 	logger  *zap.Logger
 	clock   func() time.Time // deps.Now, not truncated
@@ -199,7 +199,6 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 		vectors: deps.Vectors,
 		emb:     deps.Embedder,
 		query:   query,
-		now:     func() time.Time { return deps.Now().UTC().Truncate(timeResolution) },
 		log:     log,
 		logger:  logger,
 		clock:   deps.Now,
@@ -209,6 +208,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 // timeResolution is what the vector store keeps of a time; the service's clock is
 // cut to it so that times in metadata equal the record's own.
 const timeResolution = time.Microsecond
+
+// nowAt is the service's clock, or the time of the write being applied
+// (clock.At), cut to what the vector store keeps.
+func (s *Service) nowAt(ctx context.Context) time.Time {
+	return clock.Now(ctx, s.clock).UTC().Truncate(timeResolution)
+}
 
 // Log is the history log, shared with the consolidator.
 func (s *Service) Log() *HistoryLog { return s.log }
@@ -277,7 +282,7 @@ func (s *Service) fetch(ctx context.Context, tenant, userID, id string, types []
 	if err != nil {
 		return vectorstore.Record{}, storeErr("get "+id, err)
 	}
-	if len(recs) == 0 || !live(recs[0], s.now()) {
+	if len(recs) == 0 || !live(recs[0], s.nowAt(ctx)) {
 		return vectorstore.Record{}, fmt.Errorf("%w: memory %s of user %s", ErrNotFound, id, userID)
 	}
 	return recs[0], nil
@@ -301,7 +306,7 @@ func (s *Service) Add(ctx context.Context, tenant string, req events.AddRequest)
 		return events.AddReply{}, invalid(err)
 	}
 	req.Text = redactText(req.Text)
-	now := s.now()
+	now := s.nowAt(ctx)
 	rec, err := newRecord(tenant, req, now)
 	if err != nil {
 		return events.AddReply{}, err
@@ -402,7 +407,7 @@ func (s *Service) Update(ctx context.Context, tenant string, req events.UpdateRe
 	if err := checkCallerMetadata(rec.MemoryType, req.Metadata); err != nil {
 		return events.Memory{}, err
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	patch := vectorstore.Patch{Metadata: cloneMap(req.Metadata)}
 	if patch.Metadata == nil {
 		patch.Metadata = map[string]any{}
@@ -466,7 +471,7 @@ func (s *Service) Delete(ctx context.Context, tenant string, req events.DeleteRe
 	if err != nil {
 		return events.DeleteReply{}, storeErr("delete", err)
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	for _, r := range recs {
 		s.appendHistory(ctx, tenant, req.UserID, r.ID, events.Change{TS: now, Op: "delete", Text: r.Text})
 	}

@@ -199,7 +199,7 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	if vec == nil {
 		mode = vectorstore.Sparse
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	types = slices.Clone(types)
 	slices.Sort(types)
 	types = slices.Compact(types)

@@ -17,6 +17,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/writes"
 )
 
 // Sentinel errors. Request handlers map them, and those of the stores, to the micro
@@ -64,23 +65,18 @@ type Memories interface {
 	// without when the embedder was unavailable (then it ranks by BM25 alone).
 	RecallStatus(ctx context.Context, tenant, userID, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) (memory.Recalled, error)
 
-	Add(ctx context.Context, tenant string, req events.AddRequest) (events.AddReply, error)
+	// The writes, applied through pkg/writes.
+	writes.Memories
+
 	Get(ctx context.Context, tenant string, req events.GetRequest) (events.Memory, error)
 	Search(ctx context.Context, tenant string, req events.SearchRequest) (events.SearchReply, error)
-	Update(ctx context.Context, tenant string, req events.UpdateRequest) (events.Memory, error)
-	Delete(ctx context.Context, tenant string, req events.DeleteRequest) (events.DeleteReply, error)
-	Reset(ctx context.Context, tenant string, req events.ResetRequest) (events.ResetReply, error)
 	History(ctx context.Context, tenant string, req events.HistoryRequest) (events.HistoryReply, error)
 
-	SaveItem(ctx context.Context, tenant, userID string, it events.MemoryItem) (events.MemoryItem, error)
 	GetItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.MemoryItem, error)
 	ListItems(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.ItemListReply, error)
 	// PackItems lists the persona, user-profile and session items of a context
 	// pack at once, each list as ListItems gives it.
 	PackItems(ctx context.Context, tenant, userID, sessionID string, limit int) (memory.PackItems, error)
-	UpdateItem(ctx context.Context, tenant string, req events.ItemRequest) (events.MemoryItem, error)
-	DeleteItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.DeleteReply, error)
-	DeleteScope(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.DeleteReply, error)
 	SearchItems(ctx context.Context, tenant string, req events.ItemSearchRequest) (events.ItemListReply, error)
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/markdown"
-	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/session"
 )
 
@@ -127,20 +126,6 @@ func (s *Service) searchMarkdown(ctx context.Context, ns docstore.Namespace, que
 	return out, nil
 }
 
-// appendMemory answers memory_append (SPEC A9).
-func (s *Service) appendMemory(ctx context.Context, tenant string, req events.AppendRequest) (events.AppendReply, error) {
-	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
-	slot := req.EffectiveSlot()
-	// A credential in an appended entry is kept as a marker, as in every other
-	// memory (pkg/redact); the entry is the caller's own, so its instructions stay.
-	req.Content, _ = redact.Text(req.Content)
-	if slot == events.SlotToday {
-		name, err := s.deps.Docs.AppendToday(ctx, ns, req.Content)
-		return events.AppendReply{File: name, Slot: slot}, err
-	}
-	return events.AppendReply{File: docstore.MemoryFile, Slot: slot}, s.deps.Docs.AppendLongTerm(ctx, ns, req.Content)
-}
-
 // topic answers memory_read_topic (SPEC A5). The name was checked against the
 // whitelist by TopicRequest.Validate; a topic file not written yet reads as "".
 func (s *Service) topic(ctx context.Context, tenant string, req events.TopicRequest) (events.TopicReply, error) {
@@ -150,10 +135,6 @@ func (s *Service) topic(ctx context.Context, tenant string, req events.TopicRequ
 	}
 	content, err := s.readOptional(ctx, docstore.Namespace{Tenant: tenant, User: req.UserID}, file)
 	return events.TopicReply{Topic: strings.TrimSuffix(file, ".md"), Content: content}, err
-}
-
-func (s *Service) saveItem(ctx context.Context, tenant string, req events.ItemRequest) (events.MemoryItem, error) {
-	return s.deps.Memories.SaveItem(ctx, tenant, req.UserID, req.Item)
 }
 
 func (s *Service) consolidate(ctx context.Context, tenant string, req events.ConsolidateRequest) (events.ConsolidateReply, error) {
@@ -192,26 +173,20 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	}, nil
 }
 
-// sessionClear deletes the session's events from the stream, its state and turns,
-// and its session-scoped memory items; Deleted is the sum of the three.
+// sessionClear deletes the session's events from the stream, then records and
+// applies the clearing of its state, turns and session-scoped memory items;
+// Deleted is the sum of the three.
 func (s *Service) sessionClear(ctx context.Context, tenant string, req events.SessionRequest) (events.DeleteReply, error) {
 	n, err := s.deps.Events.DeleteSession(ctx, tenant, req.UserID, req.SessionID)
 	if err != nil {
 		return events.DeleteReply{}, err
 	}
-	key := tenant + "." + req.UserID + "." + req.SessionID
-	turns, err := s.deps.Sessions.CountTurns(ctx, key)
+	reply, err := s.record(ctx, tenant, events.EndpointSessionClear, req)
 	if err != nil {
 		return events.DeleteReply{}, err
 	}
-	if err := s.deps.Sessions.Delete(ctx, tenant, req.UserID, req.SessionID); err != nil {
-		return events.DeleteReply{}, err
-	}
-	items, err := s.deps.Memories.DeleteScope(ctx, tenant, events.ItemScopeRequest{UserID: req.UserID, Scope: events.ScopeSession, SessionID: req.SessionID})
-	if err != nil {
-		return events.DeleteReply{}, err
-	}
-	return events.DeleteReply{Deleted: n + turns + items.Deleted}, nil
+	cleared, _ := reply.(events.DeleteReply)
+	return events.DeleteReply{Deleted: n + cleared.Deleted}, nil
 }
 
 // sessionArchive answers session.archive: one document with the session's
@@ -301,7 +276,8 @@ func (s *Service) clipTexts(conv []session.Message) []session.Message {
 
 // sessionRestore answers session.restore. Each archived envelope not in the stream
 // is re-published with its own id and body, so ingest rebuilds the session from it;
-// turns and items are upserts by key. Restoring twice changes nothing.
+// turns and items are upserts by key, recorded and applied as a write. Restoring
+// twice changes nothing.
 //
 // The publish's Nats-Msg-Id is "<archived_ts>-<event id>" rather than the event id:
 // a purge does not clear the stream's duplicate window, so right after a
@@ -334,17 +310,12 @@ func (s *Service) sessionRestore(ctx context.Context, tenant string, a events.Se
 		}
 		present[env.ID] = true
 	}
-	for _, t := range a.Turns {
-		if err := s.deps.Sessions.SaveTurn(ctx, t); err != nil {
-			return reply, err
-		}
-		reply.Turns++
+	applied, err := s.record(ctx, tenant, events.EndpointSessionRestore, a)
+	if err != nil {
+		return reply, err
 	}
-	for _, it := range a.Items {
-		if _, err := s.deps.Memories.SaveItem(ctx, tenant, a.UserID, it); err != nil {
-			return reply, err
-		}
-		reply.Items++
+	if r, ok := applied.(events.SessionRestoreReply); ok {
+		reply.Turns, reply.Items = r.Turns, r.Items
 	}
 	return reply, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/writes"
 )
 
 // Service is the retriever: a NATS micro service answering memrpc.<tenant>.<endpoint>
@@ -50,6 +51,10 @@ type Service struct {
 	received atomic.Uint64
 	slots    chan struct{} // one per request being served (Config.Concurrency)
 	hits     *hitPublisher // memory_hit events of context packs; Run starts it, drain stops it
+	// writes applies the write events this retriever records (Service.record);
+	// writeLocks keep one namespace's writes in stream order.
+	writes     *writes.Applier
+	writeLocks [namespaceLocks]sync.Mutex
 }
 
 // endpointFunc serves one endpoint: it decodes and validates data itself and
@@ -91,6 +96,11 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 		slots:    make(chan struct{}, cfg.Concurrency),
 	}
 	s.hits = newHitPublisher(deps.JS, s.logger, cfg.DrainTimeout)
+	if s.writes, err = writes.New(writes.Deps{
+		Docs: deps.Docs, Sessions: deps.Sessions, Memories: deps.Memories, Compressor: deps.Compressor, Policy: cfg.Policy,
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	s.handlers = s.endpoints()
 	for _, ep := range events.Endpoints {
 		if s.handlers[ep] == nil {
@@ -106,33 +116,33 @@ func (s *Service) endpoints() map[string]endpointFunc {
 	return map[string]endpointFunc{
 		events.EndpointContext:         handle(lim, s.contextPack),
 		events.EndpointSearch:          handle(lim, s.search),
-		events.EndpointAppend:          handle(lim, s.appendMemory),
+		events.EndpointAppend:          handle(lim, writeOp[events.AppendRequest](s, events.EndpointAppend)),
 		events.EndpointTopic:           handle(lim, s.topic),
-		events.EndpointAdd:             handle(lim, m.Add),
+		events.EndpointAdd:             handle(lim, writeOp[events.AddRequest](s, events.EndpointAdd)),
 		events.EndpointGet:             handle(lim, m.Get),
-		events.EndpointUpdate:          handle(lim, m.Update),
-		events.EndpointDelete:          handle(lim, m.Delete),
-		events.EndpointReset:           handle(lim, m.Reset),
+		events.EndpointUpdate:          handle(lim, writeOp[events.UpdateRequest](s, events.EndpointUpdate)),
+		events.EndpointDelete:          handle(lim, writeOp[events.DeleteRequest](s, events.EndpointDelete)),
+		events.EndpointReset:           handle(lim, writeOp[events.ResetRequest](s, events.EndpointReset)),
 		events.EndpointHistory:         handle(lim, m.History),
 		events.EndpointConsolidate:     handle(lim, s.consolidate),
 		events.EndpointSessionSummary:  handle(lim, s.sessionSummary),
 		events.EndpointSessionClear:    handle(lim, s.sessionClear),
 		events.EndpointSessionArchive:  handle(lim, s.sessionArchive),
 		events.EndpointSessionRestore:  handle(lim, s.sessionRestore),
-		events.EndpointItemSave:        handle(lim, s.saveItem),
+		events.EndpointItemSave:        handle(lim, writeOp[events.ItemRequest](s, events.EndpointItemSave)),
 		events.EndpointItemGet:         handle(lim, m.GetItem),
 		events.EndpointItemList:        handle(lim, m.ListItems),
-		events.EndpointItemUpdate:      handle(lim, m.UpdateItem),
-		events.EndpointItemDelete:      handle(lim, m.DeleteItem),
-		events.EndpointItemDeleteScope: handle(lim, m.DeleteScope),
+		events.EndpointItemUpdate:      handle(lim, writeOp[events.ItemRequest](s, events.EndpointItemUpdate)),
+		events.EndpointItemDelete:      handle(lim, writeOp[events.ItemKeyRequest](s, events.EndpointItemDelete)),
+		events.EndpointItemDeleteScope: handle(lim, writeOp[events.ItemScopeRequest](s, events.EndpointItemDeleteScope)),
 		events.EndpointItemSearch:      handle(lim, m.SearchItems),
 		events.EndpointBackupsList:     handle(lim, s.backupsList),
-		events.EndpointBackupsRestore:  handle(lim, s.backupsRestore),
+		events.EndpointBackupsRestore:  handle(lim, writeOp[events.BackupRestoreRequest](s, events.EndpointBackupsRestore)),
 		events.EndpointCompress:        handle(lim, s.compress),
 		events.EndpointPolicyShow:      handle(lim, s.policyShow),
-		events.EndpointPolicySet:       handle(lim, s.policySet),
+		events.EndpointPolicySet:       handle(lim, writeOp[events.PolicySetRequest](s, events.EndpointPolicySet)),
 		events.EndpointPolicyHistory:   handle(lim, s.policyHistory),
-		events.EndpointPolicyRollback:  handle(lim, s.policyRollback),
+		events.EndpointPolicyRollback:  handle(lim, writeOp[events.PolicyRollbackRequest](s, events.EndpointPolicyRollback)),
 		events.EndpointEventsList:      handle(lim, s.eventsList),
 		events.EndpointEventsGet:       handle(lim, s.eventGet),
 		events.EndpointEventsCount:     handle(lim, s.eventsCount),
@@ -393,14 +403,15 @@ func ErrorCode(err error) string {
 		errors.Is(err, vectorstore.ErrInvalidRecord), errors.Is(err, vectorstore.ErrConflict),
 		errors.Is(err, docstore.ErrInvalidContent), errors.Is(err, docstore.ErrInvalidPath),
 		errors.Is(err, memory.ErrInvalid), errors.Is(err, policy.ErrInvalid), errors.Is(err, policy.ErrInvalidOverrides),
-		errors.Is(err, eventstore.ErrInvalidQuery):
+		errors.Is(err, eventstore.ErrInvalidQuery), errors.Is(err, writes.ErrInvalid):
 		return events.RPCCodeBadRequest
 	case errors.Is(err, ErrReplyTooLarge):
 		return events.RPCCodeTooLarge
 	case errors.Is(err, ErrNotFound), errors.Is(err, vectorstore.ErrNotFound), errors.Is(err, memory.ErrNotFound),
-		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound), errors.Is(err, docstore.ErrNotFound):
+		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound), errors.Is(err, docstore.ErrNotFound),
+		errors.Is(err, writes.ErrNotFound):
 		return events.RPCCodeNotFound
-	case errors.Is(err, ErrUnavailable), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+	case errors.Is(err, ErrUnavailable), errors.Is(err, writes.ErrUnavailable), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, vectorstore.ErrClosed), errors.Is(err, context.DeadlineExceeded):
 		return events.RPCCodeUnavailable
