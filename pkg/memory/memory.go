@@ -305,7 +305,6 @@ func (s *Service) Add(ctx context.Context, tenant string, req events.AddRequest)
 	if err := firstErr(events.ValidateID("tenant", tenant), req.Validate()); err != nil {
 		return events.AddReply{}, invalid(err)
 	}
-	req.Text = redactText(req.Text)
 	now := s.nowAt(ctx)
 	rec, err := newRecord(tenant, req, now)
 	if err != nil {
