@@ -27,10 +27,14 @@ const (
 	// TypeSummaryDue says a session has grown past its summary threshold (SPEC
 	// B2); ingest publishes it, the extractor summarises.
 	TypeSummaryDue Type = "summary_due"
+	// TypeWrite records a request to the retriever that changes memory (append,
+	// add, items, policy, ...): the stream holds every write, so a replay or a
+	// rebuild applies it again (pkg/writes).
+	TypeWrite Type = "write"
 )
 
 // Types lists every event type.
-var Types = []Type{TypeObservation, TypeSessionEnded, TypeMemoryHit, TypeMemoryWritten, TypeConsolidateRequested, TypeSummaryDue}
+var Types = []Type{TypeObservation, TypeSessionEnded, TypeMemoryHit, TypeMemoryWritten, TypeConsolidateRequested, TypeSummaryDue, TypeWrite}
 
 // HeaderMsgID is the NATS header that carries Envelope.ID on publish, so JetStream
 // drops a duplicate publish of the same event inside its duplicate window.
@@ -54,6 +58,7 @@ type Envelope struct {
 	MemoryWritten        *MemoryWritten        `json:"memory_written,omitempty"`
 	ConsolidateRequested *ConsolidateRequested `json:"consolidate_requested,omitempty"`
 	SummaryDue           *SummaryDue           `json:"summary_due,omitempty"`
+	Write                *Write                `json:"write,omitempty"`
 }
 
 // New returns an envelope of type t with a fresh ULID, the current UTC time and the
@@ -112,6 +117,8 @@ func (e Envelope) validate() error {
 		return e.MemoryWritten.validate("memory_written")
 	case TypeSummaryDue:
 		return e.SummaryDue.validate("summary_due")
+	case TypeWrite:
+		return e.Write.validate("write", e.UserID)
 	}
 	return nil
 }
@@ -129,6 +136,7 @@ func (e Envelope) checkBodies() error {
 		{TypeMemoryWritten, e.MemoryWritten != nil, true},
 		{TypeConsolidateRequested, e.ConsolidateRequested != nil, false},
 		{TypeSummaryDue, e.SummaryDue != nil, true},
+		{TypeWrite, e.Write != nil, true},
 	}
 	for _, b := range bodies {
 		switch {
@@ -164,6 +172,8 @@ func (e Envelope) Subject() (string, error) {
 		return ConsolidateSubject(e.Tenant, e.UserID)
 	case TypeSummaryDue:
 		return SummaryDueSubject(e.Tenant, e.UserID, e.SessionID)
+	case TypeWrite:
+		return WriteSubject(e.Tenant, e.UserID)
 	default:
 		return "", wrap(ErrInvalidSubject, enumError("type", e.Type, Types))
 	}

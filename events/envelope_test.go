@@ -96,6 +96,7 @@ func TestEnvelopeSubjectParsesBackToItsIDs(t *testing.T) {
 	kinds := map[Type]SubjectKind{
 		TypeObservation: SubjectObservation, TypeSessionEnded: SubjectEnded, TypeMemoryHit: SubjectHit,
 		TypeMemoryWritten: SubjectWritten, TypeConsolidateRequested: SubjectConsolidate, TypeSummaryDue: SubjectSummaryDue,
+		TypeWrite: SubjectWrite,
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		e := genEnvelope().Draw(t, "envelope")
@@ -368,5 +369,28 @@ func TestReadmeExamplesDecode(t *testing.T) {
 		if !seen[typ] {
 			t.Errorf("README has no example of %s", typ)
 		}
+	}
+}
+
+func TestWriteValidation(t *testing.T) {
+	env := New(TypeWrite, "acme", "u1", "", "")
+	for _, c := range []struct {
+		write Write
+		want  string
+	}{
+		{Write{Op: "get", Request: json.RawMessage(`{"user_id":"u1","id":"m1"}`)}, "write.op"},
+		{Write{Op: EndpointAppend}, "write.request is required"},
+		{Write{Op: EndpointAppend, Request: json.RawMessage(`{"user_id":"u1"}`)}, "content"},
+		{Write{Op: EndpointAppend, Request: json.RawMessage(`{"user_id":"u2","content":"x"}`)}, "write.request.user_id"},
+		{Write{Op: EndpointAdd, Request: json.RawMessage(`{"user_id":"u1","text":"x"}`), MemoryIDs: []string{"a b"}}, "write.memory_ids[0]"},
+	} {
+		env.Write = &c.write
+		if err := env.Validate(); !errors.Is(err, ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %v, want ErrInvalidEvent naming %s", c.write.Op, c.write.Request, err, c.want)
+		}
+	}
+	env.Write = &Write{Op: EndpointAppend, Request: json.RawMessage(`{"user_id":"u1","content":"Prefers tabs."}`)}
+	if err := env.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,6 +22,8 @@ var validSeeds = []string{
 	`{"id":"01JD3W","type":"memory_written","schema_version":1,"ts":"2026-11-22T10:05:00Z","tenant":"acme","user_id":"u1",
 	  "memory_written":{"entries":[{"file":"file_patterns.md","category":"file_pattern","content":"Sales: date, product, qty"}],"source_session_id":"s1"}}`,
 	`{"id":"01JD3X","type":"consolidate_requested","schema_version":1,"ts":"2026-11-22T10:06:00Z","tenant":"acme","user_id":"u1","consolidate_requested":{"reason":"nightly"}}`,
+	`{"id":"01JD3Y","type":"write","schema_version":1,"ts":"2026-11-22T10:07:00Z","tenant":"acme","user_id":"u1",
+	  "write":{"op":"add","request":{"user_id":"u1","text":"Manager is Ana."},"memory_ids":["d13c0a6e-a477-525c-897c-b52646327fb3"]}}`,
 }
 
 // invalidSeeds are rejected, each by a different rule.
@@ -29,6 +31,7 @@ var invalidSeeds = []string{
 	`{"schema_version":2,"type":"observation"}`,
 	`{"schema_version":"1"}`,
 	`{"schema_version":1,"observation":{"meta":{"n":1e400}}}`,
+	`{"id":"01JD3Z","type":"write","schema_version":1,"ts":"2026-11-22T10:07:00Z","tenant":"acme","user_id":"u1","write":{"op":"append","request":{"user_id":"u2","content":"x"}}}`,
 	`[]`,
 	`null`,
 	``,

@@ -229,6 +229,8 @@ func genEnvelopeOf(typ Type) *rapid.Generator[Envelope] {
 		case TypeSummaryDue:
 			e.SessionID = genID().Draw(t, "session")
 			e.SummaryDue = &SummaryDue{Messages: rapid.IntRange(1, 1000).Draw(t, "messages"), Tokens: rapid.IntRange(0, 100000).Draw(t, "tokens")}
+		case TypeWrite:
+			e.Write = genWrite(e.UserID).Draw(t, "write")
 		}
 		return e
 	})
@@ -376,5 +378,28 @@ func genContextPack() *rapid.Generator[ContextPack] {
 		}
 		p.Recount()
 		return p
+	})
+}
+
+// genWrite draws a write body for user: an append, a delete or a reset request.
+func genWrite(user string) *rapid.Generator[*Write] {
+	return rapid.Custom(func(t *rapid.T) *Write {
+		var (
+			op  = rapid.SampledFrom([]string{EndpointAppend, EndpointDelete, EndpointReset}).Draw(t, "op")
+			req any
+		)
+		switch op {
+		case EndpointAppend:
+			req = AppendRequest{UserID: user, Content: rapid.SampledFrom([]string{"Prefers tabs.", "多言語 ✓"}).Draw(t, "content")}
+		case EndpointDelete:
+			req = DeleteRequest{UserID: user, IDs: genIDs(1).Draw(t, "ids")}
+		default:
+			req = ResetRequest{UserID: user}
+		}
+		data, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Write{Op: op, Request: data, MemoryIDs: genIDs(0).Draw(t, "memory_ids")}
 	})
 }

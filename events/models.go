@@ -385,14 +385,23 @@ type PackCounts struct {
 // SummarySource is the range of a session's messages its summary stands for
 // (SPEC B2): Messages of them, from FirstEventID to LastEventID, Dropped of them
 // dropped unsummarised by the emergency path; By is who wrote the latest part
-// ("llm", "rules" or "emergency").
+// ("llm", "rules" or "emergency" for the extractor's running summary, "digest"
+// for the retriever's).
 type SummarySource struct {
 	FirstEventID string `json:"first_event_id"`
 	LastEventID  string `json:"last_event_id"`
 	Messages     int    `json:"messages"`
 	Dropped      int    `json:"dropped,omitempty"`
 	By           string `json:"by"`
+	// Parts are the summary's parts in text order, each with its own range: the
+	// running summary the extractor wrote, then the digest the retriever made of
+	// the messages after it that the pack does not hold verbatim (By "digest").
+	Parts []SummarySource `json:"parts,omitempty"`
 }
+
+// SummaryByDigest is SummarySource.By of the part of a session summary the
+// retriever digests at request time.
+const SummaryByDigest = "digest"
 
 // ContextPack is what an agent should know right now (SPEC D1, D5); it is also the
 // reply of the context endpoint. Prompt is the rendered text for a system prompt.

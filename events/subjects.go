@@ -26,6 +26,7 @@ const (
 	FilterWritten      = "mem.*.written.*"
 	FilterConsolidate  = "mem.*.consolidate.*"
 	FilterSummaryDue   = "mem.*.summary.*.*"
+	FilterWrites       = "mem.*.write.*"
 )
 
 // Retriever endpoints: memrpc.<tenant>.<endpoint>. A dotted name is still one logical
@@ -83,12 +84,13 @@ const (
 	SubjectWritten     SubjectKind = "written"
 	SubjectConsolidate SubjectKind = "consolidate"
 	SubjectSummaryDue  SubjectKind = "summary"
+	SubjectWrite       SubjectKind = "write"
 	SubjectRPC         SubjectKind = "rpc"
 	SubjectDLQ         SubjectKind = "dlq"
 )
 
 // Subject is a parsed subject. Only the fields of its Kind are set: Tenant, User and
-// Session for observations and ended sessions; Tenant and User for hit, written and
+// Session for observations and ended sessions; Tenant and User for hit, written, write and
 // consolidate; Tenant and Endpoint for rpc; Worker for dlq.
 type Subject struct {
 	Kind     SubjectKind
@@ -127,6 +129,13 @@ func WrittenSubject(tenant, user string) (string, error) {
 // ConsolidateSubject is mem.<tenant>.consolidate.<user>.
 func ConsolidateSubject(tenant, user string) (string, error) {
 	return userSubject(SubjectConsolidate, tenant, user)
+}
+
+// WriteSubject is mem.<tenant>.write.<user>: the user is the fourth token, as
+// on every per-user subject, so the user's writes are selected (and purged) by
+// subject.
+func WriteSubject(tenant, user string) (string, error) {
+	return userSubject(SubjectWrite, tenant, user)
 }
 
 // RPCSubject is memrpc.<tenant>.<endpoint>; endpoint must be one of Endpoints.
@@ -210,9 +219,9 @@ func splitSubject(s string) (Subject, error) {
 		switch sub.Kind {
 		case SubjectObservation, SubjectEnded, SubjectSummaryDue:
 			want = 5
-		case SubjectHit, SubjectWritten, SubjectConsolidate:
+		case SubjectHit, SubjectWritten, SubjectConsolidate, SubjectWrite:
 		default:
-			return Subject{}, fmt.Errorf("has event kind %q; known kinds are obs, ended, summary, hit, written, consolidate", tokens[2])
+			return Subject{}, fmt.Errorf("has event kind %q; known kinds are obs, ended, summary, hit, written, consolidate, write", tokens[2])
 		}
 		if len(tokens) != want {
 			return Subject{}, fmt.Errorf("has %d tokens; %s subjects have %d", len(tokens), sub.Kind, want)
@@ -252,6 +261,8 @@ func (s Subject) Format() (string, error) {
 		return ConsolidateSubject(s.Tenant, s.User)
 	case SubjectSummaryDue:
 		return SummaryDueSubject(s.Tenant, s.User, s.Session)
+	case SubjectWrite:
+		return WriteSubject(s.Tenant, s.User)
 	case SubjectRPC:
 		return RPCSubject(s.Tenant, s.Endpoint)
 	case SubjectDLQ:

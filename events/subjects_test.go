@@ -11,12 +11,12 @@ import (
 func TestSubjectBuildParseRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		want := Subject{Kind: rapid.SampledFrom([]SubjectKind{
-			SubjectObservation, SubjectEnded, SubjectHit, SubjectWritten, SubjectConsolidate, SubjectRPC, SubjectDLQ,
+			SubjectObservation, SubjectEnded, SubjectHit, SubjectWritten, SubjectConsolidate, SubjectWrite, SubjectRPC, SubjectDLQ,
 		}).Draw(t, "kind")}
 		switch want.Kind {
 		case SubjectObservation, SubjectEnded:
 			want.Tenant, want.User, want.Session = genID().Draw(t, "tenant"), genID().Draw(t, "user"), genID().Draw(t, "session")
-		case SubjectHit, SubjectWritten, SubjectConsolidate:
+		case SubjectHit, SubjectWritten, SubjectConsolidate, SubjectWrite:
 			want.Tenant, want.User = genID().Draw(t, "tenant"), genID().Draw(t, "user")
 		case SubjectRPC:
 			want.Tenant, want.Endpoint = genID().Draw(t, "tenant"), rapid.SampledFrom(Endpoints).Draw(t, "endpoint")
@@ -52,6 +52,7 @@ func TestSubjectBuildersRejectBadTokens(t *testing.T) {
 		{"hit", 2, func(ids []string) (string, error) { return HitSubject(ids[0], ids[1]) }},
 		{"written", 2, func(ids []string) (string, error) { return WrittenSubject(ids[0], ids[1]) }},
 		{"consolidate", 2, func(ids []string) (string, error) { return ConsolidateSubject(ids[0], ids[1]) }},
+		{"write", 2, func(ids []string) (string, error) { return WriteSubject(ids[0], ids[1]) }},
 		{"rpc", 1, func(ids []string) (string, error) { return RPCSubject(ids[0], EndpointContext) }},
 		{"dlq", 1, func(ids []string) (string, error) { return DLQSubject(ids[0]) }},
 	}
@@ -144,9 +145,10 @@ func TestFilterSubjectsMatchBuiltSubjects(t *testing.T) {
 	hit, _ := HitSubject("t", "u")
 	written, _ := WrittenSubject("t", "u")
 	cons, _ := ConsolidateSubject("t", "u")
+	write, _ := WriteSubject("t", "u")
 	dlq, _ := DLQSubject("ingest")
 	subjects := map[string]string{
-		FilterObservations: obs, FilterEnded: ended, FilterHits: hit, FilterWritten: written, FilterConsolidate: cons,
+		FilterObservations: obs, FilterEnded: ended, FilterHits: hit, FilterWritten: written, FilterConsolidate: cons, FilterWrites: write,
 	}
 	for filter, subject := range subjects {
 		if !matches(filter, subject) || !matches(StreamSubjects, subject) {

@@ -22,10 +22,16 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 workers, the embedded vector store) on a temporary directory, stores --memories memories over
 --users users and measures: the bare NATS request/reply round trip and a context request
 (p50/p99 and the ratio of the p99s), raw JetStream against the ingest pipeline (msgs/s and
-the ratio), extraction (sessions/s), peak RSS and bytes per stored memory. The stack takes
-its tuning from the configuration (--config, AGENTMEM_* variables); its storage, listeners
-and vector store are its own. Progress goes to stderr; the table (or --json) to stdout. The
-targets are ctx_vs_nats_p99 <= 5 and ingest_vs_raw >= 0.3.`,
+the ratio), extraction (sessions/s), peak RSS and bytes per stored memory. Then, unless
+--skip-remote, a second stack with an OpenAI-compatible chat model and embedder (a server
+in this process answering after --remote-chat-latency and --remote-embed-latency): context
+latency with the remote embedder, ingest with the model's write decider (observations/s
+through one replica) and extraction with the model's extractor. The stack takes its tuning
+from the configuration (--config, AGENTMEM_* variables); its storage, listeners, vector
+store (and in the remote phase its models) are its own. Progress goes to stderr; the table
+(or --json) to stdout. The targets are ctx_vs_nats_p99 <= 5 and ingest_vs_raw >= 0.3; with
+remote models llm_ingest_obs_per_s >= 300 and remote_ctx_p99_us <= the embedder's latency
+plus 5x the phase's bare round-trip p99.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := g.processLogger()
 			if err != nil {
@@ -54,6 +60,10 @@ targets are ctx_vs_nats_p99 <= 5 and ingest_vs_raw >= 0.3.`,
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory, removed afterwards)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&cfg.Curve, "curve", false, fmt.Sprintf("also time context requests for one namespace of each of %v memories (the cost curve)", bench.CurveSizes))
-	f.StringVar(&cfg.ProfileDir, "profile-dir", "", "write a CPU profile of each phase here (load, latency, raw, ingest, extraction .pprof; go tool pprof)")
+	f.BoolVar(&cfg.SkipRemote, "skip-remote", false, "leave out the remote-model phase")
+	f.DurationVar(&cfg.RemoteEmbedLatency, "remote-embed-latency", bench.DefaultRemoteEmbedLatency, "how long the remote phase's embeddings requests take")
+	f.DurationVar(&cfg.RemoteChatLatency, "remote-chat-latency", bench.DefaultRemoteChatLatency, "how long the remote phase's chat-completions requests take")
+	f.IntVar(&cfg.RemoteObservations, "remote-observations", bench.DefaultRemoteObservations, "observations of the remote phase's ingest measurement")
+	f.StringVar(&cfg.ProfileDir, "profile-dir", "", "write a CPU profile of each phase here (load, latency, raw, ingest, extraction, remote-* .pprof; go tool pprof)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -17,14 +18,14 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 		Use:   "eval",
 		Short: "Evaluate agentmem's retrieval on benchmark data",
 	}
-	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g))
+	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g), newEvalCompressCmd(g))
 	return cmd
 }
 
 func newEvalLoCoMoCmd(g *globalFlags) *cobra.Command {
 	var (
-		data, ks, dataDir string
-		asJSON            bool
+		data, ks, dataDir, questions string
+		asJSON                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "locomo --data FILE",
@@ -47,20 +48,22 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(data)
+			convs, err := loadLoCoMo(data)
 			if err != nil {
 				return err
-			}
-			convs, err := eval.ParseLoCoMo(f)
-			_ = f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", data, err)
 			}
 			logger, err := g.processLogger()
 			if err != nil {
 				return err
 			}
-			ev, err := eval.New(eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}, logger)
+			cfg := eval.Config{Ks: kList, ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+			out, err := createOutput(questions)
+			if err != nil {
+				return err
+			}
+			defer out.Close()
+			cfg.Questions = out.Writer()
+			ev, err := eval.New(cfg, logger)
 			if err != nil {
 				return err
 			}
@@ -70,16 +73,14 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return printReport(cmd, asJSON, rep)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file (required)")
 	cmd.Flags().StringVar(&ks, "k", "5,10,25,50", "cut-offs of recall@k, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	cmd.Flags().StringVar(&questions, "questions", "", "write every question as a JSON line here: evidence turns, the default pack's first 10 items, recall@10")
 	_ = cmd.MarkFlagRequired("data")
 	return cmd
 }
@@ -124,24 +125,19 @@ models; storage is always a private directory.`,
 				return err
 			}
 			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
-			if prompts != "" {
-				f, err := os.Create(prompts)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				cfg.Prompts = f
+			out, err := createOutput(prompts)
+			if err != nil {
+				return err
 			}
+			defer out.Close()
+			cfg.Prompts = out.Writer()
 			ctx, stop := app.SignalContext()
 			defer stop()
 			rep, err := eval.RunScenarios(ctx, cfg, scenarios, logger)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return rep.WriteTable(cmd.OutOrStdout())
+			return printReport(cmd, asJSON, rep)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "testdata/scenarios", "directory of scenario files")
@@ -149,4 +145,106 @@ models; storage is always a private directory.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
 	cmd.Flags().StringVar(&prompts, "prompts", "", "write every query's prompt to this file")
 	return cmd
+}
+
+func newEvalCompressCmd(g *globalFlags) *cobra.Command {
+	var (
+		locomo, scenarios, dataDir string
+		rounds                     int
+		asJSON                     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "compress [--locomo FILE] [--data DIR] [--rounds N]",
+		Short: "Long-term compression on a long MEMORY.md the pipeline builds: ratio and loss-guard rejections",
+		Long: `compress builds one long MEMORY.md through an in-process agentmem and measures
+long-term compression on it (SPEC B4): every conversation of the LoCoMo-format file
+(--locomo, optional), then every scenario of DIR (format in testdata/scenarios/README.md)
+once per round, a week apart, all for one user ("longterm"), as a user who meets the
+same problems again would. After each round the pipeline drains and the compress
+endpoint compresses MEMORY.md in a dry run: the configured compressor (the offline
+rules unless a model is configured) and the loss guard, writing nothing. Prints per
+round the file's lines, entries and characters, the compressed characters, the ratio
+(after / before) and whether the guard rejected it. Storage is always a private
+directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var convs []eval.Conversation
+			if locomo != "" {
+				var err error
+				if convs, err = loadLoCoMo(locomo); err != nil {
+					return err
+				}
+			}
+			list, err := eval.LoadScenarios(scenarios)
+			if err != nil {
+				return err
+			}
+			logger, err := g.processLogger()
+			if err != nil {
+				return err
+			}
+			ctx, stop := app.SignalContext()
+			defer stop()
+			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+			rep, err := eval.RunCompression(ctx, cfg, convs, list, rounds, logger)
+			if err != nil {
+				return err
+			}
+			return printReport(cmd, asJSON, rep)
+		},
+	}
+	cmd.Flags().StringVar(&locomo, "locomo", "", "LoCoMo-format JSON file whose conversations are replayed first")
+	cmd.Flags().StringVar(&scenarios, "data", "testdata/scenarios", "directory of scenario files, replayed every round")
+	cmd.Flags().IntVar(&rounds, "rounds", 4, "how many times the scenarios are replayed, a week apart")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	return cmd
+}
+
+// loadLoCoMo reads a LoCoMo-format file.
+func loadLoCoMo(path string) ([]eval.Conversation, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	convs, err := eval.ParseLoCoMo(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return convs, nil
+}
+
+// printReport prints an eval report as JSON or as its table.
+func printReport(cmd *cobra.Command, asJSON bool, rep interface{ WriteTable(io.Writer) error }) error {
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), rep)
+	}
+	return rep.WriteTable(cmd.OutOrStdout())
+}
+
+// output is the file of an optional output flag (--questions, --prompts): none
+// when the flag is empty.
+type output struct{ f *os.File }
+
+func createOutput(path string) (output, error) {
+	if path == "" {
+		return output{}, nil
+	}
+	f, err := os.Create(path)
+	return output{f}, err
+}
+
+// Writer is the file, or nil (not a nil *os.File in an interface) without one.
+func (o output) Writer() io.Writer {
+	if o.f == nil {
+		return nil
+	}
+	return o.f
+}
+
+func (o output) Close() {
+	if o.f != nil {
+		_ = o.f.Close()
+	}
 }

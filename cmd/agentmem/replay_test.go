@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,9 @@ func TestReplayAndDiffCommands(t *testing.T) {
 	}
 	if out, err := run(t, append([]string{"end", "--user", "u1", "--session", "s1"}, ns...)...); err != nil {
 		t.Fatalf("end: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"append", "--user", "u1", "--content", "Reports go to finance."}, ns...)...); err != nil {
+		t.Fatalf("append: %v\n%s", err, out)
 	}
 	if err := app.WaitIdle(ctx, stack.Runtime().JS, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -83,5 +88,21 @@ func TestReplayAndDiffCommands(t *testing.T) {
 	}
 	if out, err := run(t, "replay", "list", "--tenant", "acme", "--json"); err != nil || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("replay list after drop = %v\n%s", err, out)
+	}
+
+	// The disk with the Markdown is lost; rebuild (the stack is stopped) makes it
+	// again, the appended text included; without --yes it does nothing.
+	memory := filepath.Join(dir, "memory", "acme", "u1", "MEMORY.md")
+	if err := os.RemoveAll(filepath.Join(dir, "memory")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "rebuild", "--tenant", "acme"); err == nil || !strings.Contains(err.Error(), "--yes") {
+		t.Fatalf("rebuild without --yes = %v, want an error asking for --yes\n%s", err, out)
+	}
+	if out, err := run(t, "rebuild", "--tenant", "acme", "--yes"); err != nil || !strings.Contains(out, "rebuild of acme: 1 users") {
+		t.Fatalf("rebuild = %v\n%s", err, out)
+	}
+	if data, err := os.ReadFile(memory); err != nil || !strings.Contains(string(data), "Reports go to finance.") {
+		t.Fatalf("MEMORY.md after rebuild = %v\n%s", err, data)
 	}
 }

@@ -32,7 +32,7 @@ func newRoot() *cobra.Command {
 	for _, c := range clientCommands() {
 		root.AddCommand(c.command(g))
 	}
-	root.AddCommand(newBackupsCmd(g), newPolicyCmd(g), newEventsCmd(g), newReplayCmd(g), newDiffCmd(g))
+	root.AddCommand(newBackupsCmd(g), newPolicyCmd(g), newEventsCmd(g), newReplayCmd(g), newDiffCmd(g), newRebuildCmd(g))
 	root.AddCommand(newExportCmd(g), newImportCmd(g), newForgetCmd(g))
 	root.AddCommand(newCredsCmd(g), newDLQCmd(g), newBenchCmd(g), newEvalCmd(g), newMCPCmd(g))
 	return root

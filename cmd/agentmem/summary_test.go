@@ -14,13 +14,13 @@ import (
 
 // A session past its summary threshold comes back from `agentmem context --json`
 // with session_summary and its last keep_count messages (SPEC B2), through the
-// whole stack: ingest announces summary_due, the extractor summarises. The
-// threshold is 29 so that the 30th message is the one that crosses it: the
-// summary then covers all but the last 4, whenever the extractor runs.
+// whole stack: ingest announces summary_due past 20 messages, the extractor
+// summarises what it has then, and the pack digests the messages between that
+// summary and the last 4, whenever the extractor ran.
 func TestContextJSONShowsSessionSummary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stack, url := upForCLI(t, ctx, "AGENTMEM_MEMORY_SESSION_SUMMARY_MESSAGE_THRESHOLD=29")
+	stack, url := upForCLI(t, ctx, "AGENTMEM_MEMORY_SESSION_SUMMARY_MESSAGE_THRESHOLD=20")
 	ns := []string{"--nats-url", url, "--tenant", "acme", "--user", "u1", "--session", "s1"}
 	for i := range 30 {
 		role := []string{"user", "assistant"}[i%2]
@@ -40,7 +40,9 @@ func TestContextJSONShowsSessionSummary(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &pack); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if !strings.Contains(pack.SessionSummary, "report_25.csv") || len(pack.RecentEvents) != 4 || pack.SessionSummarySource == nil || pack.SessionSummarySource.Messages != 26 {
+	src := pack.SessionSummarySource
+	if !strings.Contains(pack.SessionSummary, "report_25.csv") || strings.Contains(pack.SessionSummary, "report_26.csv") || len(pack.RecentEvents) != 4 ||
+		src == nil || src.Messages != 26 || len(src.Parts) == 0 || src.Parts[0].By != "rules" {
 		t.Fatalf("summary %q, source %+v, %d recent events\n%s", pack.SessionSummary, pack.SessionSummarySource, len(pack.RecentEvents), out)
 	}
 	if !strings.Contains(out, `"session_summary":`) {

@@ -26,6 +26,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/transfer"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/writes"
 )
 
 // processors are the LLM-driven steps: the LLM implementations when an endpoint is
@@ -63,7 +64,7 @@ func (rt *Runtime) newProcessors() (processors, error) {
 			reconsolidator: processor.NewRuleReconsolidator(),
 		}, nil
 	}
-	lc := processor.LLMConfig{Client: rt.LLM}
+	lc := processor.LLMConfig{Client: rt.LLM, DecideBatchSize: rt.Config.LLM.DecideBatchSize}
 	p := processors{extractor: extract.NewLLM(rt.LLM, rt.Logger)}
 	decider, err := processor.NewLLMDecider(lc, rt.Logger)
 	if err != nil {
@@ -137,7 +138,8 @@ func (rt *Runtime) ingestInFlight() int {
 }
 
 // extractorConfig is the extractor's configuration: with a model, long sessions
-// are cut into chunks asked concurrently, ingest's write decisions are reused, and
+// are cut into chunks asked concurrently, llm.concurrency sessions are handled at
+// once, ingest's write decisions are reused, and
 // each attempt's deadline derives from its session (extract.WorkerConfig.AttemptBudget).
 func (rt *Runtime) extractorConfig() extract.WorkerConfig {
 	cfg := extract.WorkerConfig{
@@ -151,6 +153,10 @@ func (rt *Runtime) extractorConfig() extract.WorkerConfig {
 	}
 	cfg.ChunkMessages = extract.DefaultChunkMessages
 	cfg.ModelConcurrency = b.concurrency
+	// A session spends its time waiting for model round trips: as many sessions
+	// at once as calls in flight (the default 4 kept a 300 ms model to ~10
+	// sessions/s); the model client still bounds the calls.
+	cfg.Concurrency = b.concurrency
 	cfg.CallTimeout, cfg.CallBudget = b.timeout, b.call
 	cfg.Ingest = extract.IngestReuse{
 		Durable: bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()).Durable,
@@ -372,6 +378,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,
 
 		ContextWindowTokens: m.ContextWindowTokens,
+		RemoteEmbedder:      rt.Config.Embed.Provider == config.EmbedProviderOpenAI,
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
 		Memories: mem, Consolidator: runner, Compressor: compactor, Transfer: moves, Summarize: extract.SummarizeSession, Gate: rt.Priority,
@@ -389,6 +396,20 @@ func (rt *Runtime) transfer(conn *nats.Conn) (*transfer.Service, error) {
 	}, transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events}, rt.Logger)
 }
 
+// Writes is the applier of write events over the runtime's stores, as the
+// retriever applies them live: for replay and rebuild.
+func (rt *Runtime) Writes(ctx context.Context) (*writes.Applier, error) {
+	mem, err := rt.memories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	compactor, err := rt.compactor()
+	if err != nil {
+		return nil, err
+	}
+	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Policy: rt.Config.Memory.Policy})
+}
+
 // memories is the process's one memory service (the retriever and the consolidator's
 // history share it).
 func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
@@ -399,6 +420,7 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 		KEpisodic: rt.Config.Vector.KEpisodic, KSemantic: rt.Config.Vector.KSemantic,
 		// The history stream is replicated like the event stream, sessions and documents.
 		HistoryReplicas: rt.Config.NATS.Stream.Replicas,
+		QueryCacheSize:  rt.Config.Embed.QueryCacheSize,
 	}
 	if rt.Config.Embed.Provider != config.EmbedProviderOpenAI {
 		// The offline embedder is lexical: BM25 alone ranks better than fusing it in.

@@ -115,11 +115,15 @@ func TestModelBurstIsStoredWithoutDeadLetters(t *testing.T) {
 		t.Fatalf("%d dead letters", d)
 	}
 	calls := r.calls(t)
-	if got := r.model.Calls(llmtest.StepDecide); got != n {
-		t.Errorf("%d decide calls for %d observations, want one each", got, n)
+	if got := r.model.Decisions(); got != n {
+		t.Errorf("%d write decisions asked for %d observations, want one each", got, n)
+	}
+	decide := calls["decide"] + calls["decide_batch"]
+	if decide >= float64(n)/2 {
+		t.Errorf("%v decide calls for %d observations, want them batched", decide, n)
 	}
 	t.Logf("%d observations at %s per call stored in %s; model calls per observation %.2f (decide %v), embedding requests %d",
-		n, latency, took.Round(100*time.Millisecond), calls["decide"]/float64(n), calls["decide"], r.model.Calls(llmtest.StepEmbed))
+		n, latency, took.Round(100*time.Millisecond), decide/float64(n), decide, r.model.Calls(llmtest.StepEmbed))
 }
 
 // Issue 22: a long session with a model answering in 5 s is extracted: its chunks
@@ -171,8 +175,8 @@ func TestModelLongSessionIsExtractedReusingIngestDecisions(t *testing.T) {
 	if len(ex.Entries) != n {
 		t.Errorf("the extraction has %d entries, want %d (MEMORY.md shows %d)", len(ex.Entries), n, got)
 	}
-	if d := r.model.Calls(llmtest.StepDecide); d != n {
-		t.Errorf("%d decide calls for %d messages, want %d: the extractor must reuse ingest's decisions", d, n, n)
+	if d := r.model.Decisions(); d != n {
+		t.Errorf("%d write decisions asked for %d messages, want %d: the extractor must reuse ingest's decisions", d, n, n)
 	}
 	if e := r.model.Calls(llmtest.StepExtract); e != 3 {
 		t.Errorf("%d extract calls, want 3 (chunks of 40)", e)
@@ -181,7 +185,7 @@ func TestModelLongSessionIsExtractedReusingIngestDecisions(t *testing.T) {
 		t.Errorf("%d semantic calls, want 1", s)
 	}
 	calls := r.calls(t)
-	total := calls["decide"] + calls["extract"] + calls["semantic"]
+	total := calls["decide"] + calls["decide_batch"] + calls["extract"] + calls["semantic"]
 	t.Logf("%d-message session at %s per call extracted in %s; model calls %v: %.2f per observation, %.0f per session (extractor alone: %.0f)",
 		n, latency, took.Round(100*time.Millisecond), calls, total/float64(n), total, calls["extract"]+calls["semantic"])
 }

@@ -126,7 +126,7 @@ func TestModelOutageIsWaitedOut(t *testing.T) {
 		}
 		time.Sleep(time.Second) // the outage's length, not a synchronisation
 	}
-	calls := m.Calls(llmtest.StepDecide)
+	calls := m.Calls(llmtest.StepDecide) + m.Calls(llmtest.StepDecideBatch)
 	m.SetDown(false)
 	up := time.Now()
 	// The next probe comes at most breaker.Config.MaxOpenFor (30 s) after the

@@ -18,14 +18,19 @@
 //     a separate stream, one durable pull consumer acking) against the ingest
 //     pipeline (observations in, episodic memories stored), and extraction
 //     (session_ended in, Markdown entries and facts out, offline extractor);
-//   - memory: peak RSS of the process and on-disk bytes per stored memory.
+//   - memory: peak RSS of the process and on-disk bytes per stored memory;
+//   - remote models (unless SkipRemote), on a second stack once the first is
+//     closed: the same context, ingest and extraction phases with an
+//     OpenAI-compatible chat model and embedder answering with a set latency.
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -103,6 +108,15 @@ type Config struct {
 	Curve bool
 	// CurveSizes replaces CurveSizes as the curve's namespace sizes (tests).
 	CurveSizes []int
+	// SkipRemote leaves out the remote-model phase.
+	SkipRemote bool
+	// RemoteEmbedLatency and RemoteChatLatency are how long the remote phase's
+	// embeddings and chat-completions requests take; defaults
+	// DefaultRemoteEmbedLatency and DefaultRemoteChatLatency.
+	RemoteEmbedLatency, RemoteChatLatency time.Duration
+	// RemoteObservations is how many observations the remote phase's ingest
+	// measurement publishes; default DefaultRemoteObservations.
+	RemoteObservations int
 }
 
 func (c *Config) setDefaults() {
@@ -124,6 +138,9 @@ func (c *Config) setDefaults() {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	c.RemoteEmbedLatency = cmp.Or(c.RemoteEmbedLatency, DefaultRemoteEmbedLatency)
+	c.RemoteChatLatency = cmp.Or(c.RemoteChatLatency, DefaultRemoteChatLatency)
+	c.RemoteObservations = cmp.Or(c.RemoteObservations, DefaultRemoteObservations)
 }
 
 // Validate reports what is wrong with c after defaults are applied.
@@ -133,10 +150,13 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Memories", c.Memories}, {"Users", c.Users}, {"Requests", c.Requests}, {"IngestMessages", c.IngestMessages}, {"Sessions", c.Sessions}} {
+	}{{"Memories", c.Memories}, {"Users", c.Users}, {"Requests", c.Requests}, {"IngestMessages", c.IngestMessages}, {"Sessions", c.Sessions}, {"RemoteObservations", c.RemoteObservations}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is %d, want > 0", f.name, f.v))
 		}
+	}
+	if c.RemoteEmbedLatency < 0 || c.RemoteChatLatency < 0 {
+		errs = append(errs, fmt.Errorf("RemoteEmbedLatency %s and RemoteChatLatency %s must not be negative", c.RemoteEmbedLatency, c.RemoteChatLatency))
 	}
 	if c.Users > c.Memories {
 		errs = append(errs, fmt.Errorf("Users is %d, more than Memories (%d): every user needs a memory", c.Users, c.Memories))
@@ -167,7 +187,12 @@ type Result struct {
 	Requests       int     `json:"requests"`
 	CtxAvgTokens   float64 `json:"ctx_avg_tokens"`    // the packs' token estimate, to show the requests did real work
 	CtxDecodeP50us float64 `json:"ctx_decode_p50_us"` // decoding a pack in the client, outside ctx_p50_us
-	IngestMessages int     `json:"ingest_messages"`
+	// The timed context requests whose query was not asked before in the run (its
+	// embedding not cached), and their p50/p99.
+	CtxNewQueries    int     `json:"ctx_new_queries"`
+	CtxNewQueryP50us float64 `json:"ctx_new_query_p50_us"`
+	CtxNewQueryP99us float64 `json:"ctx_new_query_p99_us"`
+	IngestMessages   int     `json:"ingest_messages"`
 	// The process's CPU time per message of the raw and ingest phases (publisher
 	// included in both; absent where the system does not say): steadier than the
 	// throughputs on a shared machine, where other load takes wall time.
@@ -206,6 +231,31 @@ type Result struct {
 	CurveCtxP99us1k   float64      `json:"curve_ctx_p99_us_1k,omitempty"`
 	CurveCtxP99us10k  float64      `json:"curve_ctx_p99_us_10k,omitempty"`
 	CurveCtxP99us100k float64      `json:"curve_ctx_p99_us_100k,omitempty"`
+	// The remote-model phase (absent with SkipRemote). RemoteModelLatencyMs is
+	// the embedder's latency, which a context request waits for once (when its
+	// query is not cached); RemoteChatLatencyMs the chat model's. The context
+	// figures come from RemoteMemories memories of the asked user, embedded
+	// remotely, their target being the model's latency plus 5x the bare round
+	// trip's p99 of the same phase (RemoteNATSRRP99us).
+	LLMIngestObsPerS        float64 `json:"llm_ingest_obs_per_s,omitempty"`
+	RemoteCtxP50us          float64 `json:"remote_ctx_p50_us,omitempty"`
+	RemoteCtxP99us          float64 `json:"remote_ctx_p99_us,omitempty"`
+	RemoteModelLatencyMs    float64 `json:"remote_model_latency_ms,omitempty"`
+	RemoteChatLatencyMs     float64 `json:"remote_chat_latency_ms,omitempty"`
+	RemoteCtxP99OverModelUs float64 `json:"remote_ctx_p99_minus_model_us,omitempty"`
+	// The requests whose query was new (each waited for the embedder), and their
+	// p50 over the model's latency: what the rest of a request costs.
+	RemoteCtxNewQueries             int     `json:"remote_ctx_new_queries,omitempty"`
+	RemoteCtxNewQueryP50us          float64 `json:"remote_ctx_new_query_p50_us,omitempty"`
+	RemoteCtxNewQueryP99us          float64 `json:"remote_ctx_new_query_p99_us,omitempty"`
+	RemoteCtxNewQueryP50OverModelUs float64 `json:"remote_ctx_new_query_p50_minus_model_us,omitempty"`
+	RemoteNATSRRP99us               float64 `json:"remote_nats_rr_p99_us,omitempty"`
+	RemoteMemories                  int     `json:"remote_memories,omitempty"`
+	RemoteObservations              int     `json:"remote_observations,omitempty"`
+	RemoteModelCallsPerObservation  float64 `json:"remote_model_calls_per_observation,omitempty"`
+	RemoteExtractSessPerS           float64 `json:"remote_extract_sessions_per_s,omitempty"`
+	RemoteModelCallsPerSession      float64 `json:"remote_model_calls_per_session,omitempty"`
+	RemoteEmbedRequests             int     `json:"remote_embed_requests,omitempty"`
 }
 
 // profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.
@@ -249,11 +299,16 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 		defer os.RemoveAll(tmp)
 		cfg.DataDir = tmp
 	}
-	b, err := newBencher(ctx, cfg, logger)
+	b, err := newBencher(ctx, cfg, logger, nil)
 	if err != nil {
 		return Result{}, err
 	}
-	defer b.close()
+	closed := false
+	defer func() {
+		if !closed {
+			b.close()
+		}
+	}()
 
 	res := Result{
 		Users: cfg.Users, Requests: cfg.Requests, IngestMessages: cfg.IngestMessages, Sessions: cfg.Sessions,
@@ -271,6 +326,11 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 		}
 	}
 	res.RSSMB, res.RSSSource = peakRSSMB()
+	closed = true
+	b.close()
+	if err := remote(ctx, cfg, logger, &res); err != nil {
+		return Result{}, err
+	}
 	res.CtxVsNATSP99 = res.CtxP99us / res.NATSRRP99us
 	res.IngestVsRaw = res.IngestMsgsPerS / res.RawJSMsgsPerS
 	res.CtxBacklogVsIdleP99 = res.CtxBacklogP99us / res.CtxP99us
@@ -297,10 +357,11 @@ type bencher struct {
 }
 
 // newBencher starts the stack on a loopback TCP listener with a free port and
-// connects the measuring client to it.
-func newBencher(ctx context.Context, cfg Config, logger *zap.Logger) (*bencher, error) {
+// connects the measuring client to it; extra overrides the configuration more.
+func newBencher(ctx context.Context, cfg Config, logger *zap.Logger, extra map[string]string) (*bencher, error) {
 	overrides := config.Sandbox(cfg.DataDir)
 	overrides["nats.embedded.listen"] = "127.0.0.1:0" // the client measures over TCP
+	maps.Copy(overrides, extra)
 	stackCfg, err := config.Load(cfg.ConfigFile, config.WithOverrides(cfg.Environ, overrides))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

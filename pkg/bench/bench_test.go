@@ -20,12 +20,14 @@ import (
 )
 
 // A small run through the whole stack fills every field with a sane value; no
-// speed target is asserted (the machine is shared).
+// speed target is asserted (the machine is shared). The remote phase's models
+// answer in milliseconds, so that it costs the test little.
 func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	cfg := Config{Memories: 500, Users: 20, Requests: 100, IngestMessages: 500, Sessions: 10, DataDir: t.TempDir(), Progress: &progress}
+	cfg := Config{Memories: 500, Users: 20, Requests: 100, IngestMessages: 500, Sessions: 10, DataDir: t.TempDir(), Progress: &progress,
+		RemoteEmbedLatency: 2 * time.Millisecond, RemoteChatLatency: 5 * time.Millisecond, RemoteObservations: 200}
 	res, err := Run(ctx, cfg, nil)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
@@ -39,6 +41,9 @@ func TestRunSmall(t *testing.T) {
 		"rss_mb": res.RSSMB, "bytes_per_memory": res.BytesPerMemory, "ctx_avg_tokens": res.CtxAvgTokens,
 		"load_seconds": res.LoadSeconds, "load_memories_per_s": res.LoadPerS, "total_seconds": res.TotalSeconds,
 		"ctx_backlog_p50_us": res.CtxBacklogP50us, "ctx_backlog_p99_us": res.CtxBacklogP99us, "ctx_backlog_vs_idle_p99": res.CtxBacklogVsIdleP99,
+		"llm_ingest_obs_per_s": res.LLMIngestObsPerS, "remote_ctx_p50_us": res.RemoteCtxP50us, "remote_ctx_p99_us": res.RemoteCtxP99us,
+		"remote_nats_rr_p99_us": res.RemoteNATSRRP99us, "remote_extract_sessions_per_s": res.RemoteExtractSessPerS,
+		"remote_model_calls_per_observation": res.RemoteModelCallsPerObservation, "remote_model_calls_per_session": res.RemoteModelCallsPerSession,
 	}
 	for name, v := range positive {
 		if !(v > 0) || math.IsInf(v, 0) {
@@ -62,6 +67,18 @@ func TestRunSmall(t *testing.T) {
 	if got, want := res.IngestVsRaw, res.IngestMsgsPerS/res.RawJSMsgsPerS; got != want {
 		t.Errorf("ingest_vs_raw = %v, want ingest_msgs_per_s/raw_js_msgs_per_s = %v", got, want)
 	}
+	// The remote phase: its asked user holds the first stack's share (500/20),
+	// decisions go out in batches (well under one call per observation), and the
+	// figures over the model's latency are what they say.
+	if res.RemoteModelLatencyMs != 2 || res.RemoteChatLatencyMs != 5 || res.RemoteMemories != 25 || res.RemoteObservations != 200 {
+		t.Errorf("remote phase: latencies %v/%v ms, %d memories, %d observations; want 2/5, 25, 200", res.RemoteModelLatencyMs, res.RemoteChatLatencyMs, res.RemoteMemories, res.RemoteObservations)
+	}
+	if res.RemoteModelCallsPerObservation >= 0.5 {
+		t.Errorf("remote ingest made %v model calls per observation, want batched decisions", res.RemoteModelCallsPerObservation)
+	}
+	if got := res.RemoteCtxP99us - 2000; got != res.RemoteCtxP99OverModelUs || res.RemoteEmbedRequests == 0 {
+		t.Errorf("remote_ctx_p99_minus_model_us = %v, want %v; %d embeddings requests", res.RemoteCtxP99OverModelUs, got, res.RemoteEmbedRequests)
+	}
 	if res.IngestStored != 500 {
 		t.Errorf("ingest stored %d memories, want one per observation (500)", res.IngestStored)
 	}
@@ -77,7 +94,7 @@ func TestRunSmall(t *testing.T) {
 	if res.GoVersion == "" || res.CPUs < 1 || res.GOMAXPROCS < 1 || res.RSSSource == "" {
 		t.Errorf("environment fields missing: %+v", res)
 	}
-	for _, phase := range []string{"loading 500 memories", "context requests", "raw JetStream", "ingest pipeline", "drains a backlog", "extraction"} {
+	for _, phase := range []string{"loading 500 memories", "context requests", "raw JetStream", "ingest pipeline", "drains a backlog", "extraction", "remote models", "the model's decider, remote embedder"} {
 		if !strings.Contains(progress.String(), phase) {
 			t.Errorf("progress output lacks %q:\n%s", phase, progress.String())
 		}
@@ -92,7 +109,8 @@ func TestRunSmall(t *testing.T) {
 	if err := json.Unmarshal(data, &fields); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"memories", "nats_rr_p50_us", "nats_rr_p99_us", "ctx_p50_us", "ctx_p99_us", "ctx_vs_nats_p99", "raw_js_msgs_per_s", "ingest_msgs_per_s", "ingest_vs_raw", "rss_mb"} {
+	for _, name := range []string{"memories", "nats_rr_p50_us", "nats_rr_p99_us", "ctx_p50_us", "ctx_p99_us", "ctx_vs_nats_p99", "raw_js_msgs_per_s", "ingest_msgs_per_s", "ingest_vs_raw", "rss_mb",
+		"llm_ingest_obs_per_s", "remote_ctx_p50_us", "remote_ctx_p99_us", "remote_model_latency_ms"} {
 		if _, ok := fields[name].(float64); !ok {
 			t.Errorf("JSON field %q = %v, want a number", name, fields[name])
 		}
@@ -102,7 +120,8 @@ func TestRunSmall(t *testing.T) {
 	if err := res.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"context request p99", "µs", "msgs/s", "sessions/s", "target ctx_vs_nats_p99", "target ingest_vs_raw", "target ctx_backlog_vs_idle_p99"} {
+	for _, want := range []string{"context request p99", "µs", "msgs/s", "sessions/s", "target ctx_vs_nats_p99", "target ingest_vs_raw", "target ctx_backlog_vs_idle_p99",
+		"remote: context p99", "obs/s", "target llm_ingest_obs_per_s", "target remote_ctx_p99_us"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -133,6 +152,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{Config{Requests: -5}, "Requests"},
 		{Config{IngestMessages: -1}, "IngestMessages"},
 		{Config{Sessions: -1}, "Sessions"},
+		{Config{RemoteObservations: -1}, "RemoteObservations"},
+		{Config{RemoteChatLatency: -time.Second}, "RemoteChatLatency"},
 		{Config{Memories: 10, Users: 11}, "Users"},
 	} {
 		err := tc.cfg.Validate()
@@ -235,7 +256,7 @@ func TestRunCurve(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	cfg := Config{Memories: 200, Users: 10, Requests: 20, IngestMessages: 100, Sessions: 2, DataDir: t.TempDir(), Progress: &progress,
-		Curve: true, CurveSizes: []int{300, 1_000}}
+		Curve: true, CurveSizes: []int{300, 1_000}, SkipRemote: true}
 	res, err := Run(ctx, cfg, nil)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())

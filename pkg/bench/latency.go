@@ -21,7 +21,9 @@ const echoSubject = "agentmem-bench.echo"
 // measuring connection, with the same request bytes, so that both see the same
 // network path, server and background load. Both clocks stop when the reply's
 // bytes have arrived; decoding the pack is the caller's work, not the service's,
-// and is reported apart (ctx_decode_p50_us). The echo responder is on its own
+// and is reported apart (ctx_decode_p50_us). The requests whose query was not
+// asked before (the query embedding cache cannot answer them) are also timed
+// apart (ctx_new_query_*). The echo responder is on its own
 // in-process connection, as the retriever is.
 func (b *bencher) latency(ctx context.Context, res *Result) error {
 	fmt.Fprintf(b.cfg.Progress, "== timing %d bare NATS round trips and %d context requests (user with %d memories, %d-line MEMORY.md, topic files, an open session)\n",
@@ -52,10 +54,14 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 	echoLat := make([]time.Duration, 0, b.cfg.Requests)
 	ctxLat := make([]time.Duration, 0, b.cfg.Requests)
 	decodeLat := make([]time.Duration, 0, b.cfg.Requests)
+	var newQueryLat []time.Duration // requests whose query was not asked before
+	asked := map[string]bool{}
 	tokens := 0
 	prog := newProgress(b.cfg.Progress, "request pairs", b.cfg.Requests)
 	for i := range warmup + b.cfg.Requests {
 		req := events.ContextRequest{UserID: askedUser, AgentID: agentID, SessionID: askedSession, Query: gen.query()}
+		repeated := asked[req.Query]
+		asked[req.Query] = true
 		data, err := json.Marshal(req)
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
@@ -83,6 +89,9 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 		}
 		echoLat = append(echoLat, t1.Sub(t0))
 		ctxLat = append(ctxLat, t2.Sub(t1))
+		if !repeated {
+			newQueryLat = append(newQueryLat, t2.Sub(t1))
+		}
 		decodeLat = append(decodeLat, decoded)
 		tokens += pack.TokenEstimate
 		prog.update(len(ctxLat))
@@ -91,6 +100,8 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 	res.NATSRRP50us, res.NATSRRP99us = micros(percentile(echoLat, 0.50)), micros(percentile(echoLat, 0.99))
 	res.CtxP50us, res.CtxP99us = micros(percentile(ctxLat, 0.50)), micros(percentile(ctxLat, 0.99))
 	res.CtxDecodeP50us = micros(percentile(decodeLat, 0.50))
+	res.CtxNewQueries = len(newQueryLat)
+	res.CtxNewQueryP50us, res.CtxNewQueryP99us = micros(percentile(newQueryLat, 0.50)), micros(percentile(newQueryLat, 0.99))
 	res.CtxAvgTokens = float64(tokens) / float64(len(ctxLat))
 	return nil
 }

@@ -28,13 +28,22 @@ type Target struct {
 	Pass  bool
 }
 
-// Targets checks r against the targets.
+// Targets checks r against the targets; the remote-model phase's when it ran.
 func (r Result) Targets() []Target {
-	return []Target{
+	ts := []Target{
 		{Name: "ctx_vs_nats_p99", Value: r.CtxVsNATSP99, Rule: fmt.Sprintf("<= %g", TargetCtxVsNATSP99), Pass: r.CtxVsNATSP99 <= TargetCtxVsNATSP99},
 		{Name: "ingest_vs_raw", Value: r.IngestVsRaw, Rule: fmt.Sprintf(">= %g", TargetIngestVsRaw), Pass: r.IngestVsRaw >= TargetIngestVsRaw},
 		{Name: "ctx_backlog_vs_idle_p99", Value: r.CtxBacklogVsIdleP99, Rule: fmt.Sprintf("<= %g", TargetCtxBacklogVsIdleP99), Pass: r.CtxBacklogVsIdleP99 <= TargetCtxBacklogVsIdleP99},
 	}
+	if r.RemoteModelLatencyMs == 0 {
+		return ts
+	}
+	// The model's latency plus what the context target allows the local path.
+	ctxBound := r.RemoteModelLatencyMs*1e3 + TargetCtxVsNATSP99*r.RemoteNATSRRP99us
+	return append(ts,
+		Target{Name: "llm_ingest_obs_per_s", Value: r.LLMIngestObsPerS, Rule: fmt.Sprintf(">= %g", TargetLLMIngestObsPerS), Pass: r.LLMIngestObsPerS >= TargetLLMIngestObsPerS},
+		Target{Name: "remote_ctx_p99_us", Value: r.RemoteCtxP99us, Rule: fmt.Sprintf("<= %.0f", ctxBound), Pass: r.RemoteCtxP99us <= ctxBound},
+	)
 }
 
 // WriteTable writes r for people: one aligned row per measurement with its unit,
@@ -65,7 +74,14 @@ func (r Result) WriteTable(w io.Writer) error {
 		row("model calls / observation", f(r.ModelCallsPerObservation, 2), "calls", "ingest phase: write decisions")
 		row("model calls / session", f(r.ModelCallsPerSession, 1), "calls", fmt.Sprintf("extraction phase, its messages' ingest included; the extractor alone %.1f", r.ModelExtractorCallsPerSession))
 	}
-	row("peak RSS", f(r.RSSMB, 1), "MB", r.RSSSource)
+	if r.RemoteModelLatencyMs > 0 {
+		row("remote: context p50", f(r.RemoteCtxP50us, 1), "µs", fmt.Sprintf("embeddings in %.0f ms, %d memories embedded remotely", r.RemoteModelLatencyMs, r.RemoteMemories))
+		row("remote: context p99", f(r.RemoteCtxP99us, 1), "µs", fmt.Sprintf("p99 - model %.1f µs; bare NATS p99 of the phase %.1f µs", r.RemoteCtxP99OverModelUs, r.RemoteNATSRRP99us))
+		row("remote: new query p50", f(r.RemoteCtxNewQueryP50us, 1), "µs", fmt.Sprintf("p99 %.1f µs; %d requests whose query embedding was not cached; p50 - model %.1f µs", r.RemoteCtxNewQueryP99us, r.RemoteCtxNewQueries, r.RemoteCtxNewQueryP50OverModelUs))
+		row("remote: LLM ingest", f(r.LLMIngestObsPerS, 0), "obs/s", fmt.Sprintf("one ingest replica, chat model in %.0f ms, %d observations, %.2f model calls each", r.RemoteChatLatencyMs, r.RemoteObservations, r.RemoteModelCallsPerObservation))
+		row("remote: LLM extraction", f(r.RemoteExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%.1f model calls per session, its messages' ingest included", r.RemoteModelCallsPerSession))
+	}
+	row("peak RSS", f(r.RSSMB, 1), "MB", r.RSSSource+"; before the remote phase")
 	row("bytes per memory", f(r.BytesPerMemory, 0), "B", fmt.Sprintf("vectors.db after a checkpoint (%.1f MB) / memories", float64(r.VectorBytes)/(1<<20)))
 	b.WriteString("\n")
 	for _, t := range r.Targets() {

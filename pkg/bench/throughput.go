@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
@@ -212,7 +213,7 @@ func (b *bencher) rawJetStream(ctx context.Context, res *Result) error {
 // embedding, vector upsert, memory_written).
 func (b *bencher) ingest(ctx context.Context, res *Result) error {
 	n := b.cfg.IngestMessages
-	fmt.Fprintf(b.cfg.Progress, "== ingest pipeline: %d observations of %d users, offline decider and embedder\n", n, ingestUsers)
+	fmt.Fprintf(b.cfg.Progress, "== ingest pipeline: %d observations of %d users, %s\n", n, ingestUsers, b.models("decider"))
 	msgs, err := observations(tenantIngest, n, ingestUsers, 6)
 	if err != nil {
 		return err
@@ -251,7 +252,7 @@ func (b *bencher) ingest(ctx context.Context, res *Result) error {
 func (b *bencher) extraction(ctx context.Context, res *Result) error {
 	s := b.cfg.Sessions
 	users := min(s, b.cfg.Users)
-	fmt.Fprintf(b.cfg.Progress, "== extraction: %d sessions of ~10 messages, offline extractor\n", s)
+	fmt.Fprintf(b.cfg.Progress, "== extraction: %d sessions of ~10 messages, %s\n", s, b.models("extractor"))
 	gen := newTexts(7)
 	var msgs, ends []*nats.Msg
 	for i := range s {
@@ -309,6 +310,18 @@ func (b *bencher) extraction(ctx context.Context, res *Result) error {
 	res.ExtractEntries = entries
 	res.ExtractSessPerS, _ = t.perMessage(s)
 	return nil
+}
+
+// models says what the stack's step (decider, extractor) and embedder are.
+func (b *bencher) models(step string) string {
+	m := "offline " + step
+	if b.rt.LLM != nil {
+		m = "the model's " + step
+	}
+	if b.rt.Config.Embed.Provider == config.EmbedProviderOpenAI {
+		return m + ", remote embedder"
+	}
+	return m + ", local embedder"
 }
 
 // modelCalls is how many calls the stack made to its chat model so far (0 offline).

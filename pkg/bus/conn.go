@@ -117,6 +117,11 @@ func connOptions(cfg ConnConfig, log *zap.Logger) ([]nats.Option, error) {
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(reconnectDelay),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil {
+				// Close: every CLI command ends so, and a warning there would be noise.
+				log.Debug("nats disconnected on close")
+				return
+			}
 			log.Warn("nats disconnected", zap.String("url", nc.ConnectedUrlRedacted()), zap.Error(err))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

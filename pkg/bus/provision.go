@@ -253,7 +253,7 @@ const (
 
 // workerFilters are the subjects each worker consumes.
 var workerFilters = map[string][]string{
-	WorkerIngest:       {events.FilterObservations},
+	WorkerIngest:       {events.FilterObservations, events.FilterWrites},
 	WorkerExtractor:    {events.FilterEnded, events.FilterSummaryDue},
 	WorkerConsolidator: {events.FilterHits, events.FilterWritten, events.FilterConsolidate},
 }

@@ -250,7 +250,7 @@ func TestWorkerConsumers(t *testing.T) {
 	_, _, js := bustest.Provisioned(t)
 	ctx := testCtx(t)
 	want := map[string][]string{
-		bus.WorkerIngest:       {"mem.*.obs.*.*"},
+		bus.WorkerIngest:       {"mem.*.obs.*.*", "mem.*.write.*"},
 		bus.WorkerExtractor:    {"mem.*.ended.*.*", "mem.*.summary.*.*"},
 		bus.WorkerConsolidator: {"mem.*.hit.*", "mem.*.written.*", "mem.*.consolidate.*"},
 	}

@@ -129,10 +129,17 @@ type LLM struct {
 	// Concurrency bounds the model calls in flight from one process, every step
 	// together (ingest's write decisions, the extractor's chunks, consolidation).
 	Concurrency int `koanf:"concurrency"`
+	// DecideBatchSize is how many observations one write-decision request asks
+	// about; 1 asks each alone.
+	DecideBatchSize int `koanf:"decide_batch_size"`
 }
 
 // MaxLLMRetries is the most llm.max_retries allows (pkg/llm's bound).
 const MaxLLMRetries = 10
+
+// MaxDecideBatchSize is the most llm.decide_batch_size allows (pkg/processor's
+// MaxDecideBatchSize).
+const MaxDecideBatchSize = 64
 
 // Offline reports whether no LLM endpoint is configured.
 func (l LLM) Offline() bool { return l.BaseURL == "" }
@@ -146,6 +153,9 @@ type Embed struct {
 	APIKeyFile string `koanf:"api_key_file"`
 	Dimensions int    `koanf:"dimensions"`
 	BatchSize  int    `koanf:"batch_size"`
+	// QueryCacheSize is how many query embeddings reads keep (least recently
+	// used go first); 0 keeps none.
+	QueryCacheSize int `koanf:"query_cache_size"`
 }
 
 // Embedding providers.
@@ -272,11 +282,12 @@ func defaults() Config {
 				Backoff:    []time.Duration{30 * time.Second, time.Minute, 5 * time.Minute}, // BackOff[0] is the first ack deadline: it equals AckWait
 			},
 		},
-		LLM: LLM{Timeout: 60 * time.Second, MaxRetries: 3, Concurrency: 32},
+		LLM: LLM{Timeout: 60 * time.Second, MaxRetries: 3, Concurrency: 32, DecideBatchSize: 16},
 		Embed: Embed{
-			Provider:   EmbedProviderLocal,
-			Dimensions: 384,
-			BatchSize:  64,
+			Provider:       EmbedProviderLocal,
+			Dimensions:     384,
+			BatchSize:      64,
+			QueryCacheSize: 4096,
 		},
 		Vector: Vector{
 			Backend:             VectorBackendEmbedded,

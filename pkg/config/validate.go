@@ -182,6 +182,10 @@ func (c Config) Validate() error {
 	p.positive("llm.timeout", l.Timeout)
 	p.atLeast("llm.max_retries", l.MaxRetries, 0)
 	p.atLeast("llm.concurrency", l.Concurrency, 1)
+	p.atLeast("llm.decide_batch_size", l.DecideBatchSize, 1)
+	if l.DecideBatchSize > MaxDecideBatchSize {
+		p.add("llm.decide_batch_size", "is %d, want at most %d (one request holds every message, each up to limits.max_text_bytes)", l.DecideBatchSize, MaxDecideBatchSize)
+	}
 	if l.MaxRetries > MaxLLMRetries {
 		p.add("llm.max_retries", "is %d, want at most %d (the backoff doubles: the last wait would be %s)", l.MaxRetries, MaxLLMRetries, time.Second<<(l.MaxRetries-1))
 	}
@@ -200,6 +204,7 @@ func (c Config) Validate() error {
 	p.notBoth("embed.api_key", e.APIKey != "", "embed.api_key_file", e.APIKeyFile != "")
 	p.atLeast("embed.dimensions", e.Dimensions, 1)
 	p.atLeast("embed.batch_size", e.BatchSize, 1)
+	p.atLeast("embed.query_cache_size", e.QueryCacheSize, 0)
 
 	v := c.Vector
 	p.oneOf("vector.backend", v.Backend, VectorBackendEmbedded, VectorBackendQdrant)

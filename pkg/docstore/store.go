@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/pkg/clock"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/obs"
 )
@@ -286,7 +287,7 @@ func appendNew(doc string, entries []markdown.Entry) (string, int, int, []markdo
 // never rewrites what is there.
 // Like every append to MEMORY.md, it is followed by the capacity bound (SPEC A7).
 func (s *Store) AppendLongTerm(ctx context.Context, ns Namespace, content string) error {
-	block := markdown.FormatLongTerm(s.now(), content)
+	block := markdown.FormatLongTerm(s.now(ctx), content)
 	if err := s.appendBlock(ctx, ns, MemoryFile, content, block); err != nil {
 		return err
 	}
@@ -296,7 +297,7 @@ func (s *Store) AppendLongTerm(ctx context.Context, ns Namespace, content string
 
 // AppendToday appends content to today's daily note (SPEC A9) and returns its name.
 func (s *Store) AppendToday(ctx context.Context, ns Namespace, content string) (string, error) {
-	now := s.now()
+	now := s.now(ctx)
 	name := markdown.DailyNoteName(now)
 	return name, s.appendBlock(ctx, ns, name, content, markdown.FormatDailyNote(now, content))
 }
@@ -326,7 +327,7 @@ func (s *Store) RecentDailyNotes(ctx context.Context, ns Namespace, days int) ([
 	if days <= 0 {
 		return nil, nil
 	}
-	now := s.now()
+	now := s.now(ctx)
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	oldest := today.AddDate(0, 0, -(days - 1))
 	names, err := s.listNotes(ctx, ns, oldest, today)
@@ -689,7 +690,7 @@ func (s *Store) pruneBackups(ctx context.Context, ns Namespace) {
 // …, that does not exist yet; the existence check and the write are one atomic
 // update, so concurrent writers never share a name.
 func (s *Store) createUnique(ctx context.Context, ns Namespace, nameFor func(time.Time, int) string, data []byte) (string, error) {
-	now := s.now()
+	now := s.now(ctx)
 	// Start after the copies already taken in this second, so that a new copy
 	// always sorts after them even when an older one of the second was pruned.
 	first := 0
@@ -768,7 +769,8 @@ func (s *Store) read(ctx context.Context, ns Namespace, name string) (string, bo
 	return string(data), true, nil
 }
 
-func (s *Store) now() time.Time { return s.cfg.Now().UTC() }
+// now is the configured clock, or the time of the write being applied (clock.At).
+func (s *Store) now(ctx context.Context) time.Time { return clock.Now(ctx, s.cfg.Now).UTC() }
 
 // failed logs a failed write once, here, and returns err for the caller to handle
 // (SPEC A8: a write failure is logged and does not stop the worker).
@@ -846,4 +848,37 @@ func (s *Store) DeleteNamespace(ctx context.Context, ns Namespace) (int, error) 
 		s.logger.Info("deleted namespace", zap.String("tenant", ns.Tenant), zap.String("user", ns.User), zap.Int("files", n))
 	}
 	return n, err
+}
+
+// ReplaceNamespace makes the files of ns in s those of ns in from (what a
+// rebuild made): every file of ns in s is deleted, then every file of from,
+// backups and policy snapshots included, is copied as it is. It returns how
+// many files it copied.
+func (s *Store) ReplaceNamespace(ctx context.Context, from *Store, ns Namespace) (int, error) {
+	if err := ns.Validate(); err != nil {
+		return 0, err
+	}
+	old, err := s.b.List(ctx, ns, "")
+	if err != nil {
+		return 0, fmt.Errorf("docstore: list %s/%s: %w", ns.Tenant, ns.User, err)
+	}
+	for _, name := range old {
+		if err := s.b.Delete(ctx, ns, name); err != nil {
+			return 0, s.failed(ns, name, fmt.Errorf("docstore: drop %s: %w", name, err))
+		}
+	}
+	fresh, err := from.b.List(ctx, ns, "")
+	if err != nil {
+		return 0, fmt.Errorf("docstore: list %s/%s: %w", ns.Tenant, ns.User, err)
+	}
+	for i, name := range fresh {
+		data, err := from.b.Read(ctx, ns, name)
+		if err != nil {
+			return i, fmt.Errorf("docstore: read %s: %w", name, err)
+		}
+		if err := s.b.Put(ctx, ns, name, data); err != nil {
+			return i, s.failed(ns, name, fmt.Errorf("docstore: write %s: %w", name, err))
+		}
+	}
+	return len(fresh), nil
 }

@@ -11,13 +11,17 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // Defaults for OpenAIConfig.
 const (
 	DefaultOpenAIBatchSize = 64
-	DefaultOpenAIRetries   = 3
-	DefaultOpenAIRetryBase = time.Second
+	// DefaultOpenAIConcurrency: an ingest batch of 128 texts is two requests of
+	// 64, answered in one round trip.
+	DefaultOpenAIConcurrency = 4
+	DefaultOpenAIRetries     = 3
+	DefaultOpenAIRetryBase   = time.Second
 )
 
 // OpenAIConfig configures the OpenAI-compatible embedder.
@@ -36,6 +40,9 @@ type OpenAIConfig struct {
 	Dimensions int
 	// BatchSize is the most texts sent in one request; default 64.
 	BatchSize int
+	// Concurrency is how many requests of one Embed call are in flight at once
+	// (more texts than BatchSize); default DefaultOpenAIConcurrency.
+	Concurrency int
 	// Retries is how many times a transient failure (connection error, 429, 5xx) is
 	// retried; default 3, negative disables retries.
 	Retries int
@@ -51,6 +58,9 @@ func (c *OpenAIConfig) setDefaults() {
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultOpenAIBatchSize
 	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultOpenAIConcurrency
+	}
 	if c.Retries == 0 {
 		c.Retries = DefaultOpenAIRetries
 	}
@@ -61,7 +71,11 @@ func (c *OpenAIConfig) setDefaults() {
 		c.RetryBase = DefaultOpenAIRetryBase
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+		// The default transport keeps 2 idle connections per host: requests in
+		// flight beyond that would each open (and close) a connection.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, 8*c.Concurrency)
+		c.HTTPClient = &http.Client{Timeout: 60 * time.Second, Transport: t}
 	}
 }
 
@@ -81,6 +95,9 @@ func (c OpenAIConfig) Validate() error {
 	}
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("BatchSize is %d, want > 0", c.BatchSize))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("Concurrency is %d, want > 0", c.Concurrency))
 	}
 	if c.RetryBase < 0 {
 		errs = append(errs, fmt.Errorf("RetryBase is %s, want >= 0", c.RetryBase))
@@ -166,18 +183,24 @@ func (o *OpenAI) Dimensions() int { return o.cfg.Dimensions }
 // Name implements Embedder.
 func (o *OpenAI) Name() string { return fmt.Sprintf("openai:%s:%d", o.cfg.Model, o.cfg.Dimensions) }
 
-// Embed implements Embedder: texts are sent in batches of BatchSize, each batch
-// retried on transient errors. Errors wrap ErrUnavailable, ErrRejected or
-// ErrDimension and name the endpoint, never the key.
+// Embed implements Embedder: texts are sent in batches of BatchSize, up to
+// Concurrency of them at once, each batch retried on transient errors. Errors
+// wrap ErrUnavailable, ErrRejected or ErrDimension and name the endpoint, never
+// the key.
 func (o *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	out := make([][]float32, 0, len(texts))
+	out := make([][]float32, len(texts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.cfg.Concurrency)
 	for start := 0; start < len(texts); start += o.cfg.BatchSize {
-		batch := texts[start:min(start+o.cfg.BatchSize, len(texts))]
-		vecs, err := o.embedBatch(ctx, batch)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, vecs...)
+		end := min(start+o.cfg.BatchSize, len(texts))
+		g.Go(func() error {
+			vecs, err := o.embedBatch(gctx, texts[start:end])
+			copy(out[start:end], vecs)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

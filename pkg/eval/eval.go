@@ -64,6 +64,9 @@ type Config struct {
 	// TokenBudgets are the budgets, ascending, at which every system's recall is
 	// also measured at equal tokens (RecallAtTokens); default DefaultTokenBudgets.
 	TokenBudgets []int
+	// Questions, when set, receives one JSON line per question (QuestionTrace):
+	// its evidence turns and the default pack's first items, for looking at misses.
+	Questions io.Writer
 }
 
 func (c *Config) setDefaults() {
@@ -127,7 +130,8 @@ func New(cfg Config, logger *zap.Logger) (*Evaluator, error) {
 //     in meta "dia_id", event time the session's date plus one minute per turn), then
 //     session_ended;
 //  2. the pipeline is left to drain (app.WaitIdle), then the consolidate RPC runs
-//     once per user;
+//     once per user; then each user's MEMORY.md is compressed in a dry run
+//     (Compression) and each session's context pack weighed (SessionSummaries);
 //  3. the memory is frozen — the stack is restarted with the retriever alone, so the
 //     memory_hit events of the questions do not make the consolidator rewrite the
 //     memories being measured — and every question is asked twice: with the default
@@ -174,7 +178,7 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	rep := newReport(e.cfg.Ks, e.cfg.TokenBudgets, convs)
 	rep.DefaultBudgetTokens = scfg.Memory.ContextBudget()
 	for i, c := range convs {
-		if err := e.replay(ctx, clients[i], tenants[i], c, fmt.Sprintf("[%d/%d] %s", i+1, len(convs), c.SampleID)); err != nil {
+		if err := e.replay(ctx, clients[i], tenants[i], "", c, fmt.Sprintf("[%d/%d] %s", i+1, len(convs), c.SampleID)); err != nil {
 			return nil, err
 		}
 	}
@@ -189,6 +193,14 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	}
 	if err := e.waitIdle(ctx, st); err != nil {
 		return nil, err
+	}
+	for i, c := range convs {
+		if err := measureCompression(ctx, clients[i], tenants[i], &rep.Compression); err != nil {
+			return nil, err
+		}
+		if err := measureSummaries(ctx, clients[i], tenants[i], c, &rep.SessionSummaries); err != nil {
+			return nil, err
+		}
 	}
 	if err := st.Restart(ctx, []string{app.Retriever}); err != nil {
 		return nil, err
@@ -217,11 +229,11 @@ func (e *Evaluator) waitIdle(ctx context.Context, st *app.Stack) error {
 	return app.WaitIdle(wctx, st.Runtime().JS, 50*time.Millisecond)
 }
 
-// replay publishes c's sessions; see Run.
-func (e *Evaluator) replay(ctx context.Context, cl *client.Client, user string, c Conversation, label string) error {
+// replay publishes c's sessions, named sessionName(prefix, …); see Run.
+func (e *Evaluator) replay(ctx context.Context, cl *client.Client, user, prefix string, c Conversation, label string) error {
 	turns := 0
 	for si, s := range c.Sessions {
-		sessionID := fmt.Sprintf("session-%d", s.Number)
+		sessionID := sessionName(prefix, s)
 		ts := s.Start
 		for _, t := range s.Turns {
 			ts = ts.Add(time.Minute)
@@ -282,6 +294,11 @@ func (e *Evaluator) ask(ctx context.Context, cl *client.Client, user string, c C
 		rep.add(c.SampleID, q, evidence, st, results, pack.TokenEstimate, convTokens)
 		rep.addBudgeted(q.Category, evidence, PackItems(byDefault), byDefault.TokenEstimate, convTokens, long)
 		rep.addCoverage(q.Category, evidence, stored)
+		if e.cfg.Questions != nil {
+			if err := writeTrace(e.cfg.Questions, c, q, evidence, byDefault, pack); err != nil {
+				return err
+			}
+		}
 		if (qi+1)%25 == 0 || qi+1 == len(c.Questions) {
 			fmt.Fprintf(e.cfg.Progress, "\r%s: %d/%d questions", label, qi+1, len(c.Questions))
 		}

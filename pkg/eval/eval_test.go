@@ -340,8 +340,8 @@ func TestTenantIDs(t *testing.T) {
 // consolidation, context packs, baselines, report.
 func TestRunEndToEnd(t *testing.T) {
 	convs := parseFixture(t)
-	var progress bytes.Buffer
-	ev, err := New(Config{Ks: []int{1, 5, 50}, DataDir: t.TempDir(), Progress: &progress, IdleTimeout: time.Minute}, nil)
+	var progress, traces bytes.Buffer
+	ev, err := New(Config{Ks: []int{1, 5, 50}, DataDir: t.TempDir(), Progress: &progress, IdleTimeout: time.Minute, Questions: &traces}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,6 +405,39 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("per-question results: %d, puppy question found %v", len(rep.PerQuestion), found)
 	}
 
+	// --questions: a JSON line per question; the puppy's has its evidence turn
+	// and the first item holding it, and the question without usable evidence
+	// says so.
+	lines := strings.Split(strings.TrimSpace(traces.String()), "\n")
+	if len(lines) != 9 {
+		t.Fatalf("%d question traces, want 9:\n%s", len(lines), traces.String())
+	}
+	unscored := 0
+	for _, l := range lines {
+		var tr QuestionTrace
+		if err := json.Unmarshal([]byte(l), &tr); err != nil {
+			t.Fatalf("trace %q: %v", l, err)
+		}
+		if tr.RecallAt10 < 0 {
+			unscored++
+			continue
+		}
+		if len(tr.Items) == 0 || len(tr.Items) > 10 || len(tr.Evidence) == 0 {
+			t.Errorf("trace of %q: %d items, evidence %v", tr.Question, len(tr.Items), tr.Evidence)
+		}
+		if tr.Question == "What is the name of Bob's puppy?" {
+			for id, text := range tr.Evidence {
+				rank := tr.EvidenceRanks[id]
+				if !strings.HasPrefix(text, "Bob: ") || rank < 1 || rank > 5 || !slices.Contains(tr.Items[rank-1].DiaIDs, id) || tr.RecallAt10 != 1 {
+					t.Errorf("puppy trace: evidence %s %q at rank %d, items %+v", id, text, rank, tr.Items)
+				}
+			}
+		}
+	}
+	if unscored != 1 {
+		t.Errorf("%d traces without usable evidence, want 1", unscored)
+	}
+
 	for _, want := range []string{"[1/2] conv-a: replaying session 2/2", "[2/2] conv-b: 1/1 questions"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress lacks %q:\n%s", want, progress.String())
@@ -414,7 +447,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"R@50", "agentmem", "bm25-turns", "memory-md-chunks", "paper-dragon (paper)", "Category 5 adversarial", "1 bare \"D\""} {
+	for _, want := range []string{"R@50", "agentmem", "bm25-turns", "memory-md-chunks", "paper-dragon (paper)", "Category 5 adversarial", "1 bare \"D\"", "long-term compression (dry run)", "session summaries: 0 sessions"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -46,18 +46,20 @@ func RecallAtK(evidence []string, items []Item, k int) (recall float64, ok bool)
 // items are not ranked results and are not counted. An item contributes the
 // "dia_id" values of its provenance meta.
 func PackItems(p events.ContextPack) []Item {
-	vec := slices.Concat(p.EpisodicItems, p.SemanticItems)
-	slices.SortStableFunc(vec, func(a, b events.PackItem) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-	out := make([]Item, 0, len(vec)+len(p.Chunks))
-	for _, it := range slices.Concat(vec, p.Chunks) {
+	ranked := rankedPackItems(p)
+	out := make([]Item, 0, len(ranked))
+	for _, it := range ranked {
 		out = append(out, Item{DiaIDs: provenanceDiaIDs(it.Source), Tokens: estimateTokens(it.Text)})
 	}
 	return out
+}
+
+// byScore orders pack items best first, ties by id.
+func byScore(a, b events.PackItem) int {
+	if c := cmp.Compare(b.Score, a.Score); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
 }
 
 // PackTokensAtK estimates the token_estimate of a pack of packTokens trimmed to

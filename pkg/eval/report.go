@@ -103,8 +103,12 @@ type Report struct {
 	// EvidenceStoredPercent is, over the questions of categories 1–4, the mean share
 	// of evidence turns kept in some memory: the ceiling of agentmem's recall at any k.
 	EvidenceStoredPercent float64 `json:"evidence_stored_percent"`
-	ReplaySeconds         float64 `json:"replay_seconds"`
-	QuestionSeconds       float64 `json:"question_seconds"`
+	// Compression is long-term compression's effect on the users' MEMORY.md,
+	// SessionSummaries the weight of the sessions' summaries.
+	Compression      CompressionStats `json:"compression"`
+	SessionSummaries SummaryStats     `json:"session_summaries"`
+	ReplaySeconds    float64          `json:"replay_seconds"`
+	QuestionSeconds  float64          `json:"question_seconds"`
 
 	// PerQuestion has every question's recall, for analysis of misses; it is left
 	// out of the JSON form, which stays a summary.
@@ -413,6 +417,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "agentmem kept %.1f%% of the turns in some memory; %.1f%% of the evidence is kept (the ceiling of its recall)\n",
 		r.StoredTurnsPercent, r.EvidenceStoredPercent)
+	c := r.Compression
+	fmt.Fprintf(&b, "long-term compression (dry run): %d MEMORY.md files, %d -> %d chars (ratio %.3f), %d rejected by the loss guard\n",
+		c.Files, c.BeforeChars, c.AfterChars, c.Ratio, c.Rejections)
+	ss := r.SessionSummaries
+	fmt.Fprintf(&b, "session summaries: %d sessions; summary %.1f%% of the tokens of the messages it stands for; summary + verbatim messages %.1f%% of the session\n",
+		ss.Sessions, ss.SummarySharePercent, ss.PackSharePercent)
 	fmt.Fprintf(&b, "time: replay and consolidation %.1fs, questions %.1fs\n", r.ReplaySeconds, r.QuestionSeconds)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
@@ -209,49 +210,21 @@ func RunScenarios(ctx context.Context, cfg ScenarioConfig, scenarios []Scenario,
 	if len(scenarios) == 0 {
 		return nil, fmt.Errorf("%w: no scenario", ErrInvalidData)
 	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
-	if logger == nil {
-		logger = zap.NewNop()
-	}
-	dir := cfg.DataDir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "agentmem-scenarios-")
-		if err != nil {
-			return nil, fmt.Errorf("eval: %w", err)
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
-	scfg, err := scenarioStackConfig(cfg.ConfigFile, cfg.Environ, dir)
-	if err != nil {
-		return nil, err
-	}
 	started := time.Now()
-	st, err := app.Up(ctx, scfg, app.UpOptions{}, logger)
+	run, err := startScenarioStack(ctx, &cfg, "agentmem-eval-scenarios", logger)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = st.Close() }()
-	nc, err := st.Runtime().Dial("agentmem-eval-scenarios")
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	ev := &Evaluator{cfg: Config{IdleTimeout: cfg.IdleTimeout, Progress: cfg.Progress}, logger: logger}
+	defer run.close()
+	st, nc, ev := run.stack, run.nc, run.ev
 
 	users := scenarioUsers(scenarios)
 	clients := make([]*client.Client, len(scenarios))
-	base := time.Date(2026, time.March, 2, 9, 0, 0, 0, time.UTC)
 	for i, s := range scenarios {
 		if clients[i], err = client.New(nc, client.Config{Tenant: users[i], AgentID: agentID, RequestTimeout: time.Minute}); err != nil {
 			return nil, err
 		}
-		if err := replayScenario(ctx, clients[i], users[i], s, base); err != nil {
+		if err := replayScenario(ctx, clients[i], users[i], "", s, scenarioStart); err != nil {
 			return nil, err
 		}
 	}
@@ -321,6 +294,65 @@ func percent(n, of int) float64 {
 	return math.Round(float64(n)/float64(of)*1000) / 10
 }
 
+// scenarioStart is when a scenario's first session starts.
+var scenarioStart = time.Date(2026, time.March, 2, 9, 0, 0, 0, time.UTC)
+
+// scenarioStack is a private stack of a scenario run and a connection to it.
+type scenarioStack struct {
+	stack *app.Stack
+	nc    *nats.Conn
+	ev    *Evaluator // for its waitIdle and replay
+	close func()
+}
+
+// startScenarioStack sets cfg's defaults and starts its stack: the data under
+// cfg.DataDir, or a temporary directory that close removes.
+func startScenarioStack(ctx context.Context, cfg *ScenarioConfig, name string, logger *zap.Logger) (*scenarioStack, error) {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	var cleanup []func()
+	closeAll := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	dir := cfg.DataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", name+"-")
+		if err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
+		cleanup = append(cleanup, func() { _ = os.RemoveAll(tmp) })
+		dir = tmp
+	}
+	scfg, err := scenarioStackConfig(cfg.ConfigFile, cfg.Environ, dir)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	st, err := app.Up(ctx, scfg, app.UpOptions{}, logger)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { _ = st.Close() })
+	nc, err := st.Runtime().Dial(name)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	cleanup = append(cleanup, nc.Close)
+	ev := &Evaluator{cfg: Config{IdleTimeout: cfg.IdleTimeout, Progress: cfg.Progress}, logger: logger}
+	return &scenarioStack{stack: st, nc: nc, ev: ev, close: closeAll}, nil
+}
+
 // scenarioUsers derives a tenant (and user) id per scenario from its id.
 func scenarioUsers(scenarios []Scenario) []string {
 	convs := make([]Conversation, len(scenarios))
@@ -330,11 +362,11 @@ func scenarioUsers(scenarios []Scenario) []string {
 	return tenantIDs(convs)
 }
 
-// replayScenario publishes s's sessions; messages are a minute apart, sessions a
-// day apart, starting at base.
-func replayScenario(ctx context.Context, cl *client.Client, user string, s Scenario, base time.Time) error {
+// replayScenario publishes s's sessions ("s1", … after prefix); messages are a
+// minute apart, sessions a day apart, starting at base.
+func replayScenario(ctx context.Context, cl *client.Client, user, prefix string, s Scenario, base time.Time) error {
 	for si, sess := range s.Sessions {
-		sessionID := fmt.Sprintf("s%d", si+1)
+		sessionID := fmt.Sprintf("%ss%d", prefix, si+1)
 		ts := base.Add(time.Duration(si) * 24 * time.Hour)
 		for _, m := range sess {
 			ts = ts.Add(time.Minute)

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,13 +67,7 @@ func TestCheckPackFoldsCaseAndWidth(t *testing.T) {
 // TestScenarioSuite runs the whole suite through the real pipeline (a few
 // seconds) and holds the offline rules to the targets.
 func TestScenarioSuite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the pipeline")
-	}
-	scs, err := LoadScenarios(scenarioDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	scs := pipelineSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := RunScenarios(ctx, ScenarioConfig{DataDir: t.TempDir(), IdleTimeout: 2 * time.Minute}, scs, nil)
@@ -93,3 +88,43 @@ func TestScenarioSuite(t *testing.T) {
 
 // minScenarioPassRate is what the offline default must keep.
 const minScenarioPassRate = 95.0
+
+// The long MEMORY.md of RunCompression: a round of distinct error fixes leaves
+// the offline compressor nothing to merge; the second round restates every one
+// of them, and the compressor merges each into its newest copy, back to the
+// first round's size, with nothing the loss guard refuses.
+func TestRunCompression(t *testing.T) {
+	scs := slices.DeleteFunc(pipelineSuite(t), func(s Scenario) bool { return !strings.HasPrefix(s.ID, "en-err-") })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := RunCompression(ctx, ScenarioConfig{DataDir: t.TempDir(), IdleTimeout: 2 * time.Minute}, nil, scs, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rounds) != 2 {
+		t.Fatalf("rounds %+v", rep.Rounds)
+	}
+	one, two := rep.Rounds[0], rep.Rounds[1]
+	if one.Entries < 3 || one.AfterChars != one.BeforeChars || two.Entries != 2*one.Entries || two.AfterChars != one.BeforeChars ||
+		two.Ratio > 0.6 || one.Rejections+two.Rejections != 0 || two.ProcessedBy != "rules" {
+		t.Fatalf("rounds %+v", rep.Rounds)
+	}
+	var table strings.Builder
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "ratio") {
+		t.Fatalf("table %v:\n%s", err, table.String())
+	}
+}
+
+// pipelineSuite is the shipped suite for a test that runs it through the
+// pipeline; -short skips the test.
+func pipelineSuite(t *testing.T) []Scenario {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	scs, err := LoadScenarios(scenarioDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scs
+}

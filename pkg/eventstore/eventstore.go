@@ -278,6 +278,23 @@ func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
 	return slices.Sorted(maps.Keys(seen)), nil
 }
 
+// Last returns the newest message stored on subject, headers included, or an
+// error wrapping ErrNotFound when there is none.
+func (s *Store) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	stream, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
+	}
+	raw, err := stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w: nothing on %s", ErrNotFound, subject)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: last message on %s: %w", subject, err)
+	}
+	return raw, nil
+}
+
 // scanSubject walks the messages matching subject (wildcards allowed) in stream
 // order with "next message for subject" gets: one request per message, no consumer.
 func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stored) bool) error {

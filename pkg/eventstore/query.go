@@ -19,7 +19,7 @@ var ErrInvalidQuery = errors.New("eventstore: invalid query")
 
 // Query selects a tenant's events: all of them, one user's (every event type that
 // names the user in its subject: observations, session_ended, hits, written,
-// consolidate, summary_due), or one session's (observations, session_ended,
+// consolidate, summary_due, write), or one session's (observations, session_ended,
 // summary_due), stored in [Since, Until) by the stream's clock (zero: unbounded).
 type Query struct {
 	Tenant  string

@@ -13,6 +13,11 @@ import (
 // plan ("Let's use the March file", "We decided to drop column F").
 var decisionRe = regexp.MustCompile(`(?i)\b(?:decided|decide to|agreed|agree to|let'?s|we(?:'ll| will| should)|i(?:'ll| will)|going to|chose|chosen|settled on|from now on|instead)\b`)
 
+// maxKeyPointBytes bounds a sentence that can be a key point: a longer one is a
+// paste or a run-on text, not a point, and running every rule over it made the
+// summary of a session holding such messages take seconds.
+const maxKeyPointBytes = 1000
+
 // SummarizeSession is Summarize over a session's messages (session.State.Recent),
 // the retriever's Summarizer.
 func SummarizeSession(msgs []sessionstate.Message, maxChars int) string {
@@ -29,7 +34,7 @@ func SummarizeSession(msgs []sessionstate.Message, maxChars int) string {
 //
 //	Request: the first human message (any role but assistant, tool and system)
 //	Key points:
-//	- each sentence of a human message that states a preference, asks to be
+//	- each sentence (up to maxKeyPointBytes) of a human message that states a preference, asks to be
 //	  remembered, describes a file's structure, or records a decision, in
 //	  conversation order, repeats (ignoring case and spacing) dropped
 //	Outcome: the last assistant message
@@ -60,7 +65,7 @@ func Summarize(conv []Message, maxChars int) string {
 		}
 		for _, sent := range sentences(m.Text) {
 			st := stripFiller(sent.text)
-			if sent.code || !keyStatement(st) {
+			if sent.code || len(st) > maxKeyPointBytes || !keyStatement(st) {
 				continue
 			}
 			st = strings.Join(strings.Fields(st), " ")

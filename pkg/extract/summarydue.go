@@ -13,8 +13,9 @@ import (
 // summarize handles a summary_due event (SPEC B2): it extends the session's
 // running summary with its messages since the last one, all but the latest
 // keep count (lifecycle.SessionSummaries, idempotent under redelivery), then
-// runs the policy reflection when one is due (lifecycle.Evolver). Handled under
-// the session's lock, like its session_ended.
+// runs the policy reflection when one is due (lifecycle.Evolver). A failed
+// reflection fails the event: its redelivery finds the summary written and
+// reflects again. Handled under the session's lock, like its session_ended.
 func (w *Worker) summarize(ctx context.Context, env events.Envelope) error {
 	log := w.logger.With(obs.Tenant(env.Tenant), obs.User(env.UserID), obs.Session(env.SessionID), obs.EventID(env.ID))
 	if w.deps.Summaries == nil {
@@ -27,17 +28,17 @@ func (w *Worker) summarize(ctx context.Context, env events.Envelope) error {
 		return fmt.Errorf("extract: session %s: %w", key, err)
 	}
 	defer unlock()
-	outcome, err := w.deps.Summaries.Summarize(ctx, env.Tenant, env.UserID, env.SessionID)
+	outcome, err := w.deps.Summaries.Summarize(ctx, env.Tenant, env.UserID, env.SessionID, env.ID)
 	if err != nil {
 		return fmt.Errorf("extract: summary of session %s: %w", key, err)
 	}
 	log.Debug("summary_due handled", zap.String("outcome", string(outcome)))
 	if w.deps.Evolver != nil {
-		// Advisory: a failed reflection is logged (by the Evolver) and skipped,
-		// never a reason to summarise again.
-		if evolved, err := w.deps.Evolver.Reflect(ctx, env.Tenant, env.UserID, env.SessionID); err == nil {
-			log.Debug("policy reflection", zap.String("outcome", evolved))
+		evolved, err := w.deps.Evolver.Reflect(ctx, env.Tenant, env.UserID, env.SessionID)
+		if err != nil {
+			return fmt.Errorf("extract: policy reflection of session %s: %w", key, err)
 		}
+		log.Debug("policy reflection", zap.String("outcome", evolved))
 	}
 	return nil
 }

@@ -62,7 +62,8 @@ type Config struct {
 	// default 1, one after another, which is fastest for the rule-based decider.
 	// With a model each decision is a round trip: app sets it to llm.concurrency,
 	// and the model client's own bound (shared by every step of the process) is
-	// what limits the calls in flight to the endpoint.
+	// what limits the calls in flight to the endpoint. A processor.BatchDecider
+	// (the model's decider) is given the whole batch at once instead.
 	DecideConcurrency int
 	// Summary is when a session's summary is due (SPEC B2); the zero value
 	// announces none.
@@ -174,18 +175,36 @@ func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []erro
 		}
 		return errs
 	}
-	for i, env := range envs {
+	// Write events come too (bus: ingest reads mem.*.write.* so that one that does
+	// not decode is dead-lettered): the retriever applied them when it recorded
+	// them, so a decoded one is done here.
+	obs, oerrs, at := envs, errs, []int(nil)
+	if slices.ContainsFunc(envs, isWrite) {
+		obs = nil
+		for i, env := range envs {
+			if !isWrite(env) {
+				obs, at = append(obs, env), append(at, i)
+			}
+		}
+		oerrs = make([]error, len(obs))
+	}
+	for i, env := range obs {
 		if env.Type != events.TypeObservation {
-			errs[i] = bus.Permanent(fmt.Errorf("ingest: %s event on an observation subject", env.Type))
+			oerrs[i] = bus.Permanent(fmt.Errorf("ingest: %s event on an observation subject", env.Type))
 		}
 	}
 	// The state comes first: an episode keeps the messages said before it, which
 	// the session state holds once this batch is folded in.
-	states, applied := w.applySessions(ctx, envs, errs)
-	w.writeEpisodes(ctx, envs, states, errs)
-	w.announceSummaries(ctx, envs, states, applied, errs)
+	states, applied := w.applySessions(ctx, obs, oerrs)
+	w.writeEpisodes(ctx, obs, states, oerrs)
+	w.announceSummaries(ctx, obs, states, applied, oerrs)
+	for j, i := range at {
+		errs[i] = oerrs[j]
+	}
 	return errs
 }
+
+func isWrite(env events.Envelope) bool { return env.Type == events.TypeWrite }
 
 // writeEpisodes stores the episodic memories the decider keeps of the message
 // observations still without an error (errs[i] == nil) and announces them,
@@ -290,34 +309,62 @@ type decision struct {
 	err       error
 }
 
-// decide runs the write decision of every message observation of envs still
-// without an error, up to decideParallel at once, and returns them by index in
-// envs (the zero decision, no write, for the others). In a batch of a hundred
-// messages and a model answering in seconds, one after another would take minutes.
 // yieldEvery is how many rule decisions a batch makes between two yields to reads
 // (priority.Gate.Background): about half a millisecond of CPU.
 const yieldEvery = 8
 
+// decide runs the write decision of every message observation of envs still
+// without an error and returns them by index in envs (the zero decision, no
+// write, for the others): with a processor.BatchDecider in one DecideBatch call,
+// otherwise up to decideParallel at once. In a batch of a hundred messages and a
+// model answering in seconds, one after another would take minutes.
 func (w *Worker) decide(ctx context.Context, envs []events.Envelope, states map[sessionOf]session.State, errs []error) []decision {
 	out := make([]decision, len(envs))
-	one := func(i int) {
+	var asked []int // indices in envs of the messages to decide
+	for i, env := range envs {
+		if errs[i] == nil && env.Observation.EffectiveKind() == events.KindMessage && strings.TrimSpace(env.Observation.Text) != "" {
+			asked = append(asked, i)
+		}
+	}
+	cobs := make([]records.Observation, len(envs))
+	for _, i := range asked {
 		env := envs[i]
-		before := messagesBefore(states[sessionOf{env.Tenant, env.UserID, env.SessionID}], env, w.contextMessages)
-		d := &out[i]
-		d.rec, d.statement, d.write, d.err = w.episode(ctx, env, before)
+		cobs[i] = observation(env, messagesBefore(states[sessionOf{env.Tenant, env.UserID, env.SessionID}], env, w.contextMessages))
+	}
+	if bd, ok := w.deps.Decider.(processor.BatchDecider); ok && len(asked) > 0 {
+		// One call for the batch: a model decides many messages per request, the
+		// requests concurrently, so its latency is paid about once per batch.
+		batch := make([]records.Observation, len(asked))
+		for j, i := range asked {
+			batch[j] = cobs[i]
+		}
+		eps, err := bd.DecideBatch(ctx, batch)
+		for j, i := range asked {
+			if err != nil {
+				out[i].err = fmt.Errorf("ingest: write decision for %s: %w", envs[i].ID, err)
+				continue
+			}
+			out[i].rec, out[i].statement, out[i].write = episode(envs[i], cobs[i], eps[j])
+		}
+		return out
+	}
+	one := func(i int) {
+		ep, err := w.deps.Decider.Decide(ctx, cobs[i])
+		if err != nil {
+			out[i].err = fmt.Errorf("ingest: write decision for %s: %w", envs[i].ID, err)
+			return
+		}
+		out[i].rec, out[i].statement, out[i].write = episode(envs[i], cobs[i], ep)
 	}
 	var (
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, w.decideParallel)
 	)
-	for i, env := range envs {
-		if errs[i] != nil || env.Observation.EffectiveKind() != events.KindMessage || strings.TrimSpace(env.Observation.Text) == "" {
-			continue
-		}
+	for n, i := range asked {
 		if w.decideParallel == 1 {
 			// A batch of rule decisions is milliseconds of CPU: reads that came
 			// meanwhile go first every few observations, not after the batch.
-			if i%yieldEvery == 0 {
+			if n%yieldEvery == 0 {
 				_ = w.deps.Gate.Background(ctx)
 			}
 			one(i)
@@ -352,18 +399,15 @@ func messagesBefore(st session.State, env events.Envelope, n int) []records.Utte
 // sessionOf identifies a session.
 type sessionOf struct{ tenant, userID, sessionID string }
 
-// episode runs the write decision for one observation and builds its episodic
-// record, without its vector, keeping before as its context, and the statement
-// to embed (records.EpisodeStatement); write is false when the decider keeps
-// nothing. The record's id derives from the event id, so a redelivery upserts the
-// same record.
-func (w *Worker) episode(ctx context.Context, env events.Envelope, before []records.Utterance) (rec vectorstore.Record, statement string, write bool, err error) {
+// observation is what the write decider sees of env: its texts cleaned of
+// credentials and planted instructions (pkg/redact), keeping before as its
+// context.
+func observation(env events.Envelope, before []records.Utterance) records.Observation {
 	o := env.Observation
-	// Credentials and planted instructions never reach a memory (pkg/redact).
 	for i := range before {
 		before[i].Text = redact.Clean(before[i].Text)
 	}
-	cobs := records.Observation{
+	return records.Observation{
 		Role:    string(o.Role),
 		Text:    redact.Clean(o.Text),
 		TS:      env.TS,
@@ -373,14 +417,17 @@ func (w *Worker) episode(ctx context.Context, env events.Envelope, before []reco
 		Meta:    o.Meta,
 		Before:  before,
 	}
-	ep, err := w.deps.Decider.Decide(ctx, cobs)
-	if err != nil {
-		return rec, "", false, fmt.Errorf("ingest: write decision for %s: %w", env.ID, err)
-	}
+}
+
+// episode builds the episodic record of env's decision ep, without its vector,
+// and the statement to embed (records.EpisodeStatement); write is false when the
+// decider keeps nothing. The record's id derives from the event id, so a
+// redelivery upserts the same record.
+func episode(env events.Envelope, cobs records.Observation, ep records.Episode) (rec vectorstore.Record, statement string, write bool) {
 	if !ep.Write {
-		return rec, "", false, nil
+		return rec, "", false
 	}
-	return records.EpisodeRecord(env.Tenant, env.UserID, cobs, ep), records.EpisodeStatement(cobs, ep), true, nil
+	return records.EpisodeRecord(env.Tenant, env.UserID, cobs, ep), records.EpisodeStatement(cobs, ep), true
 }
 
 // embed sets the vectors of recs, texts[i] being what recs[i] embeds, with one

@@ -328,34 +328,7 @@ func TestConcurrentObservationsOfManySessions(t *testing.T) {
 // writtenEvents reads every memory_written event of tenant acme from the stream.
 func writtenEvents(t *testing.T, js jetstream.JetStream) []events.Envelope {
 	t.Helper()
-	return streamEvents(t, js, "mem.acme.written.")
-}
-
-// streamEvents is every event in the stream whose subject starts with prefix.
-func streamEvents(t *testing.T, js jetstream.JetStream, prefix string) []events.Envelope {
-	t.Helper()
-	ctx := context.Background()
-	stream, err := js.Stream(ctx, bus.DefaultStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []events.Envelope
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if err != nil || !strings.HasPrefix(m.Subject, prefix) {
-			continue
-		}
-		env, err := events.Decode(m.Data)
-		if err != nil {
-			t.Fatalf("%s %d: %v", m.Subject, seq, err)
-		}
-		out = append(out, env)
-	}
-	return out
+	return bustest.StreamEvents(t, js, "mem.acme.written.")
 }
 
 // An episode keeps the messages said before it in its session as context: its

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/ingest"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -16,7 +17,7 @@ import (
 // summaryDue is every summary_due event in the stream.
 func summaryDue(t *testing.T, r rig) []events.Envelope {
 	t.Helper()
-	return streamEvents(t, r.js, "mem.acme.summary.")
+	return bustest.StreamEvents(t, r.js, "mem.acme.summary.")
 }
 
 // Ingest announces a session's summary once per threshold crossing (SPEC B2),

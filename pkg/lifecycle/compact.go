@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/clock"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/markdown"
@@ -232,7 +233,7 @@ func (c *Compactor) due(ctx context.Context, ns docstore.Namespace, chars int) (
 		c.logger.Warn("unreadable compression stamp; compressing", obs.Tenant(ns.Tenant), obs.User(ns.User), zap.Error(err))
 		return "", nil
 	}
-	if ok && c.cfg.Now().Sub(last) < c.cfg.MinInterval {
+	if ok && clock.Now(ctx, c.cfg.Now).Sub(last) < c.cfg.MinInterval {
 		return fmt.Sprintf("last compressed at %s, less than %s ago", last.Format(time.RFC3339), c.cfg.MinInterval), nil
 	}
 	return "", nil
@@ -255,5 +256,5 @@ func (c *Compactor) compress(ctx context.Context, doc string, log *zap.Logger) (
 }
 
 func (c *Compactor) stamp(ctx context.Context, ns docstore.Namespace) error {
-	return c.docs.SetLastLongTermCompress(ctx, ns, c.cfg.Now())
+	return c.docs.SetLastLongTermCompress(ctx, ns, clock.Now(ctx, c.cfg.Now))
 }

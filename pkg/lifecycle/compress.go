@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agentmem/agentmem/pkg/llm"
@@ -39,11 +40,12 @@ type Compressor interface {
 }
 
 // RuleCompressor is the offline compressor (SPEC B4): it merges duplicate and
-// near-duplicate entries, keeping the newest of entries that restate the same
-// fact, and tightens white space. An older entry is dropped only when the newer
-// one holds every key token it has (KeyTokens), so it never loses a date,
-// number, name, file name or identifier of an entry, and it never makes the
-// file longer. Deterministic.
+// near-duplicate entries, and long-term sections, keeping the newest of those
+// that restate the same fact, and tightens white space. An older block is
+// dropped only when a newer one of its kind (an entry of its category, or a
+// section) holds every key token it has (KeyTokens; a section's heading date
+// included), so it never loses a date, number, name, file name or identifier
+// of an entry, and it never makes the file longer. Deterministic.
 type RuleCompressor struct{}
 
 // Compress implements Compressor.
@@ -52,57 +54,44 @@ func (RuleCompressor) Compress(_ context.Context, doc string) (string, error) {
 }
 
 // nearDuplicate is the word-set overlap (Jaccard) from which two entries of one
-// category restate the same fact.
+// category, or two sections, restate the same fact.
 const nearDuplicate = 0.6
 
 // CompressRules is RuleCompressor's function.
 func CompressRules(doc string) string {
 	pre, blocks := markdown.SplitBlocks(doc)
 	type kept struct {
-		norm    string
-		words   map[string]bool
-		content string
-		cat     markdown.Category
+		norm  string
+		words map[string]bool
+		text  string
+		kind  markdown.Category // "" for a section
 	}
 	drop := make([]bool, len(blocks))
 	var newer []kept
-	// Newest first: by position (entries are appended in time order), then each
-	// older entry is compared with the newer ones kept.
+	// Newest first: by position (blocks are appended in time order), then each
+	// older block is compared with the newer ones kept. An entry compares its
+	// content, under the header that stamps it; a section its whole text.
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
-		if !b.IsEntry {
+		if b.Malformed {
 			continue
 		}
-		k := kept{norm: normalize(b.Entry.Content), cat: b.Entry.Category, content: b.Entry.Content}
-		k.words = wordSet(k.norm)
-		tokens := KeyTokens(b.Entry.Content)
-		restated := false
-		for _, n := range newer {
-			if n.cat != k.cat {
-				continue
-			}
-			if (n.norm == k.norm || jaccard(n.words, k.words) >= nearDuplicate) && heldBy(tokens, n.content) {
-				restated = true
-				break
-			}
+		k := kept{text: b.Text}
+		if b.IsEntry {
+			k.text, k.kind = b.Entry.Content, b.Entry.Category
 		}
-		if restated && trailerBlank(b) {
+		k.norm = normalize(k.text)
+		k.words = wordSet(k.norm)
+		tokens := KeyTokens(k.text)
+		restated := slices.ContainsFunc(newer, func(n kept) bool {
+			return n.kind == k.kind && (n.norm == k.norm || jaccard(n.words, k.words) >= nearDuplicate) && heldBy(tokens, n.text)
+		})
+		// An entry with text typed under its "---" stays: that text would go with it.
+		if restated && (!b.IsEntry || trailerBlank(b)) {
 			drop[i] = true
 			continue
 		}
 		newer = append(newer, k)
-	}
-	// Long-term sections: an exact repeat of a section (heading and text) goes.
-	seen := map[string]bool{}
-	for i, b := range blocks {
-		if b.IsEntry || b.Malformed {
-			continue
-		}
-		key := normalize(b.Text)
-		if seen[key] {
-			drop[i] = true
-		}
-		seen[key] = true
 	}
 	var out strings.Builder
 	out.WriteString(tighten(pre))

@@ -247,7 +247,7 @@ func TestDryRunAndModelDown(t *testing.T) {
 // Property (SPEC B4): the offline compressor never loses a date, number, name,
 // file name or identifier of a kept entry, and never makes the file longer.
 func TestPropertyRuleCompressorLosesNoKeyTokenAndNeverGrows(t *testing.T) {
-	words := []string{"Alice", "Bob", "report.csv", "budget_2025.xlsx", "2025-03-01", "42", "3.5", "sales", "columns", "qty", "userId", "v2", "meeting", "Lisbon", "due", "the", "is"}
+	words := []string{"Alice", "Bob", "report.csv", "budget_2025.xlsx", "2025-03-01", "42", "3.5", "sales", "columns", "qty", "userId", "v2", "meeting", "Lisbon", "due", "the", "is", "0xfc", "读取：UnicodeDecodeError", "GBK编码", "cp1252"}
 	rapid.Check(t, func(rt *rapid.T) {
 		doc := rapid.SampledFrom([]string{"", "# Memory\n\n", "notes  \n\n\n"}).Draw(rt, "preamble")
 		start := time.Date(2025, 1, 1, 9, 0, 0, 0, time.UTC)
@@ -270,7 +270,8 @@ func TestPropertyRuleCompressorLosesNoKeyTokenAndNeverGrows(t *testing.T) {
 			pool = append(pool, content)
 			cat := rapid.SampledFrom([]markdown.Category{markdown.CategoryGeneral, markdown.CategoryErrorSolution}).Draw(rt, "cat")
 			if rapid.IntRange(0, 5).Draw(rt, "kind") == 0 {
-				doc = markdown.AppendBlock(doc, markdown.FormatLongTerm(start.AddDate(0, 0, i), content))
+				// Few days: sections of one day restate each other too.
+				doc = markdown.AppendBlock(doc, markdown.FormatLongTerm(start.AddDate(0, 0, rapid.IntRange(0, 2).Draw(rt, "day")), content))
 			} else {
 				doc = markdown.AppendBlock(doc, markdown.FormatEntry(markdown.Entry{Time: start.Add(time.Duration(i) * time.Hour), Category: cat, Content: content}))
 			}
@@ -289,6 +290,34 @@ func TestPropertyRuleCompressorLosesNoKeyTokenAndNeverGrows(t *testing.T) {
 			rt.Fatalf("not idempotent:\n%s\n---\n%s", out, again)
 		}
 	})
+}
+
+// Repeats merge into the newest: an entry whose tokens only KeyTokens sees
+// ("0" of "0xd6", a name next to CJK text), and a section restated the same
+// day; a section of another day stays (its date would be lost).
+func TestRuleCompressorMergesRestatements(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cjk := "Error: 读取导出文件时报错：UnicodeDecodeError: 'utf-8' codec can't decode byte 0xd6. Fix: 用 encoding='gbk' 读取。"
+	doc := ""
+	for _, b := range []string{
+		markdown.FormatEntry(markdown.Entry{Time: t0, Category: markdown.CategoryErrorSolution, Content: cjk}),
+		markdown.FormatLongTerm(t0, "The weekly sync with finance is every Tuesday at 10:00."),
+		markdown.FormatLongTerm(t0.AddDate(0, 0, -1), "The weekly sync with finance is every Tuesday at 10:00."),
+		markdown.FormatEntry(markdown.Entry{Time: t0.AddDate(0, 0, 7), Category: markdown.CategoryErrorSolution, Content: cjk}),
+		markdown.FormatLongTerm(t0, "The weekly sync with finance is every Tuesday at 10:00 in room B12."),
+	} {
+		doc = markdown.AppendBlock(doc, b)
+	}
+	out := lifecycle.CompressRules(doc)
+	if err := (lifecycle.GuardConfig{}).Check(doc, out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out, "0xd6") != 1 || !strings.Contains(out, "2026-03-09") || strings.Contains(out, "[2026-03-02 09:00]") {
+		t.Fatalf("the repeated entry is not merged into the newest:\n%s", out)
+	}
+	if strings.Count(out, "Tuesday at 10:00.") != 1 || !strings.Contains(out, "## 2026-03-01") || !strings.Contains(out, "room B12") {
+		t.Fatalf("sections: want the one of 2026-03-02 merged into its restatement, the one of 2026-03-01 kept:\n%s", out)
+	}
 }
 
 func TestGuardAllowsAConfiguredShare(t *testing.T) {

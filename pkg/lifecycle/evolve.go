@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -39,6 +40,28 @@ func SetPolicy(ctx context.Context, docs *docstore.Store, ns docstore.Namespace,
 		return "", err
 	}
 	return docs.SetPolicyOverrides(ctx, ns, append(data, '\n'))
+}
+
+// PolicyReply is the namespace's policy as a new session would get it: base
+// overlaid with its overrides; snapshot names the snapshot a change just took.
+func PolicyReply(ctx context.Context, docs *docstore.Store, ns docstore.Namespace, base policy.Policy, snapshot string) (events.PolicyReply, error) {
+	data, ok, err := docs.PolicyOverrides(ctx, ns)
+	if err != nil {
+		return events.PolicyReply{}, err
+	}
+	p, err := base.Overlay(data)
+	if err != nil {
+		return events.PolicyReply{}, err
+	}
+	pj, err := json.Marshal(p)
+	if err != nil {
+		return events.PolicyReply{}, err
+	}
+	reply := events.PolicyReply{Policy: pj, Snapshot: snapshot}
+	if ok {
+		reply.Overrides = json.RawMessage(bytes.TrimSpace(data))
+	}
+	return reply, nil
 }
 
 // mergedOverrides is the namespace's overrides with values on top.
@@ -250,8 +273,11 @@ const (
 // before the model is asked, so a redelivery never reflects twice), with
 // evolution enabled in the namespace's policy. It returns the outcome: a
 // proposal outcome, EvolutionOff or EvolutionNotDue; a rejected proposal is an
-// outcome, logged with its reason, not an error.
-func (e *Evolver) Reflect(ctx context.Context, tenant, user, sessionID string) (string, error) {
+// outcome, logged with its reason, not an error. A model reply that cannot be
+// used gives way to the RuleReflector's proposal; a reflection that fails
+// otherwise (the model unavailable, writing the proposal) gives its claim back
+// before returning the error, so that the event's redelivery runs it again.
+func (e *Evolver) Reflect(ctx context.Context, tenant, user, sessionID string) (outcome string, err error) {
 	ns := docstore.Namespace{Tenant: tenant, User: user}
 	data, _, err := e.docs.PolicyOverrides(ctx, ns)
 	if err != nil {
@@ -280,9 +306,24 @@ func (e *Evolver) Reflect(ctx context.Context, tenant, user, sessionID string) (
 		return EvolutionNotDue, err
 	}
 	log := e.logger.With(obs.Tenant(tenant), obs.User(user), obs.Session(sessionID), zap.Int("reflection", n))
-	p, err := e.model.Reflect(ctx, Reflection{Policy: pol, Messages: st.Messages, Recent: st.Recent[max(0, len(st.Recent)-e.cfg.Recent):]})
+	defer func() {
+		if err == nil {
+			return
+		}
+		log.Warn("policy reflection failed; its redelivery retries it", zap.Error(err))
+		// A detached context: the claim must go back even when ctx ended the reflection.
+		if rerr := e.sessions.ReleaseReflection(context.WithoutCancel(ctx), tenant, user, sessionID, n); rerr != nil {
+			log.Warn("policy reflection claim not released; this reflection is skipped", zap.Error(rerr))
+		}
+	}()
+	r := Reflection{Policy: pol, Messages: st.Messages, Recent: st.Recent[max(0, len(st.Recent)-e.cfg.Recent):]}
+	p, err := e.model.Reflect(ctx, r)
+	if errors.Is(err, llm.ErrBadReply) {
+		// The model answered, unusably: asking again would likely be as bad.
+		log.Warn("unusable policy reflection from the model; the rules stand in", zap.Error(err))
+		p, err = RuleReflector{}.Reflect(ctx, r)
+	}
 	if err != nil {
-		log.Warn("policy reflection failed; skipped", zap.Error(err))
 		return "", err
 	}
 	outcome, snapshot, err := ApplyProposal(ctx, e.docs, ns, e.cfg.Base, p, e.metrics)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -167,11 +168,11 @@ func TestEvolverReflectsOncePerTwentyMessages(t *testing.T) {
 	}
 }
 
-// With a model, the reflection is the model's proposal, validated the same way.
-func TestLLMReflectorProposalIsValidated(t *testing.T) {
-	ctx := context.Background()
-	model := llmtest.NewModel(t)
-	s := sessionRig(t, 40, chat)
+// modelEvolver is an Evolver with evolution enabled, reflecting with model on
+// a session of n messages (sessionRig with text), and its docstore.
+func modelEvolver(t *testing.T, model *llmtest.Model, n int, text func(int) string) (*docstore.Store, *lifecycle.Evolver) {
+	t.Helper()
+	s := sessionRig(t, n, text)
 	docs := fsStore(t, docstoretest.NewClock())
 	base := policy.Defaults()
 	base.EvolutionEnabled = true
@@ -179,6 +180,14 @@ func TestLLMReflectorProposalIsValidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return docs, e
+}
+
+// With a model, the reflection is the model's proposal, validated the same way.
+func TestLLMReflectorProposalIsValidated(t *testing.T) {
+	ctx := context.Background()
+	model := llmtest.NewModel(t)
+	docs, e := modelEvolver(t, model, 40, chat)
 	model.SetAnswer(llmtest.StepReflect, func(user string) string {
 		if !strings.Contains(user, `"recent_days":3`) || !strings.Contains(user, "40 messages") {
 			return `{"changes": {}, "reason": "prompt without the policy"}`
@@ -193,6 +202,58 @@ func TestLLMReflectorProposalIsValidated(t *testing.T) {
 	}
 	if model.Calls(llmtest.StepReflect) != 1 {
 		t.Fatalf("reflect calls %d", model.Calls(llmtest.StepReflect))
+	}
+}
+
+// A reflection whose model call fails gives its claim back: the redelivery
+// reflects, once, and not again after that. SPEC B5.
+func TestFailedReflectionIsRetried(t *testing.T) {
+	ctx := context.Background()
+	model := llmtest.NewModel(t)
+	docs, e := modelEvolver(t, model, 20, chat)
+	model.SetAnswer(llmtest.StepReflect, func(string) string { return `{"changes": {"recent_days": 9}, "reason": "wider"}` })
+	unavailable := func(on bool) {
+		status := 0 // answers again
+		if on {
+			status = http.StatusServiceUnavailable
+		}
+		model.SetStatus(status)
+	}
+	for _, fail := range []func(bool){model.SetDown, unavailable} {
+		fail(true)
+		if out, err := e.Reflect(ctx, "acme", "u1", "s1"); err == nil {
+			t.Fatalf("a failed model call: %q, no error", out)
+		}
+		fail(false)
+	}
+	if got := overrides(t, docs); got != "" {
+		t.Fatalf("failed reflections wrote %s", got)
+	}
+	if out, err := e.Reflect(ctx, "acme", "u1", "s1"); err != nil || out != lifecycle.ProposalApplied {
+		t.Fatalf("the retry: %q, %v", out, err)
+	}
+	if got := overrides(t, docs); got != `{"recent_days":9}` {
+		t.Fatalf("overrides %s", got)
+	}
+	if out, err := e.Reflect(ctx, "acme", "u1", "s1"); err != nil || out != lifecycle.EvolutionNotDue {
+		t.Fatalf("a redelivery after success reflected again: %q, %v", out, err)
+	}
+	if n := model.Calls(llmtest.StepReflect); n != 3 {
+		t.Fatalf("%d reflect calls, want 2 failed and 1 good", n)
+	}
+}
+
+// A reply the reflection cannot use gives way to the rules' proposal, like
+// every model step's: asking again would likely be as bad.
+func TestUnusableReflectionFallsBackToTheRules(t *testing.T) {
+	model := llmtest.NewModel(t)
+	model.SetInvalidJSON(true)
+	docs, e := modelEvolver(t, model, 20, func(i int) string { return fmt.Sprintf("Like last time, use report_%d.csv.", i) })
+	if out, err := e.Reflect(context.Background(), "acme", "u1", "s1"); err != nil || out != lifecycle.ProposalApplied {
+		t.Fatalf("Reflect = %q, %v", out, err)
+	}
+	if got := overrides(t, docs); got != `{"recent_days":6}` || model.Calls(llmtest.StepReflect) != 1 {
+		t.Fatalf("overrides %s after %d model calls: want the rules' proposal", got, model.Calls(llmtest.StepReflect))
 	}
 }
 

@@ -100,6 +100,26 @@ func (r RuleSessionSummarizer) SummarizeSession(_ context.Context, previous stri
 // SummarizeExtractive is RuleSessionSummarizer's function; maxChars <= 0 uses
 // DefaultSummaryMaxChars.
 func SummarizeExtractive(previous string, msgs []session.Message, maxChars int) string {
+	return SummarizeExtractiveLines(previous, msgs, maxChars, KeyLines)
+}
+
+// KeyLines are the lines the offline summariser keeps of m: "role: sentence"
+// for each of its key sentences, in order. The regular expressions behind it
+// cost tens of microseconds a message, so the retriever, which digests on a
+// request's path, keeps them per message.
+func KeyLines(m session.Message) []string {
+	var out []string
+	for _, sent := range splitSentences(m.Text) {
+		if keySentence(sent) {
+			out = append(out, string(m.Role)+": "+sent)
+		}
+	}
+	return out
+}
+
+// SummarizeExtractiveLines is SummarizeExtractive with each message's lines
+// from lines: KeyLines, or a cache of it.
+func SummarizeExtractiveLines(previous string, msgs []session.Message, maxChars int, keyLines func(session.Message) []string) string {
 	if maxChars <= 0 {
 		maxChars = DefaultSummaryMaxChars
 	}
@@ -112,11 +132,7 @@ func SummarizeExtractive(previous string, msgs []session.Message, maxChars int) 
 		}
 	}
 	for _, m := range msgs {
-		for _, sent := range splitSentences(m.Text) {
-			if !keySentence(sent) {
-				continue
-			}
-			l := string(m.Role) + ": " + sent
+		for _, l := range keyLines(m) {
 			if k := strings.ToLower(l); !seen[k] {
 				seen[k] = true
 				lines = append(lines, l)
@@ -252,13 +268,14 @@ const (
 )
 
 // Summarize extends the session's summary with its messages since the last
-// one, all but the latest KeepCount. It is idempotent: a session whose summary
-// already covers them writes nothing (a redelivered summary_due). The write is a
+// one, all but the latest KeepCount, for the summary_due event dueID ("" when
+// none). It is idempotent: a session whose summary already covers them, or was
+// written for dueID, writes nothing (a redelivered summary_due). The write is a
 // compare-and-set on the summary's own key; losing it to another handler is an
 // error, retried. When the model fails and the summary with the unsummarised
 // messages exceed the context window, the emergency path drops the oldest half
 // of those messages (logged, counted) instead of failing.
-func (s *SessionSummaries) Summarize(ctx context.Context, tenant, user, sessionID string) (SummaryOutcome, error) {
+func (s *SessionSummaries) Summarize(ctx context.Context, tenant, user, sessionID, dueID string) (SummaryOutcome, error) {
 	st, err := s.store.Get(ctx, tenant, user, sessionID)
 	if errors.Is(err, session.ErrNotFound) {
 		return SummaryUnchanged, nil
@@ -269,6 +286,9 @@ func (s *SessionSummaries) Summarize(ctx context.Context, tenant, user, sessionI
 	sum, rev, err := s.store.GetSummary(ctx, tenant, user, sessionID)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		return "", err
+	}
+	if dueID != "" && sum.DueID == dueID {
+		return SummaryUnchanged, nil
 	}
 	keep := s.cfg.KeepCount
 	if s.cfg.Policies != nil {
@@ -307,7 +327,7 @@ func (s *SessionSummaries) Summarize(ctx context.Context, tenant, user, sessionI
 	if by == session.SummaryByEmergency {
 		next.Dropped += len(todo)
 	}
-	next.By, next.UpdatedAt = by, s.now().UTC()
+	next.By, next.UpdatedAt, next.DueID = by, s.now().UTC(), dueID
 	if _, err := s.store.PutSummary(ctx, tenant, user, sessionID, next, rev); err != nil {
 		return "", err
 	}

@@ -105,7 +105,7 @@ func TestSessionSummaryKeepsLastMessagesAndIsIdempotent(t *testing.T) {
 			s := sessionRig(t, 30, chat)
 			reg := prometheus.NewRegistry()
 			ss := summaries(t, s, lifecycle.SessionSummaryConfig{}, tc.model(t), reg)
-			out, err := ss.Summarize(ctx, "acme", "u1", "s1")
+			out, err := ss.Summarize(ctx, "acme", "u1", "s1", "")
 			if err != nil || out != lifecycle.SummaryWritten {
 				t.Fatalf("Summarize = %q, %v", out, err)
 			}
@@ -124,7 +124,7 @@ func TestSessionSummaryKeepsLastMessagesAndIsIdempotent(t *testing.T) {
 			if !strings.Contains(sum.Text, "report_25.csv") {
 				t.Fatalf("summary lost the last summarised decision:\n%s", sum.Text)
 			}
-			if out, err := ss.Summarize(ctx, "acme", "u1", "s1"); err != nil || out != lifecycle.SummaryUnchanged {
+			if out, err := ss.Summarize(ctx, "acme", "u1", "s1", ""); err != nil || out != lifecycle.SummaryUnchanged {
 				t.Fatalf("second Summarize = %q, %v", out, err)
 			}
 			if _, rev2, _ := s.GetSummary(ctx, "acme", "u1", "s1"); rev2 != rev {
@@ -160,11 +160,11 @@ func TestSessionSummaryIsIncremental(t *testing.T) {
 		}
 	}
 	add(0, 21)
-	if _, err := ss.Summarize(ctx, "acme", "u1", "s1"); err != nil {
+	if _, err := ss.Summarize(ctx, "acme", "u1", "s1", ""); err != nil {
 		t.Fatal(err)
 	}
 	add(21, 40)
-	if _, err := ss.Summarize(ctx, "acme", "u1", "s1"); err != nil {
+	if _, err := ss.Summarize(ctx, "acme", "u1", "s1", ""); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.calls) != 2 || rec.calls[0].n != 17 || rec.calls[1].n != 19 || rec.calls[1].previous != "summary of 17" || rec.calls[1].first != chat(17) {
@@ -202,7 +202,7 @@ func TestSessionSummaryEmergencyWhenTheModelIsDown(t *testing.T) {
 	s := sessionRig(t, 30, chat)
 	reg := prometheus.NewRegistry()
 	ss := summaries(t, s, lifecycle.SessionSummaryConfig{ContextWindowTokens: 100000}, model, reg)
-	if _, err := ss.Summarize(ctx, "acme", "u1", "s1"); err == nil {
+	if _, err := ss.Summarize(ctx, "acme", "u1", "s1", ""); err == nil {
 		t.Fatal("a failed summary within the window reported success")
 	}
 	if _, _, err := s.GetSummary(ctx, "acme", "u1", "s1"); !errors.Is(err, session.ErrNotFound) {
@@ -210,7 +210,7 @@ func TestSessionSummaryEmergencyWhenTheModelIsDown(t *testing.T) {
 	}
 
 	ss = summaries(t, s, lifecycle.SessionSummaryConfig{ContextWindowTokens: 100}, model, reg)
-	out, err := ss.Summarize(ctx, "acme", "u1", "s1")
+	out, err := ss.Summarize(ctx, "acme", "u1", "s1", "due-1")
 	if err != nil || out != lifecycle.SummaryEmergency {
 		t.Fatalf("Summarize = %q, %v", out, err)
 	}
@@ -218,6 +218,13 @@ func TestSessionSummaryEmergencyWhenTheModelIsDown(t *testing.T) {
 	sum, _, err := s.GetSummary(ctx, "acme", "u1", "s1")
 	if err != nil || sum.By != session.SummaryByEmergency || sum.Messages != 15 || sum.Dropped != 15 || len(sum.After(st.Recent)) != 15 {
 		t.Fatalf("emergency summary %+v, %v", sum, err)
+	}
+	// Its redelivery drops nothing more: the summary was written for it.
+	if out, err := ss.Summarize(ctx, "acme", "u1", "s1", "due-1"); err != nil || out != lifecycle.SummaryUnchanged {
+		t.Fatalf("redelivered summary_due: %q, %v", out, err)
+	}
+	if again, _, _ := s.GetSummary(ctx, "acme", "u1", "s1"); again != sum {
+		t.Fatalf("a redelivery rewrote the summary: %+v, then %+v", sum, again)
 	}
 	if counted(t, reg, "agentmem_session_summaries_total", "emergency") != 1 || counted(t, reg, "agentmem_session_summaries_total", "failed") != 1 {
 		t.Fatal("emergency and failure not counted once each")
@@ -271,7 +278,7 @@ func TestSessionSummaryKeepCountFromTheSessionPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss := summaries(t, s, lifecycle.SessionSummaryConfig{Policies: pols}, nil, nil)
-	if _, err := ss.Summarize(ctx, "acme", "u1", "s1"); err != nil {
+	if _, err := ss.Summarize(ctx, "acme", "u1", "s1", ""); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := s.Get(ctx, "acme", "u1", "s1")

@@ -121,11 +121,15 @@ func isWordByte(b byte) bool {
 	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 0x80
 }
 
-// heldBy reports whether every key token of tokens is in text (as holdsWord).
+// heldBy reports whether every key token of tokens is in text, as the guard
+// sees it: one of text's key tokens, or a whole word of it (holdsWord). The
+// first matters: a token holdsWord does not see as a word ("0" of "0xfc", a
+// name next to CJK text) would keep an entry from merging with its own repeat.
 func heldBy(tokens map[string]bool, text string) bool {
+	now := KeyTokens(text)
 	lower := strings.ToLower(text)
 	for t := range tokens {
-		if !holdsWord(lower, strings.ToLower(t)) {
+		if !now[t] && !holdsWord(lower, strings.ToLower(t)) {
 			return false
 		}
 	}

@@ -169,7 +169,11 @@ func New(cfg Config, logger *zap.Logger) (*Client, error) {
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
 	// No client-wide timeout: each attempt gets its own deadline from Config.Timeout.
-	oc.HTTPClient = &http.Client{}
+	// As many idle connections as calls in flight: the default transport keeps
+	// 2, and every call beyond them would open (and close) a connection.
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, cfg.Concurrency)
+	oc.HTTPClient = &http.Client{Transport: t}
 	return &Client{
 		secrets:  secretsOf(cfg),
 		cfg:      cfg,

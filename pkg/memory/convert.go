@@ -47,9 +47,11 @@ func apiContext(who, chatID string) string {
 	return "added through the memory API by " + who + " in chat " + chatID
 }
 
-// newRecord builds the record of a valid add request, without its vector.
+// newRecord builds the record of a valid add request, without its vector. The
+// text is redacted here, so that the id (AddedID too) is that of what is stored.
 func newRecord(tenant string, req events.AddRequest, now time.Time) (vectorstore.Record, error) {
 	var rec vectorstore.Record
+	req.Text = redactText(req.Text)
 	switch vectorstore.MemoryType(req.EffectiveMemoryType()) {
 	case vectorstore.Episodic:
 		if err := checkCallerMetadata(vectorstore.Episodic, req.Metadata); err != nil {
@@ -198,4 +200,11 @@ func toItem(r vectorstore.Record) (events.MemoryItem, error) {
 		it.TTLSec = int64(ttl)
 	}
 	return it, nil
+}
+
+// AddedID is the id Add gives the memory of req: it depends on the input alone,
+// so the retriever can record it with the write before applying it.
+func AddedID(tenant string, req events.AddRequest) (string, error) {
+	rec, err := newRecord(tenant, req, time.Time{})
+	return rec.ID, err
 }

@@ -31,7 +31,7 @@ func (s *Service) queryVector(ctx context.Context, query string) ([]float32, []s
 		return nil, []string{fmt.Sprintf("%s: %s (failed within the last %s; BM25 only)", DegradedEmbedder, s.lastEmbedErr(), s.cfg.EmbedRetryAfter)}, nil
 	}
 	ectx, cancel := context.WithTimeout(ctx, s.cfg.QueryEmbedTimeout)
-	vec, err := s.embedOne(ectx, query)
+	vec, err := embedOne(ectx, s.query, query)
 	cancel()
 	if err == nil {
 		if s.embedDownUntil.Swap(0) != 0 {

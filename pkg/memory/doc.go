@@ -17,8 +17,9 @@
 //     source_chatid, first_seen (records.FactRecord). The caller's metadata is
 //     merged in and returned unchanged; keys the service derives from the record
 //     (thing, time, fact, ...) are refused rather than silently overwritten. An
-//     added memory is written as asked: the write decision (C3) is ingest's, for
-//     observations.
+//     added memory is written as asked, its credentials masked (pkg/redact, as
+//     in Update and the items' content): the write decision (C3) is ingest's,
+//     for observations.
 //   - Get, Update, Delete work on episodic and semantic memories by id. Update
 //     re-embeds a changed text, keeps the metadata copy of the text (thing or
 //     fact) in step, and appends an update entry {ts, context, previous_text} to an
@@ -50,8 +51,13 @@
 //	score     = relevance × (1 + RecencyWeight·2^(−age/RecencyHalfLife)
 //	                           + HitWeight·ln(1 + hit_count))
 //
-// with defaults RecencyHalfLife 30 days, RecencyWeight 0.15, HitWeight 0.05. It
-// keeps each type's best k and returns them merged, best first, ties by id.
+// with defaults RecencyHalfLife 30 days, RecencyWeight 0.15, HitWeight 0.05.
+// Two rules then re-rank a type's candidates: a memory whose speaker
+// (Record.Who) the query names gains SpeakerWeight (0.6), and, picking greedily,
+// a memory loses RedundancyPenalty (0.7) × the largest share of its lines that an
+// already picked memory has (an episode repeats the messages said before it, so
+// neighbouring episodes are near copies). It keeps each type's best k and
+// returns them merged, best first, ties by id.
 //
 // Why this shape: relevance stays the dominant, multiplicative term, so an
 // irrelevant memory never rises on recency or use alone (relevance 0 scores 0).

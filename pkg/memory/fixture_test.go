@@ -51,11 +51,17 @@ type fixture struct {
 // vector store in a temporary directory and the local embedder.
 func newFixture(t testing.TB, cfg memory.Config) *fixture {
 	t.Helper()
-	_, _, js := bustest.Provisioned(t)
 	emb, err := embed.NewLocal(embed.LocalConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFixtureWith(t, cfg, emb)
+}
+
+// newFixtureWith is newFixture with the embedder emb.
+func newFixtureWith(t testing.TB, cfg memory.Config, emb embed.Embedder) *fixture {
+	t.Helper()
+	_, _, js := bustest.Provisioned(t)
 	store, err := embedded.New(embedded.Config{
 		Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: emb.Dimensions(),
 	}, zaptest.NewLogger(t))

@@ -41,13 +41,14 @@ func (s *Service) putItem(ctx context.Context, tenant string, req events.ItemReq
 		return events.MemoryItem{}, invalid(err)
 	}
 	it := req.Item
+	it.Content = redactText(it.Content)
 	id := ItemID(tenant, req.UserID, it.Scope, it.Kind, it.Key, it.SessionID)
 	prev, err := s.fetch(ctx, tenant, req.UserID, id, itemType)
 	found := err == nil
 	if err != nil && (mustExist || !errors.Is(err, ErrNotFound)) {
 		return events.MemoryItem{}, err
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	var vec []float32
 	switch {
 	case found:
@@ -65,7 +66,7 @@ func (s *Service) putItem(ctx context.Context, tenant string, req events.ItemReq
 	it.CreatedTS = it.CreatedTS.UTC().Truncate(timeResolution)
 	it.UpdatedTS = now
 	if vec == nil {
-		if vec, err = s.embedOne(ctx, it.Content); err != nil {
+		if vec, err = embedOne(ctx, s.emb, it.Content); err != nil {
 			return events.MemoryItem{}, err
 		}
 	}
@@ -144,7 +145,7 @@ func (s *Service) PackItems(ctx context.Context, tenant, userID, sessionID strin
 
 // scanItems calls fn with every live item f selects.
 func (s *Service) scanItems(ctx context.Context, f vectorstore.Filter, fn func(events.MemoryItem)) error {
-	now := s.now()
+	now := s.nowAt(ctx)
 	return s.scan(ctx, f, func(r vectorstore.Record) error {
 		if !live(r, now) {
 			return nil
@@ -226,7 +227,7 @@ func (s *Service) SweepExpired(ctx context.Context, tenant, userID string) (int,
 	if err := firstErr(events.ValidateID("tenant", tenant), events.ValidateID("user_id", userID)); err != nil {
 		return 0, invalid(err)
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	var expired []string
 	err := s.scan(ctx, vectorstore.Filter{Tenant: tenant, UserID: userID, IncludeExpired: true}, func(r vectorstore.Record) error {
 		if !live(r, now) {

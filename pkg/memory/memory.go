@@ -13,9 +13,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/clock"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -57,6 +59,9 @@ type Config struct {
 	// EmbedRetryAfter is how long after a failed query embedding reads skip the
 	// embedder (fail fast during a known outage); default 10s.
 	EmbedRetryAfter time.Duration
+	// QueryCacheSize is how many query embeddings reads keep (embed.Cached); 0
+	// keeps none.
+	QueryCacheSize int
 }
 
 func (c *Config) setDefaults() {
@@ -113,6 +118,9 @@ func (c Config) Validate() error {
 	if c.EmbedRetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("EmbedRetryAfter is %s, want >= 0", c.EmbedRetryAfter))
 	}
+	if c.QueryCacheSize < 0 {
+		errs = append(errs, fmt.Errorf("QueryCacheSize is %d, want >= 0", c.QueryCacheSize))
+	}
 	errs = append(errs, c.Rank.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -138,7 +146,7 @@ type Service struct {
 	cfg     Config
 	vectors vectorstore.Store
 	emb     embed.Embedder
-	now     func() time.Time
+	query   embed.Embedder // emb, or emb with a cache (Config.QueryCacheSize)
 	log     *HistoryLog
 	logger  *zap.Logger
 	clock   func() time.Time // deps.Now, not truncated
@@ -174,6 +182,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	query := deps.Embedder
+	if cfg.QueryCacheSize > 0 {
+		c, err := embed.NewCached(deps.Embedder, cfg.QueryCacheSize)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		query = c
+	}
 	log, err := newHistoryLog(ctx, deps.JS, cfg)
 	if err != nil {
 		return nil, err
@@ -182,7 +198,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 		cfg:     cfg,
 		vectors: deps.Vectors,
 		emb:     deps.Embedder,
-		now:     func() time.Time { return deps.Now().UTC().Truncate(timeResolution) },
+		query:   query,
 		log:     log,
 		logger:  logger,
 		clock:   deps.Now,
@@ -192,6 +208,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 // timeResolution is what the vector store keeps of a time; the service's clock is
 // cut to it so that times in metadata equal the record's own.
 const timeResolution = time.Microsecond
+
+// nowAt is the service's clock, or the time of the write being applied
+// (clock.At), cut to what the vector store keeps.
+func (s *Service) nowAt(ctx context.Context) time.Time {
+	return clock.Now(ctx, s.clock).UTC().Truncate(timeResolution)
+}
 
 // Log is the history log, shared with the consolidator.
 func (s *Service) Log() *HistoryLog { return s.log }
@@ -234,9 +256,9 @@ func canonicalID(field, id string) (string, error) {
 	return c, nil
 }
 
-// embedOne embeds one text.
-func (s *Service) embedOne(ctx context.Context, text string) ([]float32, error) {
-	vecs, err := s.emb.Embed(ctx, []string{text})
+// embedOne embeds one text with e (s.emb, or s.query for a read's query).
+func embedOne(ctx context.Context, e embed.Embedder, text string) ([]float32, error) {
+	vecs, err := e.Embed(ctx, []string{text})
 	if err != nil {
 		return nil, fmt.Errorf("memory: embed: %w", err)
 	}
@@ -260,7 +282,7 @@ func (s *Service) fetch(ctx context.Context, tenant, userID, id string, types []
 	if err != nil {
 		return vectorstore.Record{}, storeErr("get "+id, err)
 	}
-	if len(recs) == 0 || !live(recs[0], s.now()) {
+	if len(recs) == 0 || !live(recs[0], s.nowAt(ctx)) {
 		return vectorstore.Record{}, fmt.Errorf("%w: memory %s of user %s", ErrNotFound, id, userID)
 	}
 	return recs[0], nil
@@ -283,7 +305,7 @@ func (s *Service) Add(ctx context.Context, tenant string, req events.AddRequest)
 	if err := firstErr(events.ValidateID("tenant", tenant), req.Validate()); err != nil {
 		return events.AddReply{}, invalid(err)
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	rec, err := newRecord(tenant, req, now)
 	if err != nil {
 		return events.AddReply{}, err
@@ -295,7 +317,7 @@ func (s *Service) Add(ctx context.Context, tenant string, req events.AddRequest)
 	if len(existing) > 0 {
 		return events.AddReply{MemoryIDs: []string{rec.ID}}, nil
 	}
-	if rec.Vector, err = s.embedOne(ctx, rec.Text); err != nil {
+	if rec.Vector, err = embedOne(ctx, s.emb, rec.Text); err != nil {
 		return events.AddReply{}, err
 	}
 	if err := s.vectors.Upsert(ctx, rec); err != nil {
@@ -384,15 +406,15 @@ func (s *Service) Update(ctx context.Context, tenant string, req events.UpdateRe
 	if err := checkCallerMetadata(rec.MemoryType, req.Metadata); err != nil {
 		return events.Memory{}, err
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	patch := vectorstore.Patch{Metadata: cloneMap(req.Metadata)}
 	if patch.Metadata == nil {
 		patch.Metadata = map[string]any{}
 	}
 	text := rec.Text
-	if req.Text != "" && req.Text != rec.Text {
+	if req.Text = redactText(req.Text); req.Text != "" && req.Text != rec.Text {
 		text = req.Text
-		if patch.Vector, err = s.embedOne(ctx, text); err != nil {
+		if patch.Vector, err = embedOne(ctx, s.emb, text); err != nil {
 			return events.Memory{}, err
 		}
 		patch.Text = &text
@@ -448,7 +470,7 @@ func (s *Service) Delete(ctx context.Context, tenant string, req events.DeleteRe
 	if err != nil {
 		return events.DeleteReply{}, storeErr("delete", err)
 	}
-	now := s.now()
+	now := s.nowAt(ctx)
 	for _, r := range recs {
 		s.appendHistory(ctx, tenant, req.UserID, r.ID, events.Change{TS: now, Op: "delete", Text: r.Text})
 	}
@@ -509,3 +531,12 @@ func firstErr(errs ...error) error {
 
 // finite reports whether v is a usable number.
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// redactText is text with its credentials replaced by markers (pkg/redact): what
+// a caller writes through add, update or an item is remembered like what an
+// agent says, never a secret in clear. Planted instructions are not dropped
+// here: a caller that writes a memory is the one instructing.
+func redactText(text string) string {
+	text, _ = redact.Text(text)
+	return text
+}

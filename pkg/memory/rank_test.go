@@ -235,3 +235,33 @@ func TestSparseModeRanksTypesOnOneScale(t *testing.T) {
 		t.Fatalf("fact scored %v (found %v) against the episode's %v; want it recalled, under half the episode's score", s, ok, score[episode])
 	}
 }
+
+// Episodes of neighbouring messages share lines; the one repeating a better
+// memory gives way to a distinct one of slightly lower relevance, and a
+// question naming a speaker favours what that speaker said.
+func TestRecallPrefersDistinctMemoriesAndTheNamedSpeaker(t *testing.T) {
+	f := newFixture(t, memory.Config{Rank: memory.RankConfig{Mode: vectorstore.Sparse}})
+	ctx := context.Background()
+	add := func(who, text string) string {
+		rep, err := f.svc.Add(ctx, "acme", events.AddRequest{UserID: "u1", Text: text, ChatID: "c1", Who: who})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.MemoryIDs[0]
+	}
+	first := add("Mel", "Caro: Any plans for the weekend?\nMel: We are going camping at the lake.")
+	repeat := add("Caro", "Caro: Any plans for the weekend?\nMel: We are going camping at the lake.\nCaro: Camping sounds fun!")
+	other := add("Mel", "Mel: Last summer we went camping in the mountains.")
+
+	ranked, err := f.svc.Recall(ctx, "acme", "u1", "Where did Mel go camping?", []vectorstore.MemoryType{vectorstore.Episodic}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range ranked {
+		order = append(order, map[string]string{first: "first", repeat: "repeat", other: "other"}[r.Record.ID])
+	}
+	if fmt.Sprint(order) != "[first other repeat]" {
+		t.Fatalf("ranked %v; want the two distinct memories of Mel before the one repeating the first", order)
+	}
+}

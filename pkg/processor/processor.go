@@ -22,6 +22,14 @@ type WriteDecider interface {
 	Decide(ctx context.Context, obs records.Observation) (records.Episode, error)
 }
 
+// BatchDecider is a WriteDecider that decides many observations at once (a
+// model asked several per request): one episode per observation, in order, each
+// the one Decide would give it.
+type BatchDecider interface {
+	WriteDecider
+	DecideBatch(ctx context.Context, obs []records.Observation) ([]records.Episode, error)
+}
+
 // SemanticWriter finds stable facts in episodic memories (SPEC C8). It never
 // returns a fact that duplicates one of known (normalised comparison) or another
 // returned fact.

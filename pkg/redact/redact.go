@@ -3,10 +3,15 @@
 // "[REDACTED:api_key]", never any part of the value; Injections drops the
 // sentences of a text that address an AI assistant with instructions ("ignore
 // all previous instructions", "you are now in admin mode"). Ingest applies both
-// to an observation and its context before the write decision, and the
-// extractor to a session's messages before extraction, so no episodic memory,
-// fact, Markdown entry or summary is made from the clear text, whichever
-// processor (rules or model) writes it.
+// to an observation and its context before the write decision, the session store
+// to each message it keeps in the session state, and the extractor to a
+// session's messages before extraction, so no episodic memory, fact, Markdown
+// entry, summary or session state is made from the clear text, whichever
+// processor (rules or model) writes it. What callers write themselves (the
+// append, add, update, item.save and item.update RPCs) goes through Text alone:
+// its credentials are masked, its instructions are the caller's own. The raw
+// event stream is not rewritten: it is the source of truth and keeps what the
+// agent published.
 //
 // The rules follow gitleaks' default rule set for the common providers (the
 // prefixes and lengths of its aws-access-token, github-pat, gitlab-pat,

@@ -141,10 +141,17 @@ type Manifest struct {
 	// EventsRead is how many live events the selection holds; EventsFed how many
 	// of them are worker input (observations, session_ended, memory_hit,
 	// consolidate_requested: the workers' own output, memory_written and
-	// summary_due, is made again by the replay) and were fed in this run (not
-	// counting those fed by an interrupted earlier run).
+	// summary_due, is made again by the replay) or writes, and were fed in this
+	// run (not counting those fed by an interrupted earlier run).
 	EventsRead int `json:"events_read"`
 	EventsFed  int `json:"events_fed"`
+	// WritesApplied counts the write events (requests to the retriever that
+	// changed memory) applied in this run, in stream order after the workers were
+	// done with the events before them; WritesFailed those whose apply failed,
+	// as they did live (an update of a memory that did not exist): each is logged
+	// and skipped.
+	WritesApplied int `json:"writes_applied"`
+	WritesFailed  int `json:"writes_failed,omitempty"`
 	// Memories and Files count the vector memories and Markdown files of the
 	// shadow namespace afterwards (all users of the selection).
 	Memories int           `json:"memories"`
@@ -182,7 +189,10 @@ func barrier(env events.Envelope) bool {
 // Run replays cfg's selection of live (the live event store) into the shadow
 // namespace cfg.Name. A replay that was interrupted (status running) resumes: the
 // events already in its stream are not fed again, and the workers' idempotence does
-// the rest, so it ends in the state one uninterrupted run reaches. A finished one is
+// the rest, so it ends in the state one uninterrupted run reaches (but for a write
+// interrupted between its apply and its save, which is applied again). Write
+// events are applied with the applier the live retriever uses (pkg/writes), each
+// event id once. A finished one is
 // ErrExists; drop it first.
 func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Logger) (Manifest, error) {
 	cfg.setDefaults()
@@ -226,6 +236,10 @@ func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Lo
 		return m, fmt.Errorf("replay: start workers %v: %w", cfg.Workers, err)
 	}
 	rt := stack.Runtime()
+	applier, err := rt.Writes(ctx)
+	if err != nil {
+		return m, fmt.Errorf("replay: %w", err)
+	}
 	fed := map[string]bool{}
 	if err := rt.Events.Scan(ctx, eventstore.Query{Tenant: cfg.Tenant}, func(st eventstore.Stored) (bool, error) {
 		fed[st.Envelope.ID] = true
@@ -236,25 +250,48 @@ func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Lo
 	if len(fed) > 0 {
 		fmt.Fprintf(cfg.Progress, "resuming: %d events already in the shadow stream\n", len(fed))
 	}
-	m.EventsRead, m.EventsFed = 0, 0
+	m.EventsRead, m.EventsFed, m.WritesApplied, m.WritesFailed = 0, 0, 0, 0
 	users := map[string]bool{}
+	busy := true // the workers may have input not handled yet (fed since they were last idle)
 	err = live.Scan(ctx, cfg.query(), func(st eventstore.Stored) (bool, error) {
 		m.EventsRead++
 		users[st.Envelope.UserID] = true
-		if !input(st.Envelope) || fed[st.Envelope.ID] {
+		if (!input(st.Envelope) && st.Envelope.Type != events.TypeWrite) || fed[st.Envelope.ID] {
 			return true, nil
+		}
+		if st.Envelope.Type == events.TypeWrite {
+			// A write goes after what the workers make of the events before it,
+			// as it did live; it is saved to the shadow stream after it is applied,
+			// which is how a resumed replay knows it was.
+			if busy {
+				if err := waitIdle(ctx, rt, cfg.Workers, cfg.PollInterval); err != nil {
+					return false, err
+				}
+				busy = false
+			}
+			if _, err := applier.Apply(ctx, st.Envelope); err != nil {
+				if ctx.Err() != nil {
+					return false, err
+				}
+				m.WritesFailed++
+				logger.Warn("write event failed to apply; skipped", zap.String("event", st.Envelope.ID), zap.String("op", st.Envelope.Write.Op), zap.Error(err))
+			} else {
+				m.WritesApplied++
+			}
 		}
 		if _, err := rt.Events.Save(ctx, st.Envelope); err != nil {
 			return false, err
 		}
 		fed[st.Envelope.ID] = true
 		m.EventsFed++
+		busy = busy || st.Envelope.Type != events.TypeWrite
 		if barrier(st.Envelope) {
 			// What the extractor and consolidator write depends on the order they
 			// handle sessions and requests in: one at a time, as they came.
 			if err := waitIdle(ctx, rt, cfg.Workers, cfg.PollInterval); err != nil {
 				return false, err
 			}
+			busy = false
 		}
 		if m.EventsFed%1000 == 0 {
 			fmt.Fprintf(cfg.Progress, "fed %d events (%d read)\n", m.EventsFed, m.EventsRead)
@@ -286,8 +323,8 @@ func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Lo
 	if err := writeManifest(dir, m); err != nil {
 		return m, err
 	}
-	fmt.Fprintf(cfg.Progress, "replay %s: %d events read, %d fed, %d memories, %d files in %s\n",
-		m.Name, m.EventsRead, m.EventsFed, m.Memories, m.Files, m.Duration.Round(time.Millisecond))
+	fmt.Fprintf(cfg.Progress, "replay %s: %d events read, %d fed (%d writes applied, %d failed), %d memories, %d files in %s\n",
+		m.Name, m.EventsRead, m.EventsFed, m.WritesApplied, m.WritesFailed, m.Memories, m.Files, m.Duration.Round(time.Millisecond))
 	return m, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentmem/agentmem/events"
@@ -61,19 +62,48 @@ func BenchmarkContext(b *testing.B) {
 		name, subject string
 		req           []byte
 	}{{"bare_echo", "bench.echo", req}, {"context", contextSubject, req}, {"context_lightweight", contextSubject, light}} {
-		b.Run(bc.name, func(b *testing.B) {
-			lat := make([]time.Duration, 0, b.N)
-			for b.Loop() {
-				start := time.Now()
-				msg, err := r.nc.Request(bc.subject, bc.req, 10*time.Second)
-				if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "" {
-					b.Fatalf("request: %v %v", err, msg)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
-		})
+		b.Run(bc.name, func(b *testing.B) { requestLatency(b, r.nc, bc.subject, bc.req) })
 	}
+}
+
+// BenchmarkContextSummarisedSession compares, interleaved, the lightweight pack
+// of a session under its summary trigger (20 messages) with that of one past
+// it with no summary written yet (40 messages: the pack digests all but the
+// last 4, the offline summariser's lines of each message cached after the
+// first request). Each sub-benchmark reports p50 and p99 latency.
+func BenchmarkContextSummarisedSession(b *testing.B) {
+	r := newRig(b)
+	r.start(Config{})
+	for _, s := range []struct {
+		id string
+		n  int
+	}{{"s1", 20}, {"s2", 40}} {
+		for i := range s.n {
+			r.observe("u1", s.id, fmt.Sprintf("Hey Caroline, message %d about the sales files. We talked about report_%d.csv and the deadline 2026-12-%02d. It was great!", i, i, i%28+1), nil)
+		}
+	}
+	subject, _ := events.RPCSubject(tenant, events.EndpointContext)
+	for round := range 2 {
+		for _, s := range []string{"s1", "s2"} {
+			req, _ := json.Marshal(events.ContextRequest{UserID: "u1", SessionID: s, Lightweight: true})
+			b.Run(fmt.Sprintf("%s_round%d", s, round), func(b *testing.B) { requestLatency(b, r.nc, subject, req) })
+		}
+	}
+}
+
+// requestLatency sends req to subject b.N times and reports the p50 and p99
+// latency.
+func requestLatency(b *testing.B, nc *nats.Conn, subject string, req []byte) {
+	lat := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		start := time.Now()
+		msg, err := nc.Request(subject, req, 10*time.Second)
+		if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "" {
+			b.Fatalf("request: %v %v", err, msg)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }

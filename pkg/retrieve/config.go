@@ -17,6 +17,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/writes"
 )
 
 // Sentinel errors. Request handlers map them, and those of the stores, to the micro
@@ -46,6 +47,7 @@ const (
 	DefaultSummaryMaxChars = 1200
 	DefaultPolicyCacheSize = 10000
 	DefaultDocCacheSize    = 1024
+	DefaultDigestCacheSize = 16384
 	DefaultDrainTimeout    = 30 * time.Second
 	// DefaultConcurrency: enough requests at once to keep the CPUs busy while some
 	// wait on the stores, few enough that a burst does not pile up goroutines.
@@ -63,23 +65,18 @@ type Memories interface {
 	// without when the embedder was unavailable (then it ranks by BM25 alone).
 	RecallStatus(ctx context.Context, tenant, userID, query string, types []vectorstore.MemoryType, limits map[vectorstore.MemoryType]int) (memory.Recalled, error)
 
-	Add(ctx context.Context, tenant string, req events.AddRequest) (events.AddReply, error)
+	// The writes, applied through pkg/writes.
+	writes.Memories
+
 	Get(ctx context.Context, tenant string, req events.GetRequest) (events.Memory, error)
 	Search(ctx context.Context, tenant string, req events.SearchRequest) (events.SearchReply, error)
-	Update(ctx context.Context, tenant string, req events.UpdateRequest) (events.Memory, error)
-	Delete(ctx context.Context, tenant string, req events.DeleteRequest) (events.DeleteReply, error)
-	Reset(ctx context.Context, tenant string, req events.ResetRequest) (events.ResetReply, error)
 	History(ctx context.Context, tenant string, req events.HistoryRequest) (events.HistoryReply, error)
 
-	SaveItem(ctx context.Context, tenant, userID string, it events.MemoryItem) (events.MemoryItem, error)
 	GetItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.MemoryItem, error)
 	ListItems(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.ItemListReply, error)
 	// PackItems lists the persona, user-profile and session items of a context
 	// pack at once, each list as ListItems gives it.
 	PackItems(ctx context.Context, tenant, userID, sessionID string, limit int) (memory.PackItems, error)
-	UpdateItem(ctx context.Context, tenant string, req events.ItemRequest) (events.MemoryItem, error)
-	DeleteItem(ctx context.Context, tenant string, req events.ItemKeyRequest) (events.DeleteReply, error)
-	DeleteScope(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.DeleteReply, error)
 	SearchItems(ctx context.Context, tenant string, req events.ItemSearchRequest) (events.ItemListReply, error)
 }
 
@@ -118,6 +115,9 @@ type Config struct {
 	// topic files) are kept between requests, each checked with the docstore's
 	// ReadFileIfChanged before use.
 	DocCacheSize int
+	// DigestCacheSize bounds how many messages' summary lines are kept for the
+	// digests of session summaries (a session past its summary trigger).
+	DigestCacheSize int
 	// DrainTimeout bounds how long Run waits for in-flight requests at shutdown.
 	DrainTimeout time.Duration
 	// MaxTextBytes bounds each text a request stores or searches with (append
@@ -131,6 +131,11 @@ type Config struct {
 	// default DefaultContextWindowTokens), the base of the session summary's token
 	// trigger: a pack reads a session's summary only once it can have one.
 	ContextWindowTokens int
+	// RemoteEmbedder says that the query's embedding is a round trip (a remote
+	// embedder): the recall then runs beside the pack's other reads, which are
+	// done by the time the vector arrives. With the local embedder the recall is
+	// CPU work, which a goroutine of its own only delays on two cores.
+	RemoteEmbedder bool
 }
 
 func (c *Config) setDefaults() {
@@ -149,6 +154,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.SummaryMaxChars, DefaultSummaryMaxChars)
 	setDefault(&c.PolicyCacheSize, DefaultPolicyCacheSize)
 	setDefault(&c.DocCacheSize, DefaultDocCacheSize)
+	setDefault(&c.DigestCacheSize, DefaultDigestCacheSize)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&c.MaxTextBytes, events.DefaultMaxTextBytes)
 	setDefault(&c.Concurrency, DefaultConcurrency)
@@ -177,7 +183,7 @@ func (c Config) Validate() error {
 		{"AutoLoadLines", c.AutoLoadLines}, {"KEpisodic", c.KEpisodic}, {"KSemantic", c.KSemantic},
 		{"MaxTokens", c.MaxTokens}, {"ItemsLimit", c.ItemsLimit}, {"RecentTurns", c.RecentTurns},
 		{"SummaryMaxChars", c.SummaryMaxChars}, {"PolicyCacheSize", c.PolicyCacheSize},
-		{"DocCacheSize", c.DocCacheSize}, {"MaxTextBytes", c.MaxTextBytes}, {"Concurrency", c.Concurrency},
+		{"DocCacheSize", c.DocCacheSize}, {"DigestCacheSize", c.DigestCacheSize}, {"MaxTextBytes", c.MaxTextBytes}, {"Concurrency", c.Concurrency},
 	} {
 		if f.v < 1 {
 			return fmt.Errorf("%w: %s is %d; it must be positive", ErrInvalidConfig, f.name, f.v)

@@ -67,10 +67,12 @@ func mentions(terms []string, set map[string]bool) bool {
 
 // contextPack builds the ContextPack of a context request from independent reads:
 // the Markdown memory, the session, the vector recall and the memory items. The
-// session's is a KV round trip, so it runs beside the others; they are CPU work
-// (the cached Markdown costs a stat per file) and run one after the other on the
-// request's goroutine: on two cores (BenchmarkContext), a goroutine for each did
-// not lower latency measurably and cost more CPU per request in most runs.
+// session's is a KV round trip, so it runs beside the others, and so does the
+// recall with a remote embedder (Config.RemoteEmbedder: it starts with a round
+// trip); the rest is CPU work (the cached Markdown costs a stat per file) and runs
+// one after the other on the request's goroutine: on two cores
+// (BenchmarkContext), a goroutine for each did not lower latency measurably and
+// cost more CPU per request in most runs.
 func (s *Service) contextPack(ctx context.Context, tenant string, req events.ContextRequest) (events.ContextPack, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	pol := s.policyFor(ctx, ns, req.SessionID)
@@ -84,8 +86,13 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 	if req.SessionID != "" {
 		wg.Go(func() { errs[0] = s.loadSession(ctx, tenant, req, terms, pol, &pack) })
 	}
+	recall := !req.Lightweight && len(terms) > 0
+	if recall && s.cfg.RemoteEmbedder {
+		// The recall writes only its own fields of the pack.
+		wg.Go(func() { errs[2] = s.recall(ctx, tenant, req, &pack) })
+	}
 	errs[1] = s.loadMarkdown(ctx, ns, req, terms, pol, &pack)
-	if !req.Lightweight && len(terms) > 0 {
+	if recall && !s.cfg.RemoteEmbedder {
 		errs[2] = s.recall(ctx, tenant, req, &pack)
 	}
 	errs[3] = s.loadItems(ctx, tenant, req, &pack)
@@ -238,22 +245,14 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 	}
 	key := tenant + "." + req.UserID + "." + req.SessionID
 	recent := st.Recent
-	// A session summary (SPEC B2) stands for the messages it covers: the pack
-	// carries it, with its range, and only the messages after it. A session that
-	// never passed ingest's trigger has none: no read (a KV round trip on every
-	// context request otherwise).
-	var sum session.Summary
-	err = session.ErrNotFound
+	// A session that never passed ingest's summary trigger has no summary: no
+	// read (a KV round trip on every context request otherwise).
 	if s.summaryPossible(st, pol) {
-		sum, _, err = s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
-	}
-	switch {
-	case err == nil:
-		recent = sum.After(recent)
-		pack.SessionSummary = sum.Text
-		pack.SessionSummarySource = &events.SummarySource{FirstEventID: sum.FirstEventID, LastEventID: sum.LastEventID, Messages: sum.Messages, Dropped: sum.Dropped, By: sum.By}
-	case !errors.Is(err, session.ErrNotFound):
-		return err
+		sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID)
+		if err != nil && !errors.Is(err, session.ErrNotFound) {
+			return err
+		}
+		recent = s.foldSummary(pack, tenant, sum, recent, pol.SessionSummaryKeepCount)
 	}
 	history := sessionHistory(recent, terms, pol)
 	pack.RecentEvents = make([]events.EventRecord, 0, len(history))
@@ -273,6 +272,33 @@ func (s *Service) loadSession(ctx context.Context, tenant string, req events.Con
 	}
 	pack.RecentTurns = turns[max(0, len(turns)-s.cfg.RecentTurns):]
 	return nil
+}
+
+// foldSummary puts the session's summary in the pack (SPEC B2) and returns the
+// messages the pack holds verbatim: the last keep of those after the running
+// summary sum (zero when the extractor has not written one yet). The messages
+// between are not lost: summaryText digests them after the running summary, as
+// session.summary does, and the provenance names the range of each part.
+func (s *Service) foldSummary(pack *events.ContextPack, tenant string, sum session.Summary, recent []session.Message, keep int) []session.Message {
+	after := sum.After(recent)
+	var folded []session.Message
+	if len(after) > keep {
+		folded, after = after[:len(after)-keep], after[len(after)-keep:]
+	}
+	var parts []events.SummarySource
+	if sum.LastEventID != "" {
+		parts = append(parts, events.SummarySource{FirstEventID: sum.FirstEventID, LastEventID: sum.LastEventID, Messages: sum.Messages, Dropped: sum.Dropped, By: sum.By})
+	}
+	if len(folded) > 0 {
+		parts = append(parts, events.SummarySource{FirstEventID: folded[0].EventID, LastEventID: folded[len(folded)-1].EventID, Messages: len(folded), By: events.SummaryByDigest})
+	}
+	if len(parts) == 0 {
+		return after
+	}
+	whole := parts[len(parts)-1]
+	whole.FirstEventID, whole.Messages, whole.Dropped, whole.Parts = parts[0].FirstEventID, sum.Messages+len(folded), sum.Dropped, parts
+	pack.SessionSummary, pack.SessionSummarySource = s.summaryText(tenant, sum.Text, folded), &whole
+	return after
 }
 
 // sessionHistory applies SPEC B3 to the session's recent messages (oldest first):

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/markdown"
 	"github.com/agentmem/agentmem/pkg/session"
 )
@@ -125,17 +126,6 @@ func (s *Service) searchMarkdown(ctx context.Context, ns docstore.Namespace, que
 	return out, nil
 }
 
-// appendMemory answers memory_append (SPEC A9).
-func (s *Service) appendMemory(ctx context.Context, tenant string, req events.AppendRequest) (events.AppendReply, error) {
-	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
-	slot := req.EffectiveSlot()
-	if slot == events.SlotToday {
-		name, err := s.deps.Docs.AppendToday(ctx, ns, req.Content)
-		return events.AppendReply{File: name, Slot: slot}, err
-	}
-	return events.AppendReply{File: docstore.MemoryFile, Slot: slot}, s.deps.Docs.AppendLongTerm(ctx, ns, req.Content)
-}
-
 // topic answers memory_read_topic (SPEC A5). The name was checked against the
 // whitelist by TopicRequest.Validate; a topic file not written yet reads as "".
 func (s *Service) topic(ctx context.Context, tenant string, req events.TopicRequest) (events.TopicReply, error) {
@@ -145,10 +135,6 @@ func (s *Service) topic(ctx context.Context, tenant string, req events.TopicRequ
 	}
 	content, err := s.readOptional(ctx, docstore.Namespace{Tenant: tenant, User: req.UserID}, file)
 	return events.TopicReply{Topic: strings.TrimSuffix(file, ".md"), Content: content}, err
-}
-
-func (s *Service) saveItem(ctx context.Context, tenant string, req events.ItemRequest) (events.MemoryItem, error) {
-	return s.deps.Memories.SaveItem(ctx, tenant, req.UserID, req.Item)
 }
 
 func (s *Service) consolidate(ctx context.Context, tenant string, req events.ConsolidateRequest) (events.ConsolidateReply, error) {
@@ -175,10 +161,7 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	text := s.summarize(st.Recent)
 	switch sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID); {
 	case err == nil:
-		text = sum.Text
-		if after := sum.After(st.Recent); len(after) > 0 {
-			text += "\n\n" + s.summarize(after)
-		}
+		text = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
 	case !errors.Is(err, session.ErrNotFound):
 		return events.SessionSummaryReply{}, err
 	}
@@ -190,26 +173,20 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	}, nil
 }
 
-// sessionClear deletes the session's events from the stream, its state and turns,
-// and its session-scoped memory items; Deleted is the sum of the three.
+// sessionClear deletes the session's events from the stream, then records and
+// applies the clearing of its state, turns and session-scoped memory items;
+// Deleted is the sum of the three.
 func (s *Service) sessionClear(ctx context.Context, tenant string, req events.SessionRequest) (events.DeleteReply, error) {
 	n, err := s.deps.Events.DeleteSession(ctx, tenant, req.UserID, req.SessionID)
 	if err != nil {
 		return events.DeleteReply{}, err
 	}
-	key := tenant + "." + req.UserID + "." + req.SessionID
-	turns, err := s.deps.Sessions.CountTurns(ctx, key)
+	reply, err := s.record(ctx, tenant, events.EndpointSessionClear, req)
 	if err != nil {
 		return events.DeleteReply{}, err
 	}
-	if err := s.deps.Sessions.Delete(ctx, tenant, req.UserID, req.SessionID); err != nil {
-		return events.DeleteReply{}, err
-	}
-	items, err := s.deps.Memories.DeleteScope(ctx, tenant, events.ItemScopeRequest{UserID: req.UserID, Scope: events.ScopeSession, SessionID: req.SessionID})
-	if err != nil {
-		return events.DeleteReply{}, err
-	}
-	return events.DeleteReply{Deleted: n + turns + items.Deleted}, nil
+	cleared, _ := reply.(events.DeleteReply)
+	return events.DeleteReply{Deleted: n + cleared.Deleted}, nil
 }
 
 // sessionArchive answers session.archive: one document with the session's
@@ -246,10 +223,44 @@ func (s *Service) sessionArchive(ctx context.Context, tenant string, req events.
 	return a, nil
 }
 
-// summarize is Deps.Summarize over conv, each text cut to MaxTextBytes: a message
-// stored before the limits existed (hundreds of kilobytes) would hold the request
-// for seconds.
+// summarize is Deps.Summarize over conv, its texts clipped.
 func (s *Service) summarize(conv []session.Message) string {
+	return s.deps.Summarize(s.clipTexts(conv), s.cfg.SummaryMaxChars)
+}
+
+// summaryText is a session's summary as session.summary and the context pack
+// give it (SPEC B2): the running summary prev ("" for none), then a digest of
+// msgs, tenant's messages after it, by the offline summariser
+// (lifecycle.SummarizeExtractive: the sentences with a name, number, date, file
+// name, identifier, decision or error; deterministic, so no model is on a
+// request's path), at most SummaryMaxChars, the newest lines kept. Each
+// message's sentences are found once (keyLines).
+func (s *Service) summaryText(tenant, prev string, msgs []session.Message) string {
+	digest := ""
+	if len(msgs) > 0 {
+		digest = lifecycle.SummarizeExtractiveLines("", s.clipTexts(msgs), s.cfg.SummaryMaxChars, func(m session.Message) []string {
+			key := tenant + "/" + m.EventID
+			if lines, ok := s.keyLines.Get(key); ok {
+				return lines
+			}
+			lines := lifecycle.KeyLines(m)
+			s.keyLines.Add(key, lines)
+			return lines
+		})
+	}
+	switch {
+	case prev == "":
+		return digest
+	case digest == "":
+		return prev
+	}
+	return prev + "\n\n" + digest
+}
+
+// clipTexts copies conv with each text cut to MaxTextBytes: a message stored
+// before the limits existed (hundreds of kilobytes) would hold a request for
+// seconds.
+func (s *Service) clipTexts(conv []session.Message) []session.Message {
 	clipped := make([]session.Message, len(conv))
 	for i, m := range conv {
 		if n := s.cfg.MaxTextBytes; len(m.Text) > n {
@@ -260,12 +271,13 @@ func (s *Service) summarize(conv []session.Message) string {
 		}
 		clipped[i] = m
 	}
-	return s.deps.Summarize(clipped, s.cfg.SummaryMaxChars)
+	return clipped
 }
 
 // sessionRestore answers session.restore. Each archived envelope not in the stream
 // is re-published with its own id and body, so ingest rebuilds the session from it;
-// turns and items are upserts by key. Restoring twice changes nothing.
+// turns and items are upserts by key, recorded and applied as a write. Restoring
+// twice changes nothing.
 //
 // The publish's Nats-Msg-Id is "<archived_ts>-<event id>" rather than the event id:
 // a purge does not clear the stream's duplicate window, so right after a
@@ -298,17 +310,12 @@ func (s *Service) sessionRestore(ctx context.Context, tenant string, a events.Se
 		}
 		present[env.ID] = true
 	}
-	for _, t := range a.Turns {
-		if err := s.deps.Sessions.SaveTurn(ctx, t); err != nil {
-			return reply, err
-		}
-		reply.Turns++
+	applied, err := s.record(ctx, tenant, events.EndpointSessionRestore, a)
+	if err != nil {
+		return reply, err
 	}
-	for _, it := range a.Items {
-		if _, err := s.deps.Memories.SaveItem(ctx, tenant, a.UserID, it); err != nil {
-			return reply, err
-		}
-		reply.Items++
+	if r, ok := applied.(events.SessionRestoreReply); ok {
+		reply.Turns, reply.Items = r.Turns, r.Items
 	}
 	return reply, nil
 }

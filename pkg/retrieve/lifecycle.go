@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/docstore"
@@ -30,84 +29,23 @@ func (s *Service) backupsList(ctx context.Context, tenant string, req events.Use
 	return events.BackupsReply{Backups: names}, err
 }
 
-// backupsRestore answers backups.restore: the named backup, or the newest of
-// MEMORY.md, goes back in place; the content it replaces is backed up first.
-func (s *Service) backupsRestore(ctx context.Context, tenant string, req events.BackupRestoreRequest) (events.BackupRestoreReply, error) {
-	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
-	name := req.Backup
-	if name == "" {
-		names, err := s.deps.Docs.Backups(ctx, ns)
-		if err != nil {
-			return events.BackupRestoreReply{}, err
-		}
-		for _, n := range names {
-			if strings.HasSuffix(n, "_"+docstore.MemoryFile) {
-				name = n
-			}
-		}
-		if name == "" {
-			return events.BackupRestoreReply{}, fmt.Errorf("%w: %s has no backup of %s", ErrNotFound, req.UserID, docstore.MemoryFile)
-		}
-	}
-	target, err := s.deps.Docs.BackupTarget(name)
-	if err != nil {
-		return events.BackupRestoreReply{}, err
-	}
-	if err := s.deps.Docs.Restore(ctx, ns, name); err != nil {
-		if errors.Is(err, docstore.ErrNotFound) {
-			return events.BackupRestoreReply{}, fmt.Errorf("%w: %w", ErrNotFound, err)
-		}
-		return events.BackupRestoreReply{}, err
-	}
-	return events.BackupRestoreReply{Restored: name, File: target}, nil
-}
-
 // compress answers compress (SPEC B4): now, whatever the size and the time of
-// the last compression.
-func (s *Service) compress(ctx context.Context, tenant string, req events.CompressRequest) (events.CompressReply, error) {
+// the last compression. A dry run changes nothing, so only the others are
+// recorded as writes.
+func (s *Service) compress(ctx context.Context, tenant string, req events.CompressRequest) (any, error) {
 	if s.deps.Compressor == nil {
-		return events.CompressReply{}, fmt.Errorf("%w: this retriever has no compressor", ErrUnavailable)
+		return nil, fmt.Errorf("%w: this retriever has no compressor", ErrUnavailable)
 	}
-	return s.deps.Compressor.CompressNow(ctx, docstore.Namespace{Tenant: tenant, User: req.UserID}, req.DryRun)
+	if req.DryRun {
+		return s.deps.Compressor.CompressNow(ctx, docstore.Namespace{Tenant: tenant, User: req.UserID}, true)
+	}
+	return s.record(ctx, tenant, events.EndpointCompress, req)
 }
 
 // policyShow answers policy.show (SPEC B1): the configured policy overlaid with
 // the namespace's overrides, as a new session would get it.
 func (s *Service) policyShow(ctx context.Context, tenant string, req events.UserRequest) (events.PolicyReply, error) {
-	return s.policyReply(ctx, docstore.Namespace{Tenant: tenant, User: req.UserID}, "")
-}
-
-func (s *Service) policyReply(ctx context.Context, ns docstore.Namespace, snapshot string) (events.PolicyReply, error) {
-	data, ok, err := s.deps.Docs.PolicyOverrides(ctx, ns)
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	p, err := s.cfg.Policy.Overlay(data)
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	pj, err := json.Marshal(p)
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	reply := events.PolicyReply{Policy: pj, Snapshot: snapshot}
-	if ok {
-		reply.Overrides = json.RawMessage(bytes.TrimSpace(data))
-	}
-	return reply, nil
-}
-
-// policySet answers policy.set (SPEC B5): the values are merged into the
-// current overrides and the result validated as a whole before anything is
-// written; the current overrides are snapshotted first. Sessions already
-// running keep the policy they started with.
-func (s *Service) policySet(ctx context.Context, tenant string, req events.PolicySetRequest) (events.PolicyReply, error) {
-	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
-	snapshot, err := lifecycle.SetPolicy(ctx, s.deps.Docs, ns, s.cfg.Policy, req.Values)
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	return s.policyReply(ctx, ns, snapshot)
+	return lifecycle.PolicyReply(ctx, s.deps.Docs, docstore.Namespace{Tenant: tenant, User: req.UserID}, s.cfg.Policy, "")
 }
 
 // policyHistory answers policy.history: the snapshots, oldest first.
@@ -130,36 +68,4 @@ func (s *Service) policyHistory(ctx context.Context, tenant string, req events.U
 		reply.Snapshots = append(reply.Snapshots, events.PolicySnapshot{Name: name, TS: ts, Overrides: json.RawMessage(bytes.TrimSpace(data))})
 	}
 	return reply, nil
-}
-
-// policyRollback answers policy.rollback: the snapshot (the newest by default)
-// becomes the overrides, after a snapshot of the overrides it replaces.
-func (s *Service) policyRollback(ctx context.Context, tenant string, req events.PolicyRollbackRequest) (events.PolicyReply, error) {
-	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
-	name := req.Snapshot
-	if name == "" {
-		names, err := s.deps.Docs.PolicySnapshots(ctx, ns)
-		if err != nil {
-			return events.PolicyReply{}, err
-		}
-		if len(names) == 0 {
-			return events.PolicyReply{}, fmt.Errorf("%w: %s has no policy snapshot", ErrNotFound, req.UserID)
-		}
-		name = names[len(names)-1]
-	}
-	data, err := s.deps.Docs.ReadFile(ctx, ns, docstore.InDir(docstore.PolicySnapshotsDir, name))
-	if errors.Is(err, docstore.ErrNotFound) {
-		return events.PolicyReply{}, fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	if _, err := s.cfg.Policy.Overlay(data); err != nil {
-		return events.PolicyReply{}, fmt.Errorf("snapshot %s: %w", name, err)
-	}
-	snapshot, err := s.deps.Docs.RollbackPolicy(ctx, ns, name)
-	if err != nil {
-		return events.PolicyReply{}, err
-	}
-	return s.policyReply(ctx, ns, snapshot)
 }

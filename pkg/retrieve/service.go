@@ -25,6 +25,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/writes"
 )
 
 // Service is the retriever: a NATS micro service answering memrpc.<tenant>.<endpoint>
@@ -39,6 +40,9 @@ type Service struct {
 	// to new sessions), and the hot path reads the overrides once per session.
 	policies *lifecycle.Policies
 	docs     *lru.Cache[docKey, *docFile]
+	// keyLines holds the offline summariser's lines of recent messages
+	// ("<tenant>/<event id>"), which session summaries digest on every request.
+	keyLines *lru.Cache[string, []string]
 
 	running  atomic.Bool
 	svc      atomic.Pointer[micro.Service]
@@ -47,6 +51,10 @@ type Service struct {
 	received atomic.Uint64
 	slots    chan struct{} // one per request being served (Config.Concurrency)
 	hits     *hitPublisher // memory_hit events of context packs; Run starts it, drain stops it
+	// writes applies the write events this retriever records (Service.record);
+	// writeLocks keep one namespace's writes in stream order.
+	writes     *writes.Applier
+	writeLocks [namespaceLocks]sync.Mutex
 }
 
 // endpointFunc serves one endpoint: it decodes and validates data itself and
@@ -74,15 +82,25 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: DocCacheSize: %w", ErrInvalidConfig, err)
 	}
+	keyLines, err := lru.New[string, []string](cfg.DigestCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: DigestCacheSize: %w", ErrInvalidConfig, err)
+	}
 	s := &Service{
 		cfg:      cfg,
 		deps:     deps,
 		logger:   logger.Named("retriever"),
 		policies: policies,
 		docs:     docs,
+		keyLines: keyLines,
 		slots:    make(chan struct{}, cfg.Concurrency),
 	}
 	s.hits = newHitPublisher(deps.JS, s.logger, cfg.DrainTimeout)
+	if s.writes, err = writes.New(writes.Deps{
+		Docs: deps.Docs, Sessions: deps.Sessions, Memories: deps.Memories, Compressor: deps.Compressor, Policy: cfg.Policy,
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	s.handlers = s.endpoints()
 	for _, ep := range events.Endpoints {
 		if s.handlers[ep] == nil {
@@ -98,33 +116,33 @@ func (s *Service) endpoints() map[string]endpointFunc {
 	return map[string]endpointFunc{
 		events.EndpointContext:         handle(lim, s.contextPack),
 		events.EndpointSearch:          handle(lim, s.search),
-		events.EndpointAppend:          handle(lim, s.appendMemory),
+		events.EndpointAppend:          handle(lim, writeOp[events.AppendRequest](s, events.EndpointAppend)),
 		events.EndpointTopic:           handle(lim, s.topic),
-		events.EndpointAdd:             handle(lim, m.Add),
+		events.EndpointAdd:             handle(lim, writeOp[events.AddRequest](s, events.EndpointAdd)),
 		events.EndpointGet:             handle(lim, m.Get),
-		events.EndpointUpdate:          handle(lim, m.Update),
-		events.EndpointDelete:          handle(lim, m.Delete),
-		events.EndpointReset:           handle(lim, m.Reset),
+		events.EndpointUpdate:          handle(lim, writeOp[events.UpdateRequest](s, events.EndpointUpdate)),
+		events.EndpointDelete:          handle(lim, writeOp[events.DeleteRequest](s, events.EndpointDelete)),
+		events.EndpointReset:           handle(lim, writeOp[events.ResetRequest](s, events.EndpointReset)),
 		events.EndpointHistory:         handle(lim, m.History),
 		events.EndpointConsolidate:     handle(lim, s.consolidate),
 		events.EndpointSessionSummary:  handle(lim, s.sessionSummary),
 		events.EndpointSessionClear:    handle(lim, s.sessionClear),
 		events.EndpointSessionArchive:  handle(lim, s.sessionArchive),
 		events.EndpointSessionRestore:  handle(lim, s.sessionRestore),
-		events.EndpointItemSave:        handle(lim, s.saveItem),
+		events.EndpointItemSave:        handle(lim, writeOp[events.ItemRequest](s, events.EndpointItemSave)),
 		events.EndpointItemGet:         handle(lim, m.GetItem),
 		events.EndpointItemList:        handle(lim, m.ListItems),
-		events.EndpointItemUpdate:      handle(lim, m.UpdateItem),
-		events.EndpointItemDelete:      handle(lim, m.DeleteItem),
-		events.EndpointItemDeleteScope: handle(lim, m.DeleteScope),
+		events.EndpointItemUpdate:      handle(lim, writeOp[events.ItemRequest](s, events.EndpointItemUpdate)),
+		events.EndpointItemDelete:      handle(lim, writeOp[events.ItemKeyRequest](s, events.EndpointItemDelete)),
+		events.EndpointItemDeleteScope: handle(lim, writeOp[events.ItemScopeRequest](s, events.EndpointItemDeleteScope)),
 		events.EndpointItemSearch:      handle(lim, m.SearchItems),
 		events.EndpointBackupsList:     handle(lim, s.backupsList),
-		events.EndpointBackupsRestore:  handle(lim, s.backupsRestore),
+		events.EndpointBackupsRestore:  handle(lim, writeOp[events.BackupRestoreRequest](s, events.EndpointBackupsRestore)),
 		events.EndpointCompress:        handle(lim, s.compress),
 		events.EndpointPolicyShow:      handle(lim, s.policyShow),
-		events.EndpointPolicySet:       handle(lim, s.policySet),
+		events.EndpointPolicySet:       handle(lim, writeOp[events.PolicySetRequest](s, events.EndpointPolicySet)),
 		events.EndpointPolicyHistory:   handle(lim, s.policyHistory),
-		events.EndpointPolicyRollback:  handle(lim, s.policyRollback),
+		events.EndpointPolicyRollback:  handle(lim, writeOp[events.PolicyRollbackRequest](s, events.EndpointPolicyRollback)),
 		events.EndpointEventsList:      handle(lim, s.eventsList),
 		events.EndpointEventsGet:       handle(lim, s.eventGet),
 		events.EndpointEventsCount:     handle(lim, s.eventsCount),
@@ -278,11 +296,16 @@ func (s *Service) Info() (micro.Info, bool) {
 // request slowed down (by ingest taking the CPU) no longer queues every other
 // behind it. The slot is taken before the goroutine starts, so a replica at its
 // bound stops reading requests and the others in its queue group take them.
+//
+// The goroutine never touches the micro.Request: micro reads the request's error
+// for its stats as soon as the handler returns, so answering through it later
+// would race. It answers on the reply subject through the connection instead.
 func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
-	return micro.HandlerFunc(func(req micro.Request) {
+	return micro.HandlerFunc(func(mreq micro.Request) {
 		s.received.Add(1)
 		s.inflight.Add(1)
 		s.slots <- struct{}{}
+		req := request{subject: mreq.Subject(), reply: mreq.Reply(), data: mreq.Data()}
 		go func() {
 			defer func() {
 				<-s.slots
@@ -295,22 +318,35 @@ func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 }
 
 // handle answers one request.
-func (s *Service) handle(endpoint string, fn endpointFunc, req micro.Request) {
+// request is what an answer needs of a micro request, copied before the handler
+// returns.
+type request struct {
+	subject, reply string
+	data           []byte
+}
+
+// respond publishes an answer (a reply, or an error in micro's headers) to the
+// requester.
+func (s *Service) respond(req request, data []byte, header nats.Header) error {
+	return s.deps.Conn.PublishMsg(&nats.Msg{Subject: req.reply, Data: data, Header: header})
+}
+
+func (s *Service) handle(endpoint string, fn endpointFunc, req request) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logger.Error("panic serving request", zap.String("endpoint", endpoint), zap.Any("panic", r), zap.Stack("stack"))
 			s.respondError(req, endpoint, fmt.Errorf("internal error serving %s", endpoint))
 		}
 	}()
-	sub, err := events.ParseSubject(req.Subject())
+	sub, err := events.ParseSubject(req.subject)
 	if err == nil && (sub.Kind != events.SubjectRPC || sub.Endpoint != endpoint) {
-		err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.Subject(), endpoint)
+		err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.subject, endpoint)
 	}
 	if err != nil {
 		s.respondError(req, endpoint, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err))
 		return
 	}
-	reply, err := fn(s.base, sub.Tenant, req.Data())
+	reply, err := fn(s.base, sub.Tenant, req.data)
 	if err != nil {
 		s.respondError(req, endpoint, err)
 		return
@@ -323,14 +359,14 @@ func (s *Service) handle(endpoint string, fn endpointFunc, req micro.Request) {
 		s.respondError(req, endpoint, err)
 		return
 	}
-	if err := req.Respond(buf.Bytes()); err != nil {
+	if err := s.respond(req, buf.Bytes(), nil); err != nil {
 		s.logger.Warn("respond", zap.String("endpoint", endpoint), zap.Error(err))
 		s.respondError(req, endpoint, fmt.Errorf("respond to %s: %w", endpoint, err))
 	}
 }
 
 // replyBuffers recycles the buffers replies are encoded into (a context pack is
-// tens of kilobytes): Respond copies the bytes into the connection's write
+// tens of kilobytes): PublishMsg copies the bytes into the connection's write
 // buffer, so a buffer is free again once it returns.
 var replyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -346,14 +382,15 @@ func putReplyBuffer(buf *bytes.Buffer) {
 	replyBuffers.Put(buf)
 }
 
-func (s *Service) respondError(req micro.Request, endpoint string, err error) {
+func (s *Service) respondError(req request, endpoint string, err error) {
 	code := ErrorCode(err)
 	if code == events.RPCCodeInternal || code == events.RPCCodeUnavailable {
-		s.logger.Error("request failed", zap.String("endpoint", endpoint), zap.String("subject", req.Subject()), zap.Error(err))
+		s.logger.Error("request failed", zap.String("endpoint", endpoint), zap.String("subject", req.subject), zap.Error(err))
 	}
 	// A header value cannot hold line breaks (errors.Join separates with "\n").
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-	if rerr := req.Error(code, msg, nil); rerr != nil {
+	header := nats.Header{micro.ErrorHeader: []string{msg}, micro.ErrorCodeHeader: []string{code}}
+	if rerr := s.respond(req, nil, header); rerr != nil {
 		s.logger.Warn("respond with error", zap.String("endpoint", endpoint), zap.Error(rerr))
 	}
 }
@@ -369,14 +406,15 @@ func ErrorCode(err error) string {
 		errors.Is(err, vectorstore.ErrInvalidRecord), errors.Is(err, vectorstore.ErrConflict),
 		errors.Is(err, docstore.ErrInvalidContent), errors.Is(err, docstore.ErrInvalidPath),
 		errors.Is(err, memory.ErrInvalid), errors.Is(err, policy.ErrInvalid), errors.Is(err, policy.ErrInvalidOverrides),
-		errors.Is(err, eventstore.ErrInvalidQuery):
+		errors.Is(err, eventstore.ErrInvalidQuery), errors.Is(err, writes.ErrInvalid):
 		return events.RPCCodeBadRequest
 	case errors.Is(err, ErrReplyTooLarge):
 		return events.RPCCodeTooLarge
 	case errors.Is(err, ErrNotFound), errors.Is(err, vectorstore.ErrNotFound), errors.Is(err, memory.ErrNotFound),
-		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound), errors.Is(err, docstore.ErrNotFound):
+		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound), errors.Is(err, docstore.ErrNotFound),
+		errors.Is(err, writes.ErrNotFound):
 		return events.RPCCodeNotFound
-	case errors.Is(err, ErrUnavailable), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+	case errors.Is(err, ErrUnavailable), errors.Is(err, writes.ErrUnavailable), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, vectorstore.ErrClosed), errors.Is(err, context.DeadlineExceeded):
 		return events.RPCCodeUnavailable

@@ -2,7 +2,9 @@
 //
 // State is what ingest learns from a session's observations: counts, the most recent
 // messages (so a context pack's session history is one KV read, not a stream scan) and
-// the ids of recently applied events, which makes redelivery a no-op. Turns are one KV
+// the ids of recently applied events, which makes redelivery a no-op. A message is
+// kept as redact.Clean leaves it (no credential, no planted instruction); the event
+// itself, in the stream, is what the agent published. Turns are one KV
 // key each, "<tenant>.<user>.<session>.<turn_id>", so a session's turns list with one
 // key filter.
 package session
@@ -24,6 +26,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/kvcas"
+	"github.com/agentmem/agentmem/pkg/redact"
 )
 
 // ErrNotFound is returned for a session or turn that has no record.
@@ -105,7 +108,7 @@ func (c Config) Validate() error {
 type Message struct {
 	EventID string         `json:"event_id"`
 	Role    events.Role    `json:"role"`
-	Text    string         `json:"text"`
+	Text    string         `json:"text"` // redact.Clean of the observation's text
 	TS      time.Time      `json:"ts"`
 	Meta    map[string]any `json:"meta,omitempty"`
 }
@@ -367,7 +370,10 @@ func (s *Store) fold(st *State, env events.Envelope) {
 		}
 		st.ByRole[obs.Role]++
 		st.Tokens += EstimateTokens(obs.Text)
-		st.Recent = insertRecent(st.Recent, Message{EventID: env.ID, Role: obs.Role, Text: obs.Text, TS: env.TS, Meta: obs.Meta}, s.cfg.RecentMessages)
+		// The state is memory too (episodes take their context from it, packs
+		// show it): no credential or planted instruction is kept in clear. The
+		// event stream keeps what the agent published.
+		st.Recent = insertRecent(st.Recent, Message{EventID: env.ID, Role: obs.Role, Text: redact.Clean(obs.Text), TS: env.TS, Meta: obs.Meta}, s.cfg.RecentMessages)
 	case events.KindToolCall:
 		st.ToolCalls++
 	case events.KindToolResult:

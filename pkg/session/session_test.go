@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/redact/redacttest"
 	"github.com/agentmem/agentmem/pkg/session"
 )
 
@@ -226,4 +230,40 @@ func TestEventIDIsTheIdentity(t *testing.T) {
 	if _, got, err := s.Apply(ctx, legacy); err != nil || got != session.Duplicate {
 		t.Fatalf("an id a legacy state applied: %v, %v; want a duplicate", got, err)
 	}
+}
+
+// The session state in KV keeps no credential in clear: a message's text is
+// stored with markers (pkg/redact), while its counts and the event itself are
+// untouched.
+func TestPropertyStateKeepsNoCredential(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{RecentMessages: 4})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		n++
+		sess := fmt.Sprintf("s%d", n)
+		secret := redacttest.Sentence().Draw(rt, "secret")
+		env := obs(sess, events.Observation{Role: events.RoleUser, Text: secret.Text}, t0)
+		if _, applied, err := s.Apply(ctx, env); err != nil || applied != session.Applied {
+			rt.Fatalf("apply: %v %v", applied, err)
+		}
+		if _, applied, err := s.Apply(ctx, env); err != nil || applied != session.Duplicate {
+			rt.Fatalf("re-apply: %v %v (the digest is of the event as published)", applied, err)
+		}
+		st, err := s.Get(ctx, "acme", "u1", sess)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		raw, err := json.Marshal(st)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if v := secret.Leaks(string(raw)); v != "" || len(st.Recent) != 1 || !strings.Contains(st.Recent[0].Text, "[REDACTED:") {
+			rt.Fatalf("state holds %q; recent %+v", v, st.Recent)
+		}
+		if env.Observation.Text != secret.Text {
+			rt.Fatalf("the event was changed: %q", env.Observation.Text)
+		}
+	})
 }

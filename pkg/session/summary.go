@@ -45,6 +45,10 @@ type Summary struct {
 	// By is who wrote the latest part: SummaryByLLM, SummaryByRules or SummaryByEmergency.
 	By        string    `json:"by"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// DueID is the summary_due event the latest part was written for: its
+	// redelivery writes nothing, not even on the emergency path, which would
+	// otherwise drop another half.
+	DueID string `json:"due_id,omitempty"`
 }
 
 // Covers reports whether m is one of the messages the summary stands for.
@@ -150,29 +154,46 @@ func (s *Store) deleteSummary(ctx context.Context, tenant, user, session string)
 // redelivery never reflects twice. The claim is a compare-and-set on the key
 // "reflected.<tenant>.<user>.<session>".
 func (s *Store) ClaimReflection(ctx context.Context, tenant, user, session string, n int) (bool, error) {
+	return s.moveReflection(ctx, tenant, user, session, func(last int) bool { return last < n }, n)
+}
+
+// ReleaseReflection gives back the claim of the session's n-th reflection,
+// which failed, so that a redelivery runs it again; it does nothing once a
+// later one was claimed.
+func (s *Store) ReleaseReflection(ctx context.Context, tenant, user, session string, n int) error {
+	_, err := s.moveReflection(ctx, tenant, user, session, func(last int) bool { return last == n }, n-1)
+	return err
+}
+
+// moveReflection sets the session's reflection claim to n when its value
+// passes ok (a missing key is 0), with a compare-and-set; it reports whether
+// it did.
+func (s *Store) moveReflection(ctx context.Context, tenant, user, session string, ok func(last int) bool, n int) (bool, error) {
 	key, err := events.SessionKey(tenant, user, session)
 	if err != nil {
-		return false, fmt.Errorf("session: claim reflection: %w", err)
+		return false, fmt.Errorf("session: reflection claim: %w", err)
 	}
 	key = "reflected." + key
 	var rev uint64
+	last := 0
 	e, err := s.state.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
-		return false, fmt.Errorf("session: claim reflection %s: %w", key, err)
+		return false, fmt.Errorf("session: reflection claim %s: %w", key, err)
 	default:
-		if last, _ := strconv.Atoi(string(e.Value())); last >= n {
-			return false, nil
-		}
+		last, _ = strconv.Atoi(string(e.Value()))
 		rev = e.Revision()
+	}
+	if !ok(last) {
+		return false, nil
 	}
 	_, err = s.put(ctx, key, []byte(strconv.Itoa(n)), rev)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-		return false, nil // another handler claimed it
+		return false, nil // another handler moved it
 	}
 	if err != nil {
-		return false, fmt.Errorf("session: claim reflection %s: %w", key, err)
+		return false, fmt.Errorf("session: reflection claim %s: %w", key, err)
 	}
 	return true, nil
 }

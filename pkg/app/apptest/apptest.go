@@ -6,6 +6,8 @@ package apptest
 import (
 	"context"
 	"errors"
+	"flag"
+	"strconv"
 	"testing"
 	"time"
 
@@ -75,4 +77,18 @@ func WaitIdle(t testing.TB, stack *app.Stack) {
 	if err := app.WaitIdle(ctx, stack.Runtime().JS, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// LimitChecks runs the rapid properties of the test n times unless
+// -rapid.checks says otherwise: for properties whose every case drives whole
+// stacks, where rapid's default 100 cases would take minutes.
+func LimitChecks(t *testing.T, n int) {
+	f := flag.Lookup("rapid.checks")
+	if f == nil || f.Value.String() != f.DefValue {
+		return
+	}
+	if err := f.Value.Set(strconv.Itoa(n)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Value.Set(f.DefValue) })
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/obs"
 )
@@ -180,4 +182,32 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// StreamEvents returns the events of the agentmem stream whose subject starts
+// with prefix ("mem.acme.summary."), in stream order.
+func StreamEvents(t testing.TB, js jetstream.JetStream, prefix string) []events.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := js.Stream(ctx, bus.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.Envelope
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil || !strings.HasPrefix(m.Subject, prefix) {
+			continue
+		}
+		env, err := events.Decode(m.Data)
+		if err != nil {
+			t.Fatalf("%s %d: %v", m.Subject, seq, err)
+		}
+		out = append(out, env)
+	}
+	return out
 }

@@ -86,11 +86,7 @@ func (m *Model) SetAnswer(step string, fn func(user string) string) {
 func (m *Model) answerOf(step string, req chatRequest) string {
 	if v, ok := answers.Load(m); ok {
 		if fn, ok := v.(*sync.Map).Load(step); ok {
-			user := ""
-			if len(req.Messages) > 1 {
-				user = req.Messages[len(req.Messages)-1].Content
-			}
-			return fn.(func(string) string)(user)
+			return fn.(func(string) string)(userPrompt(req))
 		}
 	}
 	return answer(step, req)

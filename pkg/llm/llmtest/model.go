@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,9 @@ import (
 // Steps of agentmem that call a chat model, as Model tells them apart (by the
 // first words of the system prompt each step sends).
 const (
-	StepDecide        = "decide"
+	StepDecide = "decide"
+	// StepDecideBatch is the write decision of several messages in one request.
+	StepDecideBatch   = "decide_batch"
 	StepExtract       = "extract"
 	StepSemantic      = "semantic"
 	StepMerge         = "merge"
@@ -32,6 +35,7 @@ const (
 // stepPrompts maps the opening of each step's system prompt to the step.
 var stepPrompts = []struct{ prefix, step string }{
 	{"You decide whether one message", StepDecide},
+	{"You decide, for each message of a numbered list", StepDecideBatch},
 	{"You merge two memories", StepMerge},
 	{"A memory of a person was just recalled", StepReconsolidate},
 	{"You extract stable facts about people", StepSemantic},
@@ -54,17 +58,28 @@ type Model struct {
 	down        bool // every connection is dropped without an answer
 	invalidJSON bool
 	calls       map[string]int
+	decisions   int // messages asked about by StepDecide and StepDecideBatch
 	apiKeys     []string
 }
 
 // NewModel starts a Model; it is closed when the test ends.
 func NewModel(t testing.TB) *Model {
 	t.Helper()
-	m := &Model{calls: map[string]int{}}
-	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
-	t.Cleanup(m.srv.Close)
+	m := StartModel()
+	t.Cleanup(m.Close)
 	return m
 }
+
+// StartModel starts a Model outside a test (agentmem bench's remote-model
+// phase); the caller closes it.
+func StartModel() *Model {
+	m := &Model{calls: map[string]int{}}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	return m
+}
+
+// Close stops the server and waits for the requests in progress.
+func (m *Model) Close() { m.srv.Close() }
 
 // URL is the base URL to configure clients with (it ends in /v1).
 func (m *Model) URL() string { return m.srv.URL + "/v1" }
@@ -106,6 +121,14 @@ func (m *Model) Calls(step string) int {
 	return m.calls[step]
 }
 
+// Decisions returns how many write decisions were asked for so far: one per
+// StepDecide request, one per message of a StepDecideBatch request.
+func (m *Model) Decisions() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.decisions
+}
+
 // Authorizations returns the Authorization headers received, in order.
 func (m *Model) Authorizations() []string {
 	m.mu.Lock()
@@ -145,6 +168,12 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 
 	m.mu.Lock()
 	m.calls[step]++
+	switch step {
+	case StepDecide:
+		m.decisions++
+	case StepDecideBatch:
+		m.decisions += len(batchMessageRe.FindAllStringIndex(userPrompt(chat), -1))
+	}
 	m.apiKeys = append(m.apiKeys, r.Header.Get("Authorization"))
 	latency, status, down, invalid := m.chatLatency, m.status, m.down, m.invalidJSON
 	if step == StepEmbed {
@@ -207,24 +236,36 @@ var (
 	recallRe  = regexp.MustCompile(`(?s)^Memory \([^)]*\):\n(.*?)\n\nRecalled in this context:`)
 	episodeRe = regexp.MustCompile(`(?m)^- id=(\S+) .*? speaker=[^:]*: (.+)$`)
 	turnRe    = regexp.MustCompile(`(?m)^\[(\w+)\] (.+)$`)
+	// batchMessageRe opens each message of a batched write decision.
+	batchMessageRe = regexp.MustCompile(`(?m)^=== message (\d+) ===\n`)
 )
+
+// userPrompt is the last message of req, the user prompt ("" without one).
+func userPrompt(req chatRequest) string {
+	if len(req.Messages) > 1 {
+		return req.Messages[len(req.Messages)-1].Content
+	}
+	return ""
+}
 
 // answer is the reply a cooperative model gives to step.
 func answer(step string, req chatRequest) string {
-	user := ""
-	if len(req.Messages) > 1 {
-		user = req.Messages[len(req.Messages)-1].Content
-	}
+	user := userPrompt(req)
 	var v any
 	switch step {
 	case StepDecide:
-		text := user
-		if _, after, ok := strings.Cut(user, "Message:\n"); ok {
-			text = after
+		v = decision(user)
+	case StepDecideBatch:
+		// Each numbered message is decided as it would be alone, so batching
+		// changes no decision.
+		decisions := []map[string]any{}
+		parts := batchMessageRe.Split(user, -1)
+		for i, n := range batchMessageRe.FindAllStringSubmatch(user, -1) {
+			d := decision(strings.TrimSuffix(parts[i+1], "\n\n"))
+			d["index"], _ = strconv.Atoi(n[1])
+			decisions = append(decisions, d)
 		}
-		lower := " " + strings.ToLower(text) + " "
-		write := strings.Contains(lower, "remember") || strings.Contains(lower, " my ") || strings.Contains(lower, " i ")
-		v = map[string]any{"write": write, "thing": strings.TrimSpace(text), "context": "said in conversation", "reason": "fake model"}
+		v = map[string]any{"decisions": decisions}
 	case StepExtract:
 		entries := []map[string]string{}
 		for _, m := range turnRe.FindAllStringSubmatch(user, -1) {
@@ -263,6 +304,17 @@ func answer(step string, req chatRequest) string {
 	return string(out)
 }
 
+// decision is the write decision of one message block ("Message:\n" and its text).
+func decision(block string) map[string]any {
+	text := block
+	if _, after, ok := strings.Cut(block, "Message:\n"); ok {
+		text = after
+	}
+	lower := " " + strings.ToLower(text) + " "
+	write := strings.Contains(lower, "remember") || strings.Contains(lower, " my ") || strings.Contains(lower, " i ")
+	return map[string]any{"write": write, "thing": strings.TrimSpace(text), "context": "said in conversation", "reason": "fake model"}
+}
+
 func pair(user string) (string, string) {
 	if m := memoryRe.FindStringSubmatch(user); m != nil {
 		return strings.TrimSpace(m[1]), strings.TrimSpace(m[2])
@@ -290,7 +342,7 @@ func embeddingsReply(req embeddingRequest) map[string]any {
 	}
 	data := make([]any, len(req.Input))
 	for i, text := range req.Input {
-		vec := make([]float64, dims)
+		vec := make([]float32, dims) // float32 as a real server's: half the JSON to write and read
 		for _, w := range strings.Fields(strings.ToLower(text)) {
 			h := fnv.New32a()
 			_, _ = h.Write([]byte(strings.Trim(w, ".,;:!?\"'()")))
@@ -298,13 +350,13 @@ func embeddingsReply(req embeddingRequest) map[string]any {
 		}
 		var norm float64
 		for _, x := range vec {
-			norm += x * x
+			norm += float64(x) * float64(x)
 		}
 		if norm == 0 {
 			vec[0], norm = 1, 1
 		}
 		for j := range vec {
-			vec[j] /= math.Sqrt(norm)
+			vec[j] = float32(float64(vec[j]) / math.Sqrt(norm))
 		}
 		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": vec}
 	}

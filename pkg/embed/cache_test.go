@@ -1,0 +1,99 @@
+package embed_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/llm/llmtest"
+)
+
+// remote is an OpenAI embedder on the fake model.
+func remote(t *testing.T, m *llmtest.Model) *embed.OpenAI {
+	t.Helper()
+	o, err := embed.NewOpenAI(embed.OpenAIConfig{BaseURL: m.URL(), Model: "fake-embedding", Dimensions: 16, BatchSize: 3, Retries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// The cache changes no vector: whatever mix of new and known texts a call
+// holds (repeats included), Cached gives what the embedder gives, in order, and
+// the caller may change what it got without changing the cache.
+func TestCachedEmbedsAsTheEmbedder(t *testing.T) {
+	m := llmtest.NewModel(t)
+	inner := remote(t, m)
+	cached, err := embed.NewCached(inner, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rapid.Check(t, func(t *rapid.T) {
+		texts := rapid.SliceOfN(rapid.SampledFrom([]string{"a b", "c d", "sales files", "my sister", "e", "f g h", "i", "j k", "l", "m n o", "p"}), 0, 10).Draw(t, "texts")
+		got, err := cached.Embed(ctx, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := inner.Embed(ctx, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d vectors for %d texts", len(got), len(texts))
+		}
+		for i := range got {
+			if !slices.Equal(got[i], want[i]) {
+				t.Fatalf("text %d %q: cached %v, embedder %v", i, texts[i], got[i], want[i])
+			}
+			got[i][0] = 42 // the caller's copy
+		}
+		if cached.Len() > 8 {
+			t.Fatalf("cache holds %d texts, bound 8", cached.Len())
+		}
+	})
+}
+
+// A known query costs no request; the cache keeps at most its size, the least
+// recently used going first.
+func TestCachedReusesAndIsBounded(t *testing.T) {
+	m := llmtest.NewModel(t)
+	m.SetLatency(0, time.Millisecond)
+	cached, err := embed.NewCached(remote(t, m), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	embedOne := func(text string) {
+		t.Helper()
+		if _, err := cached.Embed(ctx, []string{text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requests := func() int { return m.Calls(llmtest.StepEmbed) }
+	embedOne("where does my sister live?")
+	embedOne("where does my sister live?")
+	if n := requests(); n != 1 {
+		t.Fatalf("%d requests for one query asked twice, want 1", n)
+	}
+	embedOne("which columns do my sales files have?")
+	embedOne("summarise my pricing project status") // evicts the sister question
+	if n := cached.Len(); n != 2 {
+		t.Fatalf("cache holds %d texts, want its bound 2", n)
+	}
+	embedOne("summarise my pricing project status")
+	if n := requests(); n != 3 {
+		t.Fatalf("%d requests, want 3: the newest query is kept", n)
+	}
+	embedOne("where does my sister live?")
+	if n := requests(); n != 4 {
+		t.Fatalf("%d requests, want 4: the least recently used query was dropped", n)
+	}
+	if _, err := embed.NewCached(remote(t, m), 0); err == nil {
+		t.Error("a cache of 0 texts was accepted")
+	}
+}

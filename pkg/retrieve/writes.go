@@ -1,0 +1,147 @@
+package retrieve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/lifecycle"
+	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/writes"
+)
+
+// namespaceLocks is the number of stripes of Service.writeLocks.
+const namespaceLocks = 64
+
+// writeOp adapts a request that changes memory to an endpoint: it is recorded
+// as a write event and applied by pkg/writes (Service.record).
+func writeOp[Req any](s *Service, op string) func(context.Context, string, Req) (any, error) {
+	return func(ctx context.Context, tenant string, req Req) (any, error) {
+		return s.record(ctx, tenant, op, req)
+	}
+}
+
+// record publishes the write event of a validated request of op, then applies
+// it with the shared applier and returns its reply: the stream holds every
+// write before it is applied, so a replay or a rebuild reproduces it.
+//
+// The writes of one namespace are recorded and applied under one lock, so this
+// replica applies them in stream order. A request identical to the user's
+// previous write is taken for its retry: it is published under that write's
+// Nats-Msg-Id, so inside the stream's duplicate window the stream reports a
+// duplicate, and it is answered without being applied again (retried).
+//
+// A write that fails once recorded (an update of a memory that does not
+// exist) fails the same way when a replay applies it again.
+func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, error) {
+	env, err := writes.Record(tenant, op, req, s.deps.Now())
+	if err != nil {
+		return nil, err
+	}
+	unlock := s.lockNamespace(tenant, env.UserID)
+	defer unlock()
+	msg, err := eventstore.Msg(env)
+	if err != nil {
+		return nil, err
+	}
+	msgID := writes.MsgID(env, 0)
+	switch last, err := s.deps.Events.Last(ctx, msg.Subject); {
+	case err == nil:
+		if prev, derr := events.Decode(last.Data); derr == nil && writes.SameRequest(prev, env) && last.Header.Get(events.HeaderMsgID) != "" {
+			msgID = last.Header.Get(events.HeaderMsgID)
+		} else {
+			msgID = writes.MsgID(env, last.Sequence)
+		}
+	case !errors.Is(err, eventstore.ErrNotFound):
+		return nil, fmt.Errorf("%w: record the %s write: %w", ErrUnavailable, op, err)
+	}
+	msg.Header.Set(events.HeaderMsgID, msgID)
+	ack, err := s.deps.JS.PublishMsg(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: record the %s write: %w", ErrUnavailable, op, err)
+	}
+	if ack.Duplicate {
+		return s.retried(ctx, env, ack)
+	}
+	return s.writes.Apply(ctx, env)
+}
+
+// lockNamespace locks the stripe of tenant/user and returns its unlock.
+func (s *Service) lockNamespace(tenant, user string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tenant + "." + user))
+	mu := &s.writeLocks[h.Sum32()%namespaceLocks]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// retried answers a write the stream already holds, without applying it again:
+// with what the stores hold now (update, items, policy) or what the recorded
+// write did (append's file, add's ids); a delete deleted nothing this time.
+func (s *Service) retried(ctx context.Context, env events.Envelope, ack *jetstream.PubAck) (any, error) {
+	req, err := env.Write.Decode()
+	if err != nil {
+		return nil, err
+	}
+	tenant, ns := env.Tenant, docstore.Namespace{Tenant: env.Tenant, User: env.UserID}
+	switch r := req.(type) {
+	case *events.AppendRequest:
+		reply := events.AppendReply{File: docstore.MemoryFile, Slot: r.EffectiveSlot()}
+		if reply.Slot == events.SlotToday {
+			// The note of the day the first request was recorded on.
+			orig, err := s.storedAt(ctx, ack)
+			if err != nil {
+				return nil, err
+			}
+			reply.File = markdown.DailyNoteName(orig.TS)
+		}
+		return reply, nil
+	case *events.AddRequest:
+		return events.AddReply{MemoryIDs: env.Write.MemoryIDs}, nil
+	case *events.UpdateRequest:
+		return s.deps.Memories.Get(ctx, tenant, events.GetRequest{UserID: r.UserID, ID: r.ID})
+	case *events.ItemRequest:
+		it := r.Item
+		return s.deps.Memories.GetItem(ctx, tenant, events.ItemKeyRequest{UserID: r.UserID, Scope: it.Scope, Kind: it.Kind, Key: it.Key, SessionID: it.SessionID})
+	case *events.ResetRequest:
+		return events.ResetReply{}, nil
+	case *events.SessionRequest:
+		// session.clear: the session's events are gone from the stream again,
+		// so clearing its state again is what a rebuild ends with too.
+		return s.writes.Apply(ctx, env)
+	case *events.SessionArchive:
+		// Turns and items are upserts: the first restore stored them all.
+		return events.SessionRestoreReply{SessionID: r.SessionID, Turns: len(r.Turns), Items: len(r.Items)}, nil
+	case *events.BackupRestoreRequest:
+		target, err := s.deps.Docs.BackupTarget(r.Backup)
+		if r.Backup == "" || err != nil {
+			target = docstore.MemoryFile
+		}
+		return events.BackupRestoreReply{Restored: r.Backup, File: target}, nil
+	case *events.CompressRequest:
+		return events.CompressReply{}, nil
+	case *events.PolicySetRequest, *events.PolicyRollbackRequest:
+		return lifecycle.PolicyReply(ctx, s.deps.Docs, ns, s.cfg.Policy, "")
+	}
+	// delete, item.delete, item.delete_scope.
+	return events.DeleteReply{}, nil
+}
+
+// storedAt reads back the event a duplicate publish was acknowledged with.
+func (s *Service) storedAt(ctx context.Context, ack *jetstream.PubAck) (events.Envelope, error) {
+	stream, err := s.deps.JS.Stream(ctx, ack.Stream)
+	if err != nil {
+		return events.Envelope{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	raw, err := stream.GetMsg(ctx, ack.Sequence)
+	if err != nil {
+		return events.Envelope{}, fmt.Errorf("%w: read the recorded write %d: %w", ErrUnavailable, ack.Sequence, err)
+	}
+	return events.Decode(raw.Data)
+}
