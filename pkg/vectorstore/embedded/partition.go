@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/bm25"
@@ -101,9 +102,15 @@ type partition struct {
 	// contiguous array, rather than in each record.
 	kinds []uint8
 	live  int
-	byRID map[int64]int32  // rid → doc
-	byID  map[string]int32 // id → doc
-	lex   lexIndex
+	// kindLive[t] counts the live docs of slot t.
+	kindLive [indexKinds + 1]int
+	byRID    map[int64]int32  // rid → doc
+	byID     map[string]int32 // id → doc
+	lex      lexIndex
+	// ann[t] is slot t's graph (annIndex), nil below annMin records of it (0:
+	// never). Atomic because the indexer reads it beside searches.
+	ann    [indexKinds]atomic.Pointer[annIndex]
+	annMin int
 
 	lazyMu sync.Mutex
 	// orders[t] holds the rids of memory type memoryTypes[t] in ascending id
@@ -114,8 +121,10 @@ type partition struct {
 
 const deadKind = 255
 
-func newPartition(k partKey) *partition {
-	return &partition{key: k, byRID: make(map[int64]int32), byID: make(map[string]int32), lex: newLexIndex()}
+// newPartition returns an empty partition whose memory types get a graph from
+// annMin records on (0: never).
+func newPartition(k partKey, annMin int) *partition {
+	return &partition{key: k, byRID: make(map[int64]int32), byID: make(map[string]int32), lex: newLexIndex(), annMin: annMin}
 }
 
 // typeSlot is t's index in orders; an unknown type shares the last (all).
@@ -128,7 +137,8 @@ func typeSlot(t vectorstore.MemoryType) int {
 
 // put adds or replaces the record at rid; e is the partition's from now on. A
 // replaced record whose text is unchanged (a payload update) keeps its terms
-// rather than tokenizing the text again, and its doc number.
+// rather than tokenizing the text again, and its doc number unless its vector
+// changed (a graph holds the doc with its vector).
 func (p *partition) put(e *entry) {
 	e.rec.Tenant, e.rec.UserID = p.key.tenant, p.key.userID
 	d, ok := p.byRID[e.rid]
@@ -136,7 +146,7 @@ func (p *partition) put(e *entry) {
 		old := p.docs[d]
 		if old.rec.Text == e.rec.Text {
 			e.terms = old.terms
-			if old.rec.MemoryType == e.rec.MemoryType {
+			if old.rec.MemoryType == e.rec.MemoryType && sameVector(old.rec.Vector, e.rec.Vector) {
 				e.doc = d
 				p.docs[d] = e
 				return
@@ -149,8 +159,11 @@ func (p *partition) put(e *entry) {
 	}
 	e.doc = int32(len(p.docs))
 	p.docs = append(p.docs, e)
-	p.kinds = append(p.kinds, uint8(typeSlot(e.rec.MemoryType)))
+	t := typeSlot(e.rec.MemoryType)
+	p.kinds = append(p.kinds, uint8(t))
 	p.live++
+	p.kindLive[t]++
+	p.maybeIndex(t)
 	p.byRID[e.rid] = e.doc
 	p.byID[e.rec.ID] = e.doc
 	p.lex.add(e.doc, e.terms)
@@ -165,6 +178,7 @@ func (p *partition) kill(d int32) {
 	old := p.docs[d]
 	p.lex.remove(d, old.terms)
 	p.docs[d] = nil
+	p.kindLive[p.kinds[d]]--
 	p.kinds[d] = deadKind
 	p.live--
 	p.orders[typeSlot(old.rec.MemoryType)], p.orders[len(memoryTypes)] = nil, nil
@@ -206,6 +220,17 @@ func (p *partition) maybeCompact() {
 		p.lex.add(e.doc, e.terms)
 	}
 	p.docs, p.kinds = docs, kinds
+	// The graphs hold the old numbers: they are built again.
+	for t := range indexKinds {
+		p.ann[t].Store(nil)
+		p.maybeIndex(t)
+	}
+}
+
+// sameVector reports whether a and b hold the same values: a payload update
+// passes the cached vector itself, an upsert an equal copy.
+func sameVector(a, b []float32) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] || slices.Equal(a, b)
 }
 
 // sorted returns the rids of memory type slot t (typeSlot) in ascending id

@@ -50,11 +50,11 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 		var top []ranked
 		switch q.Mode {
 		case vectorstore.Dense:
-			top = denseRanking(p, qv, m, depth)
+			top = denseRanking(p, qv, m, depth, s.cfg.ANNBeam)
 		case vectorstore.Sparse:
 			top = sparseRanking(p, terms, m, depth)
 		case vectorstore.Hybrid:
-			top = fuseRRF(q.Limit, denseRanking(p, qv, m, depth), sparseRanking(p, terms, m, depth))
+			top = fuseRRF(q.Limit, denseRanking(p, qv, m, depth, s.cfg.ANNBeam), sparseRanking(p, terms, m, depth))
 		}
 		hits = make([]vectorstore.Hit, len(top))
 		for i, r := range top {
@@ -72,16 +72,6 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 		return nil
 	})
 	return hits, s.Wrap("search", err)
-}
-
-// denseRanking scores the records m selects by cosine similarity, exactly.
-func denseRanking(p *partition, qv []float32, m *matcher, depth int) []ranked {
-	top := newTopK(depth)
-	for _, d := range p.candidates(m) {
-		e := p.docs[d]
-		top.offer(ranked{e.rid, d, float64(dot(qv, e.rec.Vector))})
-	}
-	return top.sorted()
 }
 
 // sparseRanking ranks the records m selects by Okapi BM25 (k1 = 1.2, b = 0.75,
