@@ -4,9 +4,11 @@ import (
 	"sync"
 )
 
-// annIndex is a partition's HNSW graph of the records of one memory type, once
-// the type holds Config.ANNThreshold records. It is built and extended by the
-// store's indexer in the background, never by a write or a search: docs
+// annIndex is a partition's HNSW graph of the records of one memory type, from
+// the first dense search that finds Config.ANNThreshold records of the type (on
+// demand: with the offline embedder dense search is rare, and a graph of 100,000
+// records is about a minute of a core). It is built and extended by the store's
+// indexer in the background, never by a write or a search: docs
 // [0, upto) of its type are in the graph, and a search scans the docs from upto
 // on exactly, so a record is found from the moment it is written, and a
 // partition loaded at start-up is searchable at once (exactly, then less and
@@ -30,12 +32,11 @@ const annBatch = 4
 // unknown type (slot indexKinds) are rare and always scanned.
 const indexKinds = 3
 
-// maybeIndex gives slot t a graph once it holds annMin records. The caller holds
-// cacheMu exclusively, or the partition is not published yet.
-func (p *partition) maybeIndex(t int) {
-	if t < indexKinds && p.annMin > 0 && p.kindLive[t] >= p.annMin && p.ann[t].Load() == nil {
-		p.ann[t].Store(&annIndex{g: newHNSW()})
-	}
+// maybeIndex gives slot t a graph if it holds annMin records and has none, and
+// reports whether it did. The caller holds cacheMu.
+func (p *partition) maybeIndex(t int) bool {
+	return p.annMin > 0 && p.kindLive[t] >= p.annMin && p.ann[t].Load() == nil &&
+		p.ann[t].CompareAndSwap(nil, &annIndex{g: newHNSW()})
 }
 
 // indexBehind reports whether a graph lacks docs. The caller holds cacheMu.
@@ -171,13 +172,14 @@ func (x *indexer) close() {
 // denseRanking scores the records m selects by cosine similarity: exactly, or,
 // for a memory type with a graph, by the graph's search with a beam of
 // max(beam, depth) over the docs it holds and exactly over the newer ones.
-func denseRanking(p *partition, qv []float32, m *matcher, depth, beam int) []ranked {
+// started reports that it gave a type a graph, which the indexer is to build.
+func denseRanking(p *partition, qv []float32, m *matcher, depth, beam int) (rs []ranked, started bool) {
 	top := newTopK(depth)
 	if m.ids != nil {
 		for _, d := range p.candidates(m) {
 			top.offer(ranked{p.docs[d].rid, d, float64(dot(qv, p.docs[d].rec.Vector))})
 		}
-		return top.sorted()
+		return top.sorted(), false
 	}
 	// from[t] is the first doc of slot t the exact scan must score.
 	var from [indexKinds + 1]int32
@@ -185,6 +187,7 @@ func denseRanking(p *partition, qv []float32, m *matcher, depth, beam int) []ran
 		if !m.kinds[t] {
 			continue
 		}
+		started = p.maybeIndex(t) || started
 		if a := p.ann[t].Load(); a != nil {
 			from[t] = a.searchInto(p, qv, m, depth, beam, top)
 		}
@@ -204,7 +207,7 @@ func denseRanking(p *partition, qv []float32, m *matcher, depth, beam int) []ran
 			top.offer(ranked{e.rid, d, float64(dot(qv, e.rec.Vector))})
 		}
 	}
-	return top.sorted()
+	return top.sorted(), started
 }
 
 // searchInto offers top the graph's nearest live docs that m selects (a beam of

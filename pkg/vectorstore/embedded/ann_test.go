@@ -19,8 +19,8 @@ func TestIndexKinds(t *testing.T) {
 
 // After any sequence of writes (new records, text, type and vector changes,
 // payload updates that keep the vector, removes, with the compactions they cause)
-// with the graphs built from a few records on and the indexer having caught up
-// any part of the way, a dense search with a beam as wide as the graphs returns
+// with the graphs started by searches from a few records on and the indexer
+// having caught up any part of the way, a dense search with a beam as wide as the graphs returns
 // exactly what an exact scan of the live records returns: deleted and replaced
 // records never come back, changed vectors score with their new values, and no
 // live record is out of the graph's reach.
@@ -38,7 +38,7 @@ func TestPropertyANNMatchesExactSearch(t *testing.T) {
 		vs := new(visitSet)
 		for range rapid.IntRange(1, 300).Draw(t, "ops") {
 			rid := int64(rapid.IntRange(1, 40).Draw(t, "rid"))
-			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
 			case 0:
 				p.remove(rid)
 				delete(live, rid)
@@ -49,6 +49,9 @@ func TestPropertyANNMatchesExactSearch(t *testing.T) {
 					p.put(e)
 					live[rid] = e
 				}
+			case 5:
+				// A search gives the types with annMin records a graph.
+				denseRanking(p, vec("q"), newMatcher(vectorstore.Filter{IncludeExpired: true}, time.Time{}), 1, 1)
 			case 2:
 				for range rapid.IntRange(0, 20).Draw(t, "steps") {
 					p.indexSome(vs)
@@ -66,7 +69,7 @@ func TestPropertyANNMatchesExactSearch(t *testing.T) {
 		m := newMatcher(vectorstore.Filter{MemoryTypes: types, IncludeExpired: true}, time.Time{})
 		q := vec("query")
 		depth := rapid.IntRange(1, 50).Draw(t, "depth")
-		got := denseRanking(p, q, m, depth, len(p.docs))
+		got, _ := denseRanking(p, q, m, depth, len(p.docs))
 		want := newTopK(depth)
 		for rid, e := range live {
 			if len(types) == 0 || slices.Contains(types, e.rec.MemoryType) {

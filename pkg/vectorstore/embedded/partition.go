@@ -107,8 +107,9 @@ type partition struct {
 	byRID    map[int64]int32  // rid → doc
 	byID     map[string]int32 // id → doc
 	lex      lexIndex
-	// ann[t] is slot t's graph (annIndex), nil below annMin records of it (0:
-	// never). Atomic because the indexer reads it beside searches.
+	// ann[t] is slot t's graph (annIndex), nil until a dense search finds
+	// annMin records of it (0: never). Atomic: a search sets it, the indexer
+	// reads it, both holding cacheMu shared.
 	ann    [indexKinds]atomic.Pointer[annIndex]
 	annMin int
 
@@ -163,7 +164,6 @@ func (p *partition) put(e *entry) {
 	p.kinds = append(p.kinds, uint8(t))
 	p.live++
 	p.kindLive[t]++
-	p.maybeIndex(t)
 	p.byRID[e.rid] = e.doc
 	p.byID[e.rec.ID] = e.doc
 	p.lex.add(e.doc, e.terms)
@@ -222,8 +222,9 @@ func (p *partition) maybeCompact() {
 	p.docs, p.kinds = docs, kinds
 	// The graphs hold the old numbers: they are built again.
 	for t := range indexKinds {
-		p.ann[t].Store(nil)
-		p.maybeIndex(t)
+		if p.ann[t].Load() != nil {
+			p.ann[t].Store(&annIndex{g: newHNSW()})
+		}
 	}
 }
 
