@@ -44,6 +44,19 @@ type Config struct {
 	// checkpoint holds writes back while it copies the last ones, so that the next
 	// write starts the file over; default DefaultWALRestartPages.
 	WALRestartPages int
+	// WriteCacheMiB is the page cache of the connection that writes; default
+	// DefaultWriteCacheMiB. Why larger than SQLite's default (2 MiB): a
+	// transaction's dirty pages must fit in it. Each record of a batch dirties a
+	// table page and a leaf of each index, and in a large store (records of
+	// 1,000 users, random ids) nearly every record another leaf: at 300,000
+	// records a batch overflowed 2 MiB, and SQLite spilled pages into the WAL
+	// mid-transaction, then read them back at the commit to checksum them again
+	// (pagerStress, walRewriteChecksums: 3.0 s of writes and 1.2 s of reads in
+	// BenchmarkUpsertLargeStore's profile, which took 50 s at 2 MiB and 33 s at
+	// 64 MiB). Only the writer's connection has it: a partition load reads the
+	// table once, and a reader's cache would only hold what it read. It costs
+	// its size in RSS once the writes have filled it.
+	WriteCacheMiB int
 	// ANNThreshold is how many records of one memory type a partition holds
 	// before its dense searches use an HNSW graph (built in the background)
 	// rather than scan them all; default DefaultANNThreshold, negative never.
@@ -54,6 +67,8 @@ type Config struct {
 }
 
 const (
+	// DefaultWriteCacheMiB: see writeCacheKiB.
+	DefaultWriteCacheMiB = 64
 	// DefaultANNThreshold: below it, a scan of the type's records costs less
 	// than a millisecond, and a graph is memory and background work for no gain.
 	DefaultANNThreshold = 5000
@@ -72,6 +87,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WALRestartPages == 0 {
 		c.WALRestartPages = DefaultWALRestartPages
+	}
+	if c.WriteCacheMiB == 0 {
+		c.WriteCacheMiB = DefaultWriteCacheMiB
 	}
 	if c.ANNThreshold == 0 {
 		c.ANNThreshold = DefaultANNThreshold
@@ -101,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.WALRestartPages < 0 {
 		errs = append(errs, fmt.Errorf("WALRestartPages is %d, want >= 0", c.WALRestartPages))
+	}
+	if c.WriteCacheMiB < 0 {
+		errs = append(errs, fmt.Errorf("WriteCacheMiB is %d, want >= 0", c.WriteCacheMiB))
 	}
 	if c.ANNBeam < 0 {
 		errs = append(errs, fmt.Errorf("ANNBeam is %d, want >= 0", c.ANNBeam))
@@ -184,8 +205,16 @@ func (s *Store) Checkpoint(ctx context.Context) error { return s.b.Checkpoint(ct
 // Order: checkpointMu, then writeMu, then cacheMu, then lazyMu; never the reverse. Reads take only cacheMu (shared), once their
 // partition is loaded.
 type backend struct {
-	cfg    Config
-	db     *sql.DB
+	cfg Config
+	db  *sql.DB
+	// writer begins the write transactions: a connection of its own (wconn) in
+	// a file, so that its page cache (Config.WriteCacheMiB) holds the index
+	// pages the writes keep touching; the pool for MemoryPath, whose one
+	// connection is everything.
+	writer interface {
+		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+	}
+	wconn  *sql.Conn
 	lock   *flock.Flock
 	logger *zap.Logger
 	closed atomic.Bool
@@ -301,6 +330,17 @@ func (s *backend) open() error {
 		db.Close()
 		return err
 	}
+	s.writer = db
+	if s.cfg.Path != MemoryPath {
+		if s.wconn, err = db.Conn(ctx); err == nil {
+			_, err = s.wconn.ExecContext(ctx, "PRAGMA cache_size = -"+strconv.Itoa(s.cfg.WriteCacheMiB<<10))
+		}
+		if err != nil {
+			db.Close()
+			return fmt.Errorf("write connection: %w", err)
+		}
+		s.writer = s.wconn
+	}
 	return nil
 }
 
@@ -347,6 +387,9 @@ func (s *backend) Close() error {
 	}
 	s.stmts = nil
 	s.stmtMu.Unlock()
+	if s.wconn != nil {
+		s.wconn.Close()
+	}
 	err := s.db.Close()
 	s.unlock()
 	if err != nil {
@@ -413,7 +456,7 @@ func (s *backend) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after 
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

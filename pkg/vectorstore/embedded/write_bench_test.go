@@ -3,11 +3,16 @@ package embedded_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
 
 // BenchmarkEmbeddedUpsertBatch upserts batches of 64 new records of 100 users, as
@@ -44,4 +49,71 @@ func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
 		}
 	}
 	reportPerRecord(b, cpu, b.N)
+}
+
+// BenchmarkUpsertLargeStore writes batches of 128 new records (time-ordered ids,
+// each of another of 1,000 users, as ingest's batches are) into a store already
+// holding $AGENTMEM_BENCH_PREFILL records (default 200,000) of those users, with
+// the write connection's page cache at SQLite's default (2 MiB) and at
+// DefaultWriteCacheMiB. ns/op is per record; cpu-ns/record counts the process's
+// user and system time, background checkpoints included.
+func BenchmarkUpsertLargeStore(b *testing.B) {
+	prefill := 200_000
+	if v := os.Getenv("AGENTMEM_BENCH_PREFILL"); v != "" {
+		var err error
+		if prefill, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, mib := range []int{2, embedded.DefaultWriteCacheMiB} {
+		b.Run(fmt.Sprintf("cache=%dMiB", mib), func(b *testing.B) {
+			s, err := embedded.New(embedded.Config{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims, WriteCacheMiB: mib}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+			gen := newBenchText(5)
+			ctx := context.Background()
+			texts := make([]string, 512)
+			for i := range texts {
+				texts[i] = gen.sentence(24)
+			}
+			vecs, _ := emb.Embed(ctx, texts)
+			rec := func(n int, id string) vectorstore.Record {
+				return vectorstore.Record{
+					ID: id, Tenant: "acme", UserID: fmt.Sprintf("u%d", n%benchUsers),
+					MemoryType: vectorstore.Episodic, Text: texts[n%len(texts)], Vector: vecs[n%len(vecs)], TS: time.Unix(int64(n), 0),
+					Metadata: map[string]any{"source_event_ids": []any{fmt.Sprint(n)}, "context": texts[(n+1)%len(texts)]},
+				}
+			}
+			batch := make([]vectorstore.Record, 0, 1000)
+			for n := range prefill {
+				batch = append(batch, rec(n, vectorstore.DeterministicID("prefill", fmt.Sprint(n))))
+				if len(batch) == cap(batch) || n == prefill-1 {
+					if err := s.Upsert(ctx, batch...); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			if err := s.Checkpoint(ctx); err != nil {
+				b.Fatal(err)
+			}
+			cpu := bustest.ProcessCPU(b)
+			n := prefill
+			b.ResetTimer()
+			for b.Loop() {
+				batch = append(batch, rec(n, vectorstore.TimeOrderedID(time.Unix(int64(n), 0), "large", fmt.Sprint(n))))
+				n++
+				if len(batch) == 128 {
+					if err := s.Upsert(ctx, batch...); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			reportPerRecord(b, cpu, b.N)
+		})
+	}
 }
