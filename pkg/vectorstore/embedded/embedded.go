@@ -202,8 +202,11 @@ func (s *Store) Checkpoint(ctx context.Context) error { return s.b.Checkpoint(ct
 // always matches the committed rows; cacheMu guards the partition map and the
 // partitions' contents (their BM25 postings included, which every write keeps up
 // to date); a partition's lazyMu guards only its lazily rebuilt id orders.
-// Order: checkpointMu, then writeMu, then cacheMu, then lazyMu; never the reverse. Reads take only cacheMu (shared), once their
-// partition is loaded.
+// A graph's mu (annIndex) guards the graph: searches hold it shared, the indexer
+// exclusively for annBatch insertions, both under cacheMu shared.
+// Order: checkpointMu, then writeMu, then cacheMu, then lazyMu or a graph's mu,
+// then the indexer's queue lock; never the reverse. Reads take only cacheMu
+// (shared) and a graph's mu (shared), once their partition is loaded.
 type backend struct {
 	cfg Config
 	db  *sql.DB
