@@ -46,16 +46,18 @@ type Config struct {
 	WALRestartPages int
 	// WriteCacheMiB is the page cache of the connection that writes; default
 	// DefaultWriteCacheMiB. Why larger than SQLite's default (2 MiB): a
-	// transaction's dirty pages must fit in it. Each record of a batch dirties a
-	// table page and a leaf of each index, and in a large store (records of
-	// 1,000 users, random ids) nearly every record another leaf: at 300,000
-	// records a batch overflowed 2 MiB, and SQLite spilled pages into the WAL
-	// mid-transaction, then read them back at the commit to checksum them again
-	// (pagerStress, walRewriteChecksums: 3.0 s of writes and 1.2 s of reads in
-	// BenchmarkUpsertLargeStore's profile, which took 50 s at 2 MiB and 33 s at
-	// 64 MiB). Only the writer's connection has it: a partition load reads the
-	// table once, and a reader's cache would only hold what it read. It costs
-	// its size in RSS once the writes have filled it.
+	// transaction's dirty pages must fit in it, or SQLite spills them into the
+	// WAL mid-transaction and reads them back at the commit to checksum them
+	// again (pagerStress, walRewriteChecksums). A record dirties a table page and
+	// a leaf of each index; with random ids (agentmem bench's load, batches of
+	// 1,000) nearly every record another id leaf, so a batch dirtied ~16 MiB and
+	// the spill was 18% of the CPU profile of BenchmarkUpsertLargeStore's
+	// 300,000-record prefill at 2 MiB, 5% at 16 and none at 64 (which costs
+	// ~90 MB more RSS in agentmem bench). Ingest's batches (128 records,
+	// time-ordered ids) dirty ~2 MiB even at 1,000,000 records. Only the
+	// writer's connection has it: a partition load reads the table once, and a
+	// reader's cache would only hold what it read. It costs its size in RSS once
+	// the writes have filled it.
 	WriteCacheMiB int
 	// ANNThreshold is how many records of one memory type a partition holds
 	// before its dense searches use an HNSW graph (built in the background)
@@ -67,8 +69,8 @@ type Config struct {
 }
 
 const (
-	// DefaultWriteCacheMiB: see writeCacheKiB.
-	DefaultWriteCacheMiB = 64
+	// DefaultWriteCacheMiB: see Config.WriteCacheMiB.
+	DefaultWriteCacheMiB = 16
 	// DefaultANNThreshold: below it, a scan of the type's records costs less
 	// than a millisecond, and a graph is memory and background work for no gain.
 	DefaultANNThreshold = 5000
