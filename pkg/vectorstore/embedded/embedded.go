@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -90,15 +91,9 @@ func (c *Config) setDefaults() {
 	if c.WALRestartPages == 0 {
 		c.WALRestartPages = DefaultWALRestartPages
 	}
-	if c.WriteCacheMiB == 0 {
-		c.WriteCacheMiB = DefaultWriteCacheMiB
-	}
-	if c.ANNThreshold == 0 {
-		c.ANNThreshold = DefaultANNThreshold
-	}
-	if c.ANNBeam == 0 {
-		c.ANNBeam = DefaultANNBeam
-	}
+	c.WriteCacheMiB = cmp.Or(c.WriteCacheMiB, DefaultWriteCacheMiB)
+	c.ANNThreshold = cmp.Or(c.ANNThreshold, DefaultANNThreshold)
+	c.ANNBeam = cmp.Or(c.ANNBeam, DefaultANNBeam)
 }
 
 // Validate reports configuration errors.

@@ -36,6 +36,19 @@ func newBenchText(seed uint64) benchText {
 	return benchText{zipf: rand.NewZipf(r, 1.1, 1, 2999)}
 }
 
+// embeddedSentences returns 512 sentences of words words from seed and their
+// vectors by the offline embedder.
+func embeddedSentences(seed uint64, words int) ([]string, [][]float32) {
+	gen := newBenchText(seed)
+	texts := make([]string, 512)
+	for i := range texts {
+		texts[i] = gen.sentence(words)
+	}
+	emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+	vecs, _ := emb.Embed(context.Background(), texts)
+	return texts, vecs
+}
+
 func (b benchText) sentence(words int) string {
 	w := make([]string, words)
 	for i := range w {
@@ -120,14 +133,9 @@ func BenchmarkEmbeddedSearch(b *testing.B) {
 // BenchmarkEmbeddedUpsert upserts one record per operation (its own transaction),
 // spread over 1,000 users.
 func BenchmarkEmbeddedUpsert(b *testing.B) {
-	s, emb := openBenchStore(b)
-	gen := newBenchText(3)
+	s, _ := openBenchStore(b)
 	ctx := context.Background()
-	texts := make([]string, 512)
-	for i := range texts {
-		texts[i] = gen.sentence(12)
-	}
-	vecs, _ := emb.Embed(ctx, texts)
+	texts, vecs := embeddedSentences(3, 12)
 	n := 0
 	for b.Loop() {
 		r := vectorstore.Record{

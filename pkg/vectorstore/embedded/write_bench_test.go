@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
-	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
 )
@@ -20,16 +19,11 @@ import (
 // deadline); ns/op is per record, and so is
 // cpu-ns/record (reportPerRecord), background checkpoints included.
 func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
-	s, emb := openBenchStore(b)
-	gen := newBenchText(4)
+	s, _ := openBenchStore(b)
 	// Cancellable, as a worker's is (the message's deadline).
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	texts := make([]string, 512)
-	for i := range texts {
-		texts[i] = gen.sentence(24)
-	}
-	vecs, _ := emb.Embed(ctx, texts)
+	texts, vecs := embeddedSentences(4, 24)
 	const batch = 64
 	recs := make([]vectorstore.Record, 0, batch)
 	n := 0
@@ -73,14 +67,8 @@ func BenchmarkUpsertLargeStore(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
-			gen := newBenchText(5)
 			ctx := context.Background()
-			texts := make([]string, 512)
-			for i := range texts {
-				texts[i] = gen.sentence(24)
-			}
-			vecs, _ := emb.Embed(ctx, texts)
+			texts, vecs := embeddedSentences(5, 24)
 			rec := func(n int, id string) vectorstore.Record {
 				return vectorstore.Record{
 					ID: id, Tenant: "acme", UserID: fmt.Sprintf("u%d", n%benchUsers),
