@@ -86,11 +86,12 @@ func (e *entry) record() (vectorstore.Record, error) {
 // the query's terms rather than a pass over the partition.
 //
 // Records live in docs, numbered in the order they came: a record keeps its doc
-// number while its text and memory type stay (a payload update swaps the entry in
-// place), and gets a new one when either changes; the old number is then dead
-// (nil), and so are a removed record's. Postings of dead docs are skipped by
-// searches and dropped by compact, which renumbers the docs once the dead ones
-// outnumber the live (amortised O(1) per write).
+// number while its text, memory type and vector stay (a payload update swaps the
+// entry in place), and gets a new one when any changes; the old number is then
+// dead (nil), and so are a removed record's. Postings and graph nodes of dead
+// docs are skipped by searches; compaction, which renumbers the docs once the
+// dead ones outnumber the live (amortised O(1) per write), drops the postings
+// and starts the graphs over.
 //
 // Writers hold cacheMu exclusively. Readers hold it shared; lazyMu lets the first
 // reader after a write rebuild the id orders while others wait for it.
