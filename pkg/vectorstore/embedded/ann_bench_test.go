@@ -31,13 +31,7 @@ const annBenchQueries = 200
 // no neighbour is much nearer than any other and a graph's recall is low at any
 // affordable beam.
 func BenchmarkANNRecall(b *testing.B) {
-	records := 20_000
-	if v := os.Getenv("AGENTMEM_ANN_RECORDS"); v != "" {
-		var err error
-		if records, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
+	records := benchEnvInt(b, "AGENTMEM_ANN_RECORDS", 20_000)
 	sets := []struct {
 		name string
 		gen  func(n int) [][]float32
@@ -104,6 +98,19 @@ func BenchmarkANNRecall(b *testing.B) {
 			b.ReportMetric(build.Seconds(), "build-s")
 		})
 	}
+}
+
+// benchEnvInt is the integer in the environment variable name, def when unset.
+func benchEnvInt(b testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return n
 }
 
 // embedProse embeds n distinct paragraphs of the Go standard library's comments

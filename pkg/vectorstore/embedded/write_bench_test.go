@@ -3,9 +3,7 @@ package embedded_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -53,13 +51,7 @@ func BenchmarkEmbeddedUpsertBatch(b *testing.B) {
 // user and system time, background checkpoints included; prefill-s is the time
 // the prefill took, in batches of 1,000 (as agentmem bench loads its memories).
 func BenchmarkUpsertLargeStore(b *testing.B) {
-	prefill := 200_000
-	if v := os.Getenv("AGENTMEM_BENCH_PREFILL"); v != "" {
-		var err error
-		if prefill, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
+	prefill := embedded.BenchEnvInt(b, "AGENTMEM_BENCH_PREFILL", 200_000)
 	for _, mib := range []int{2, embedded.DefaultWriteCacheMiB, 64} {
 		b.Run(fmt.Sprintf("cache=%dMiB", mib), func(b *testing.B) {
 			s, err := embedded.New(embedded.Config{Path: filepath.Join(b.TempDir(), "bench.db"), Dimensions: benchDims, WriteCacheMiB: mib}, nil)
