@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -44,7 +45,43 @@ type Config struct {
 	// checkpoint holds writes back while it copies the last ones, so that the next
 	// write starts the file over; default DefaultWALRestartPages.
 	WALRestartPages int
+	// WriteCacheMiB is the page cache of the connection that writes; default
+	// DefaultWriteCacheMiB. Why larger than SQLite's default (2 MiB): a
+	// transaction's dirty pages must fit in it, or SQLite spills them into the
+	// WAL mid-transaction and reads them back at the commit to checksum them
+	// again (pagerStress, walRewriteChecksums). A record dirties a table page and
+	// a leaf of each index; with random ids (agentmem bench's load, batches of
+	// 1,000) nearly every record another id leaf, so a batch dirtied ~16 MiB and
+	// the spill was 18% of the CPU profile of BenchmarkUpsertLargeStore's
+	// 300,000-record prefill at 2 MiB, 5% at 16 and none at 64 (which costs
+	// ~90 MB more RSS in agentmem bench). Ingest's batches (128 records,
+	// time-ordered ids) dirty ~2 MiB even at 1,000,000 records. Only the
+	// writer's connection has it: a partition load reads the table once, and a
+	// reader's cache would only hold what it read. It costs its size in RSS once
+	// the writes have filled it.
+	WriteCacheMiB int
+	// ANNThreshold is how many records of one memory type a partition holds
+	// before its dense searches use an HNSW graph (built in the background)
+	// rather than scan them all; default DefaultANNThreshold, negative never.
+	ANNThreshold int
+	// ANNBeam is the graph search's least beam (HNSW's ef); a search uses the
+	// largest of it, the number of results asked and the graph's size over
+	// annNodesPerBeam. Default DefaultANNBeam.
+	ANNBeam int
 }
+
+const (
+	// DefaultWriteCacheMiB: see Config.WriteCacheMiB.
+	DefaultWriteCacheMiB = 16
+	// DefaultANNThreshold: below it, a scan of the type's records costs less
+	// than a millisecond, and a graph is memory and background work for no gain.
+	DefaultANNThreshold = 5000
+	// DefaultANNBeam is the smallest beam measured to reach recall@10 0.98
+	// against exact search on the local embedder's vectors of 20,000 records
+	// (0.988; 128 gave 0.980); clustered random vectors reach 1.0 at 64
+	// (BenchmarkANNRecall).
+	DefaultANNBeam = 192
+)
 
 func (c *Config) setDefaults() {
 	if c.BusyTimeout == 0 {
@@ -56,6 +93,9 @@ func (c *Config) setDefaults() {
 	if c.WALRestartPages == 0 {
 		c.WALRestartPages = DefaultWALRestartPages
 	}
+	c.WriteCacheMiB = cmp.Or(c.WriteCacheMiB, DefaultWriteCacheMiB)
+	c.ANNThreshold = cmp.Or(c.ANNThreshold, DefaultANNThreshold)
+	c.ANNBeam = cmp.Or(c.ANNBeam, DefaultANNBeam)
 }
 
 // Validate reports configuration errors.
@@ -79,6 +119,12 @@ func (c Config) Validate() error {
 	if c.WALRestartPages < 0 {
 		errs = append(errs, fmt.Errorf("WALRestartPages is %d, want >= 0", c.WALRestartPages))
 	}
+	if c.WriteCacheMiB < 0 {
+		errs = append(errs, fmt.Errorf("WriteCacheMiB is %d, want >= 0", c.WriteCacheMiB))
+	}
+	if c.ANNBeam < 0 {
+		errs = append(errs, fmt.Errorf("ANNBeam is %d, want >= 0", c.ANNBeam))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: embedded: %w", vectorstore.ErrInvalidConfig, err)
 	}
@@ -98,12 +144,16 @@ func (c Config) Validate() error {
 // Keyword (sparse) search, the offline default, walks the query terms' posting
 // lists, which every write keeps up to date (lexIndex), and reads only the
 // records they reach: its cost grows with how many records share the query's
-// words, not with the partition. Dense search is an exact scan of the partition's
-// records of the asked type: no approximate index yet. An HNSW graph was built
-// and measured for it (issue 20; BENCHMARKS.md "Cost curve") and left out: on the
-// local embedder's hashed vectors its recall@10 stayed under 0.8 at a beam of
-// 128 and it took 35–45 s to index 20,000 records on this machine, while dense
-// search runs only to fill a type with too few keyword matches.
+// words, not with the partition. Dense search scans the records of the asked
+// type exactly until the partition holds ANNThreshold of that type; from then on
+// an HNSW graph of the type (annIndex, hnsw), built and extended in the
+// background by the store's indexer, answers for the records it holds and an
+// exact scan for the newer ones. Nothing is built when the store opens: a
+// partition is loaded on its first read and searchable at once, exactly while
+// its graph catches up. With the default beam the graph's recall@10 against the
+// exact scan is 0.988 (20,000 records) and 0.987 (100,000) on the local
+// embedder's vectors of real prose, 1.0 on clustered random vectors
+// (BenchmarkANNRecall, BENCHMARKS.md).
 //
 // Memory: a loaded record costs its normalised vector (4·Dimensions bytes), its
 // strings, its terms and its metadata as JSON: about 2.6 KB and 8 heap objects at
@@ -152,11 +202,22 @@ func (s *Store) Checkpoint(ctx context.Context) error { return s.b.Checkpoint(ct
 // always matches the committed rows; cacheMu guards the partition map and the
 // partitions' contents (their BM25 postings included, which every write keeps up
 // to date); a partition's lazyMu guards only its lazily rebuilt id orders.
-// Order: checkpointMu, then writeMu, then cacheMu, then lazyMu; never the reverse. Reads take only cacheMu (shared), once their
-// partition is loaded.
+// A graph's mu (annIndex) guards the graph: searches hold it shared, the indexer
+// exclusively for annBatch insertions, both under cacheMu shared.
+// Order: checkpointMu, then writeMu, then cacheMu, then lazyMu or a graph's mu,
+// then the indexer's queue lock; never the reverse. Reads take only cacheMu
+// (shared) and a graph's mu (shared), once their partition is loaded.
 type backend struct {
-	cfg    Config
-	db     *sql.DB
+	cfg Config
+	db  *sql.DB
+	// writer begins the write transactions: a connection of its own (wconn) in
+	// a file, so that its page cache (Config.WriteCacheMiB) holds the index
+	// pages the writes keep touching; the pool for MemoryPath, whose one
+	// connection is everything.
+	writer interface {
+		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+	}
+	wconn  *sql.Conn
 	lock   *flock.Flock
 	logger *zap.Logger
 	closed atomic.Bool
@@ -165,6 +226,7 @@ type backend struct {
 	writeMu      sync.Mutex
 	cacheMu      sync.RWMutex
 	parts        map[partKey]*partition
+	indexer      *indexer
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
@@ -219,6 +281,7 @@ func New(cfg Config, logger *zap.Logger) (*Store, error) {
 	if cfg.Path != MemoryPath {
 		s.startCheckpoints()
 	}
+	s.indexer = newIndexer(&s.cacheMu)
 	s.logger.Info("vector store opened", zap.Int("dimensions", cfg.Dimensions))
 	return &Store{Store: vectorstore.Validating(s), b: s}, nil
 }
@@ -270,6 +333,17 @@ func (s *backend) open() error {
 		db.Close()
 		return err
 	}
+	s.writer = db
+	if s.cfg.Path != MemoryPath {
+		if s.wconn, err = db.Conn(ctx); err == nil {
+			_, err = s.wconn.ExecContext(ctx, "PRAGMA cache_size = -"+strconv.Itoa(s.cfg.WriteCacheMiB<<10))
+		}
+		if err != nil {
+			db.Close()
+			return fmt.Errorf("write connection: %w", err)
+		}
+		s.writer = s.wconn
+	}
 	return nil
 }
 
@@ -304,6 +378,7 @@ func (s *backend) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.indexer.close()
 	if s.stopCheckpoints != nil {
 		// The last connection's close checkpoints what is left.
 		s.stopCheckpoints()
@@ -315,6 +390,9 @@ func (s *backend) Close() error {
 	}
 	s.stmts = nil
 	s.stmtMu.Unlock()
+	if s.wconn != nil {
+		s.wconn.Close()
+	}
 	err := s.db.Close()
 	s.unlock()
 	if err != nil {
@@ -381,7 +459,7 @@ func (s *backend) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after 
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -410,6 +488,7 @@ func (s *backend) cachedPartition(k partKey) *partition { return s.parts[k] }
 func (s *backend) cachePut(rid int64, rec vectorstore.Record, meta string) {
 	if p := s.parts[partKey{rec.Tenant, rec.UserID}]; p != nil {
 		p.put(newEntry(rid, rec, meta))
+		s.indexer.notify(p)
 	}
 }
 
@@ -454,7 +533,7 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 		return nil, err
 	}
 	defer rows.Close()
-	p = newPartition(k)
+	p = newPartition(k, max(0, s.cfg.ANNThreshold))
 	for rows.Next() {
 		rec, rid, meta, err := scanRecord(rows)
 		if err != nil {
@@ -468,6 +547,7 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 	if p.live > 0 {
 		s.cacheMu.Lock()
 		s.parts[k] = p
+		s.indexer.notify(p)
 		s.cacheMu.Unlock()
 		s.logger.Debug("partition loaded", obs.Tenant(k.tenant), obs.User(k.userID), zap.Int("records", p.live))
 	}
@@ -762,6 +842,7 @@ func (s *backend) UpdatePayloads(ctx context.Context, tenant, userID string, ids
 				s.cachePut(p.rid, p.rec, p.meta)
 			} else if part := s.cachedPartition(partKey{tenant, userID}); part != nil {
 				part.put(newEntryNormalized(p.rid, p.rec, p.meta))
+				s.indexer.notify(part)
 			}
 		}
 	})
@@ -925,6 +1006,8 @@ func (s *backend) deleteWhere(ctx context.Context, f vectorstore.Filter) (int, e
 			for _, rid := range rids {
 				p.remove(rid)
 			}
+			// A compaction may have dropped the graphs.
+			s.indexer.notify(p)
 		}
 	})
 	if err != nil {

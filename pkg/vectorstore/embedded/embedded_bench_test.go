@@ -2,8 +2,10 @@ package embedded_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -32,6 +34,19 @@ type benchText struct {
 func newBenchText(seed uint64) benchText {
 	r := rand.New(rand.NewPCG(seed, 1))
 	return benchText{zipf: rand.NewZipf(r, 1.1, 1, 2999)}
+}
+
+// embeddedSentences returns 512 sentences of words words from seed and their
+// vectors by the offline embedder.
+func embeddedSentences(seed uint64, words int) ([]string, [][]float32) {
+	gen := newBenchText(seed)
+	texts := make([]string, 512)
+	for i := range texts {
+		texts[i] = gen.sentence(words)
+	}
+	emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: benchDims})
+	vecs, _ := emb.Embed(context.Background(), texts)
+	return texts, vecs
 }
 
 func (b benchText) sentence(words int) string {
@@ -118,14 +133,9 @@ func BenchmarkEmbeddedSearch(b *testing.B) {
 // BenchmarkEmbeddedUpsert upserts one record per operation (its own transaction),
 // spread over 1,000 users.
 func BenchmarkEmbeddedUpsert(b *testing.B) {
-	s, emb := openBenchStore(b)
-	gen := newBenchText(3)
+	s, _ := openBenchStore(b)
 	ctx := context.Background()
-	texts := make([]string, 512)
-	for i := range texts {
-		texts[i] = gen.sentence(12)
-	}
-	vecs, _ := emb.Embed(ctx, texts)
+	texts, vecs := embeddedSentences(3, 12)
 	n := 0
 	for b.Loop() {
 		r := vectorstore.Record{
@@ -283,4 +293,50 @@ func openBenchStore(b *testing.B) (*embedded.Store, *embed.Local) {
 		b.Fatal(err)
 	}
 	return s, emb
+}
+
+// BenchmarkOpenExisting times the start-up on an existing store file, named by
+// $AGENTMEM_BENCH_STORE (e.g. the vectors.db of `agentmem bench --memories
+// 1000000 --data-dir D`; skipped without it): opening it (open-ms), then the
+// first read of one of its partitions, which loads the partition (load-ms).
+// Nothing else is read or built at start-up: other partitions load on their
+// first read, a type's graph is built in the background after its first dense
+// search.
+func BenchmarkOpenExisting(b *testing.B) {
+	path := os.Getenv("AGENTMEM_BENCH_STORE")
+	if path == "" {
+		b.Skip("AGENTMEM_BENCH_STORE names no store file")
+	}
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", path+"?mode=ro")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tenant, user string
+	var dims int
+	err = db.QueryRowContext(ctx, `SELECT tenant, user_id, length(vector)/4 FROM records LIMIT 1`).Scan(&tenant, &user, &dims)
+	db.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var open, load time.Duration
+	for b.Loop() {
+		start := time.Now()
+		s, err := embedded.New(embedded.Config{Path: path, Dimensions: dims}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		open += time.Since(start)
+		start = time.Now()
+		hits, err := s.Search(ctx, vectorstore.Query{Filter: vectorstore.Filter{Tenant: tenant, UserID: user}, Vector: unit(dims, 0), Mode: vectorstore.Dense, Limit: 1})
+		load += time.Since(start)
+		if err != nil || len(hits) == 0 {
+			b.Fatalf("search: %d hits, %v", len(hits), err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(open.Milliseconds())/float64(b.N), "open-ms")
+	b.ReportMetric(float64(load.Milliseconds())/float64(b.N), "load-ms")
 }

@@ -41,6 +41,20 @@ func TestEmbeddedConformanceInMemory(t *testing.T) {
 	})
 }
 
+// The dense search through the graphs (every memory type indexed from its first
+// record, the indexer racing the suite's writes and reads) answers as the exact
+// scan does.
+func TestEmbeddedConformanceWithGraphs(t *testing.T) {
+	vectorstoretest.RunSuite(t, func(t *testing.T) vectorstore.Store {
+		s, err := embedded.New(embedded.Config{Path: embedded.MemoryPath, Dimensions: vectorstoretest.Dimensions, ANNThreshold: 1}, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 func unit(dims, i int) []float32 {
 	v := make([]float32, dims)
 	v[i%dims] = 1

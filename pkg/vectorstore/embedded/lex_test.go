@@ -19,7 +19,7 @@ import (
 func TestPropertyLexMatchesBM25(t *testing.T) {
 	words := []string{"sales", "column", "chart", "dark", "theme", "error", "file", "tea", "morning", "python"}
 	rapid.Check(t, func(t *rapid.T) {
-		p := newPartition(partKey{"acme", "u1"})
+		p := newPartition(partKey{"acme", "u1"}, 0)
 		live := map[int64]*entry{}
 		nOps := rapid.IntRange(1, 300).Draw(t, "ops")
 		for range nOps {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/bm25"
@@ -85,11 +86,12 @@ func (e *entry) record() (vectorstore.Record, error) {
 // the query's terms rather than a pass over the partition.
 //
 // Records live in docs, numbered in the order they came: a record keeps its doc
-// number while its text and memory type stay (a payload update swaps the entry in
-// place), and gets a new one when either changes; the old number is then dead
-// (nil), and so are a removed record's. Postings of dead docs are skipped by
-// searches and dropped by compact, which renumbers the docs once the dead ones
-// outnumber the live (amortised O(1) per write).
+// number while its text, memory type and vector stay (a payload update swaps the
+// entry in place), and gets a new one when any changes; the old number is then
+// dead (nil), and so are a removed record's. Postings and graph nodes of dead
+// docs are skipped by searches; compaction, which renumbers the docs once the
+// dead ones outnumber the live (amortised O(1) per write), drops the postings
+// and starts the graphs over.
 //
 // Writers hold cacheMu exclusively. Readers hold it shared; lazyMu lets the first
 // reader after a write rebuild the id orders while others wait for it.
@@ -101,9 +103,16 @@ type partition struct {
 	// contiguous array, rather than in each record.
 	kinds []uint8
 	live  int
-	byRID map[int64]int32  // rid → doc
-	byID  map[string]int32 // id → doc
-	lex   lexIndex
+	// kindLive[t] counts the live docs of slot t.
+	kindLive [indexKinds + 1]int
+	byRID    map[int64]int32  // rid → doc
+	byID     map[string]int32 // id → doc
+	lex      lexIndex
+	// ann[t] is slot t's graph (annIndex), nil until a dense search finds
+	// annMin records of it (0: never). Atomic: a search sets it, the indexer
+	// reads it, both holding cacheMu shared.
+	ann    [indexKinds]atomic.Pointer[annIndex]
+	annMin int
 
 	lazyMu sync.Mutex
 	// orders[t] holds the rids of memory type memoryTypes[t] in ascending id
@@ -114,8 +123,10 @@ type partition struct {
 
 const deadKind = 255
 
-func newPartition(k partKey) *partition {
-	return &partition{key: k, byRID: make(map[int64]int32), byID: make(map[string]int32), lex: newLexIndex()}
+// newPartition returns an empty partition whose memory types get a graph from
+// annMin records on (0: never).
+func newPartition(k partKey, annMin int) *partition {
+	return &partition{key: k, byRID: make(map[int64]int32), byID: make(map[string]int32), lex: newLexIndex(), annMin: annMin}
 }
 
 // typeSlot is t's index in orders; an unknown type shares the last (all).
@@ -128,7 +139,8 @@ func typeSlot(t vectorstore.MemoryType) int {
 
 // put adds or replaces the record at rid; e is the partition's from now on. A
 // replaced record whose text is unchanged (a payload update) keeps its terms
-// rather than tokenizing the text again, and its doc number.
+// rather than tokenizing the text again, and its doc number unless its vector
+// changed (a graph holds the doc with its vector).
 func (p *partition) put(e *entry) {
 	e.rec.Tenant, e.rec.UserID = p.key.tenant, p.key.userID
 	d, ok := p.byRID[e.rid]
@@ -136,7 +148,7 @@ func (p *partition) put(e *entry) {
 		old := p.docs[d]
 		if old.rec.Text == e.rec.Text {
 			e.terms = old.terms
-			if old.rec.MemoryType == e.rec.MemoryType {
+			if old.rec.MemoryType == e.rec.MemoryType && sameVector(old.rec.Vector, e.rec.Vector) {
 				e.doc = d
 				p.docs[d] = e
 				return
@@ -149,8 +161,10 @@ func (p *partition) put(e *entry) {
 	}
 	e.doc = int32(len(p.docs))
 	p.docs = append(p.docs, e)
-	p.kinds = append(p.kinds, uint8(typeSlot(e.rec.MemoryType)))
+	t := typeSlot(e.rec.MemoryType)
+	p.kinds = append(p.kinds, uint8(t))
 	p.live++
+	p.kindLive[t]++
 	p.byRID[e.rid] = e.doc
 	p.byID[e.rec.ID] = e.doc
 	p.lex.add(e.doc, e.terms)
@@ -165,6 +179,7 @@ func (p *partition) kill(d int32) {
 	old := p.docs[d]
 	p.lex.remove(d, old.terms)
 	p.docs[d] = nil
+	p.kindLive[p.kinds[d]]--
 	p.kinds[d] = deadKind
 	p.live--
 	p.orders[typeSlot(old.rec.MemoryType)], p.orders[len(memoryTypes)] = nil, nil
@@ -206,6 +221,18 @@ func (p *partition) maybeCompact() {
 		p.lex.add(e.doc, e.terms)
 	}
 	p.docs, p.kinds = docs, kinds
+	// The graphs hold the old numbers: they are built again.
+	for t := range indexKinds {
+		if p.ann[t].Load() != nil {
+			p.ann[t].Store(&annIndex{g: newHNSW()})
+		}
+	}
+}
+
+// sameVector reports whether a and b hold the same values: a payload update
+// passes the cached vector itself, an upsert an equal copy.
+func sameVector(a, b []float32) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] || slices.Equal(a, b)
 }
 
 // sorted returns the rids of memory type slot t (typeSlot) in ascending id

@@ -41,20 +41,27 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 		embed.Normalize(qv)
 	}
 	m := newMatcher(q.Filter, time.Now())
-	var hits []vectorstore.Hit
+	var (
+		hits    []vectorstore.Hit
+		indexed *partition // given a graph by this search
+	)
 	err := s.read(ctx, partKey{q.Filter.Tenant, q.Filter.UserID}, func(p *partition) error {
 		depth := q.Limit
 		if q.Mode == vectorstore.Hybrid {
 			depth *= hybridDepth
 		}
 		var top []ranked
+		if q.Mode != vectorstore.Sparse {
+			var started bool
+			if top, started = denseRanking(p, qv, m, depth, s.cfg.ANNBeam); started {
+				indexed = p
+			}
+		}
 		switch q.Mode {
-		case vectorstore.Dense:
-			top = denseRanking(p, qv, m, depth)
 		case vectorstore.Sparse:
 			top = sparseRanking(p, terms, m, depth)
 		case vectorstore.Hybrid:
-			top = fuseRRF(q.Limit, denseRanking(p, qv, m, depth), sparseRanking(p, terms, m, depth))
+			top = fuseRRF(q.Limit, top, sparseRanking(p, terms, m, depth))
 		}
 		hits = make([]vectorstore.Hit, len(top))
 		for i, r := range top {
@@ -71,17 +78,12 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 		}
 		return nil
 	})
-	return hits, s.Wrap("search", err)
-}
-
-// denseRanking scores the records m selects by cosine similarity, exactly.
-func denseRanking(p *partition, qv []float32, m *matcher, depth int) []ranked {
-	top := newTopK(depth)
-	for _, d := range p.candidates(m) {
-		e := p.docs[d]
-		top.offer(ranked{e.rid, d, float64(dot(qv, e.rec.Vector))})
+	if indexed != nil {
+		s.cacheMu.RLock()
+		s.indexer.notify(indexed)
+		s.cacheMu.RUnlock()
 	}
-	return top.sorted()
+	return hits, s.Wrap("search", err)
 }
 
 // sparseRanking ranks the records m selects by Okapi BM25 (k1 = 1.2, b = 0.75,

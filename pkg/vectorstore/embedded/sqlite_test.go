@@ -41,6 +41,14 @@ func TestEmbeddedNewFileSettings(t *testing.T) {
 	if got := pragma[int](t, s.b.db, "wal_autocheckpoint"); got != 0 {
 		t.Errorf("wal_autocheckpoint = %d, want 0 (checkpoints run in the background)", got)
 	}
+	// The writes' connection has the large page cache, in KiB.
+	var cache int
+	if err := s.b.wconn.QueryRowContext(context.Background(), "PRAGMA cache_size").Scan(&cache); err != nil {
+		t.Fatal(err)
+	}
+	if cache != -DefaultWriteCacheMiB<<10 {
+		t.Errorf("the write connection's cache_size = %d, want %d", cache, -DefaultWriteCacheMiB<<10)
+	}
 }
 
 // A file made with another page size (every file before pageBytes changed) opens
