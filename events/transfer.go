@@ -152,6 +152,11 @@ type ImportRequest struct {
 	Records    []Record    `json:"records,omitempty"`
 	Sessions   []SessionKV `json:"sessions,omitempty"`
 	Reembed    bool        `json:"reembed,omitempty"`
+	// Embedder is the embedder the records' vectors are of. The retriever sets
+	// it to its own when it records the page as a write event, so that a
+	// rebuild on a deployment with another embedder embeds the records again
+	// instead of storing vectors of the wrong model. Empty: this deployment's.
+	Embedder *EmbedderInfo `json:"embedder,omitempty"`
 }
 
 // Validate checks the request; errors wrap ErrInvalidRequest and name the field.

@@ -10,12 +10,14 @@ import (
 // recorded as a write event (mem.<tenant>.write.<user>) before it is applied, so
 // that the stream holds every write and a replay or rebuild can apply it again.
 // session.restore is recorded without its events (they are re-published on
-// their own subjects); compress only when it is not a dry run.
+// their own subjects); compress only when it is not a dry run; import with the
+// page as it was sent (ImportRequest.Embedder names its vectors' embedder).
 var WriteOps = []string{
 	EndpointAppend, EndpointAdd, EndpointUpdate, EndpointDelete, EndpointReset,
 	EndpointItemSave, EndpointItemUpdate, EndpointItemDelete, EndpointItemDeleteScope,
 	EndpointSessionClear, EndpointSessionRestore,
 	EndpointBackupsRestore, EndpointCompress, EndpointPolicySet, EndpointPolicyRollback,
+	EndpointImport,
 }
 
 // IsWriteOp reports whether endpoint is one of WriteOps.
@@ -66,6 +68,8 @@ func WriteRequest(op string) (req interface{ Validate() error }, ok bool) {
 		return &PolicySetRequest{}, true
 	case EndpointPolicyRollback:
 		return &PolicyRollbackRequest{}, true
+	case EndpointImport:
+		return &ImportRequest{}, true
 	}
 	return nil, false
 }

@@ -407,7 +407,11 @@ func (rt *Runtime) Writes(ctx context.Context) (*writes.Applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Policy: rt.Config.Memory.Policy})
+	moves, err := rt.transfer(rt.Conn)
+	if err != nil {
+		return nil, err
+	}
+	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Importer: moves, Policy: rt.Config.Memory.Policy})
 }
 
 // memories is the process's one memory service (the retriever and the consolidator's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
@@ -63,6 +64,12 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	}
 	msg.Header.Set(events.HeaderMsgID, msgID)
 	ack, err := s.deps.JS.PublishMsg(ctx, msg)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// The request fit max_payload but its event (the request and the
+		// envelope around it) does not: an import page sent without the room
+		// the agentmem client leaves.
+		return nil, fmt.Errorf("%w: the %s request is too large to record as a write event (%d bytes, max_payload %d): send a smaller one", events.ErrInvalidRequest, op, len(msg.Data), s.deps.Conn.MaxPayload())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: record the %s write: %w", ErrUnavailable, op, err)
 	}
@@ -126,6 +133,9 @@ func (s *Service) retried(ctx context.Context, env events.Envelope, ack *jetstre
 		return events.BackupRestoreReply{Restored: r.Backup, File: target}, nil
 	case *events.CompressRequest:
 		return events.CompressReply{}, nil
+	case *events.ImportRequest:
+		// Every entry replaces what has its name, id or key: the first import wrote them.
+		return events.ImportReply{Files: len(r.Files), Records: len(r.Records), Sessions: len(r.Sessions)}, nil
 	case *events.PolicySetRequest, *events.PolicyRollbackRequest:
 		return lifecycle.PolicyReply(ctx, s.deps.Docs, ns, s.cfg.Policy, "")
 	}

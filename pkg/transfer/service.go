@@ -309,8 +309,11 @@ func storeRecord(tenant, user string, w events.Record) vectorstore.Record {
 	}
 }
 
-// Import writes one import page: file chunks, records (embedded here with
-// Reembed) and session values, each replacing what has its name, id or key.
+// Import writes one import page: file chunks, records and session values, each
+// replacing what has its name, id or key. The records are embedded here with
+// Reembed, or when their vectors are of another embedder than this one's (a
+// page recorded as a write event applied again by a rebuild on another
+// embedder): the vectors then come from the text alone, the same on every run.
 func (s *Service) Import(ctx context.Context, tenant string, req events.ImportRequest) (events.ImportReply, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	var rep events.ImportReply
@@ -330,7 +333,7 @@ func (s *Service) Import(ctx context.Context, tenant string, req events.ImportRe
 				rebase(&recs[i])
 			}
 		}
-		if req.Reembed {
+		if req.Reembed || (req.Embedder != nil && *req.Embedder != s.EmbedderInfo()) {
 			vecs, err := s.deps.Embedder.Embed(ctx, texts)
 			if err != nil {
 				return rep, err

@@ -42,7 +42,8 @@ var (
 	ErrInvalid = errors.New("writes: invalid write event")
 	// ErrNotFound: what the write names (a backup, a policy snapshot) does not exist.
 	ErrNotFound = errors.New("writes: not found")
-	// ErrUnavailable: the applier has no compressor for a compress write.
+	// ErrUnavailable: the applier has no compressor for a compress write, or no
+	// importer for an import write.
 	ErrUnavailable = errors.New("writes: unavailable")
 )
 
@@ -63,6 +64,14 @@ type Compressor interface {
 	CompressNow(ctx context.Context, ns docstore.Namespace, dryRun bool) (events.CompressReply, error)
 }
 
+// Importer writes an import page into the stores (*transfer.Service): file
+// chunks, records and session values replace what has their name, id or key, so
+// applying a page twice gives the same memory. It embeds the records again
+// when their vectors are of another embedder than the store's.
+type Importer interface {
+	Import(ctx context.Context, tenant string, req events.ImportRequest) (events.ImportReply, error)
+}
+
 // Deps are the stores an Applier writes to.
 type Deps struct {
 	Docs     *docstore.Store
@@ -70,6 +79,8 @@ type Deps struct {
 	Memories Memories
 	// Compressor applies compress writes; nil makes them ErrUnavailable.
 	Compressor Compressor
+	// Importer applies import writes; nil makes them ErrUnavailable.
+	Importer Importer
 	// Policy is the configured policy the overrides of policy writes are
 	// validated over.
 	Policy policy.Policy
@@ -201,6 +212,11 @@ func (a *Applier) Apply(ctx context.Context, env events.Envelope) (any, error) {
 		return lifecycle.PolicyReply(ctx, a.d.Docs, ns, a.d.Policy, snapshot)
 	case events.EndpointPolicyRollback:
 		return a.policyRollback(ctx, ns, *req.(*events.PolicyRollbackRequest))
+	case events.EndpointImport:
+		if a.d.Importer == nil {
+			return nil, fmt.Errorf("%w: no importer to apply import", ErrUnavailable)
+		}
+		return a.d.Importer.Import(ctx, tenant, *req.(*events.ImportRequest))
 	}
 	// Decode accepted the op, so it is one of events.WriteOps: a missing case is a bug.
 	return nil, fmt.Errorf("%w: op %s has no applier", ErrInvalid, env.Write.Op)
