@@ -1,10 +1,12 @@
 package replay_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +26,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/replay"
+	"github.com/agentmem/agentmem/pkg/transfer"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -320,4 +323,78 @@ func sessionState(t *testing.T, ctx context.Context, rt *app.Runtime, tenant str
 	data, err := json.Marshal(st)
 	must(t, err)
 	return string(data)
+}
+
+// Issue 17 item 6: an import is a write event, so a rebuild brings back what
+// was imported (the Markdown, the memories and items, the session values), and
+// importing twice is once.
+func TestRebuildBringsBackAnImport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l := newLive(t, ctx)
+	src := l.clientFor(t, "src")
+	_, err := src.Append(ctx, events.AppendRequest{UserID: "u1", Content: "Reports go to finance@example.com."})
+	must(t, err)
+	_, err = src.Add(ctx, events.AddRequest{UserID: "u1", Text: "The user's manager is Ana.", MemoryType: events.MemorySemantic})
+	must(t, err)
+	_, err = src.SaveItem(ctx, events.ItemRequest{UserID: "u1", Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemPreference, Key: "tone", Content: "Short answers.", Confidence: 0.9}})
+	must(t, err)
+	_, err = src.Say(ctx, "u1", "s1", events.RoleUser, "Remember: invoices go to finance.", nil)
+	must(t, err)
+	l.idle(t, ctx)
+	var archive bytes.Buffer
+	_, err = transfer.Export(ctx, src, "u1", &archive, io.Discard)
+	must(t, err)
+
+	const ten = "dst"
+	dst := l.clientFor(t, ten)
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(archive.Bytes())), nil }
+	m, err := transfer.Check(open)
+	must(t, err)
+	importOnce := func() {
+		// Small pages: the import is several write events.
+		_, err := transfer.Import(ctx, dst, m, open, 4096, io.Discard)
+		must(t, err)
+		l.idle(t, ctx)
+	}
+	importOnce()
+	before := snapshot(t, ctx, l.rt, ten, "u1")
+	if len(before.Files) == 0 || len(before.Memories) < 2 {
+		t.Fatalf("the import wrote %d files and %d memories", len(before.Files), len(before.Memories))
+	}
+	keys, err := l.rt.Sessions.UserKeys(ctx, ten, "u1")
+	must(t, err)
+	if len(keys) == 0 {
+		t.Fatal("the import wrote no session values")
+	}
+	importOnce()
+	mustEmpty(t, diff.Compare("imported", before, "imported twice", snapshot(t, ctx, l.rt, ten, "u1")), "a second import changed the memory")
+	// The tenant's stream holds the import pages alone, as write events.
+	recorded, err := l.rt.Events.List(ctx, eventstore.Query{Tenant: ten}, 0, 0)
+	must(t, err)
+	if len(recorded) < 2 || slices.ContainsFunc(recorded, func(st eventstore.Stored) bool {
+		return st.Envelope.Write == nil || st.Envelope.Write.Op != events.EndpointImport
+	}) {
+		t.Fatalf("the imports were recorded as %d events: %+v", len(recorded), recorded)
+	}
+
+	// The disk is lost: the tenant's Markdown, its vector records and session values.
+	must(t, os.RemoveAll(filepath.Join(filepath.Dir(l.root), "memory", ten)))
+	_, err = l.rt.Vectors.DeleteByFilter(ctx, vectorstore.Filter{Tenant: ten, UserID: "u1", IncludeExpired: true})
+	must(t, err)
+	_, _, err = l.rt.Sessions.DeleteUser(ctx, ten, "u1")
+	must(t, err)
+	if lost := snapshot(t, ctx, l.rt, ten, "u1"); len(lost.Files)+len(lost.Memories) != 0 {
+		t.Fatalf("the namespace is not lost: %d files, %d memories", len(lost.Files), len(lost.Memories))
+	}
+	var progress strings.Builder
+	if _, err := replay.Rebuild(ctx, replay.RebuildConfig{Root: l.root, Tenant: ten, Environ: []string{}, Progress: &progress}, l.rt.Events, l.rt, nil); err != nil {
+		t.Fatalf("rebuild: %v\n%s", err, progress.String())
+	}
+	mustEmpty(t, diff.Compare("imported", before, "rebuilt", snapshot(t, ctx, l.rt, ten, "u1")), "the rebuilt import differs")
+	rebuilt, err := l.rt.Sessions.UserKeys(ctx, ten, "u1")
+	must(t, err)
+	if len(rebuilt) != len(keys) {
+		t.Fatalf("rebuilt %d session values, imported %d", len(rebuilt), len(keys))
+	}
 }
