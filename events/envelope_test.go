@@ -383,14 +383,20 @@ func TestWriteValidation(t *testing.T) {
 		{Write{Op: EndpointAppend, Request: json.RawMessage(`{"user_id":"u1"}`)}, "content"},
 		{Write{Op: EndpointAppend, Request: json.RawMessage(`{"user_id":"u2","content":"x"}`)}, "write.request.user_id"},
 		{Write{Op: EndpointAdd, Request: json.RawMessage(`{"user_id":"u1","text":"x"}`), MemoryIDs: []string{"a b"}}, "write.memory_ids[0]"},
+		{Write{Op: EndpointImport, Request: json.RawMessage(`{"user_id":"u1","records":[{"id":"m1","memory_type":"semantic","text":"x"}]}`)}, "records[0] has no vector"},
 	} {
 		env.Write = &c.write
 		if err := env.Validate(); !errors.Is(err, ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: %v, want ErrInvalidEvent naming %s", c.write.Op, c.write.Request, err, c.want)
 		}
 	}
-	env.Write = &Write{Op: EndpointAppend, Request: json.RawMessage(`{"user_id":"u1","content":"Prefers tabs."}`)}
-	if err := env.Validate(); err != nil {
-		t.Fatal(err)
+	for _, w := range []Write{
+		{Op: EndpointAppend, Request: json.RawMessage(`{"user_id":"u1","content":"Prefers tabs."}`)},
+		{Op: EndpointImport, Request: json.RawMessage(`{"user_id":"u1","records":[{"id":"m1","memory_type":"semantic","text":"x","vector":[0.5]}],"embedder":{"model":"hash-v1","dimensions":1}}`)},
+	} {
+		env.Write = &w
+		if err := env.Validate(); err != nil {
+			t.Fatalf("%s: %v", w.Op, err)
+		}
 	}
 }

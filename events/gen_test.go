@@ -381,14 +381,22 @@ func genContextPack() *rapid.Generator[ContextPack] {
 	})
 }
 
-// genWrite draws a write body for user: an append, a delete or a reset request.
+// genWrite draws a write body for user: an append, a delete, a reset or an
+// import request.
 func genWrite(user string) *rapid.Generator[*Write] {
 	return rapid.Custom(func(t *rapid.T) *Write {
 		var (
-			op  = rapid.SampledFrom([]string{EndpointAppend, EndpointDelete, EndpointReset}).Draw(t, "op")
+			op  = rapid.SampledFrom([]string{EndpointAppend, EndpointDelete, EndpointReset, EndpointImport}).Draw(t, "op")
 			req any
 		)
 		switch op {
+		case EndpointImport:
+			req = ImportRequest{
+				UserID:   user,
+				Files:    []FileChunk{{Name: "MEMORY.md", Offset: rapid.IntRange(0, 1<<20).Draw(t, "offset"), Data: []byte("- Prefers tabs.\n")}},
+				Records:  []Record{{ID: "m1", MemoryType: MemorySemantic, Text: "Prefers tabs.", Vector: []float32{0.5, -0.25}}},
+				Embedder: &EmbedderInfo{Model: "hash-v1", Dimensions: 2},
+			}
 		case EndpointAppend:
 			req = AppendRequest{UserID: user, Content: rapid.SampledFrom([]string{"Prefers tabs.", "多言語 ✓"}).Draw(t, "content")}
 		case EndpointDelete:
