@@ -585,3 +585,44 @@ func TestPagesFitTheBudget(t *testing.T) {
 		t.Fatalf("imported MEMORY.md: %d bytes of %d in %d chunks, %v", len(got), big.Len(), rep.Written.Files, err)
 	}
 }
+
+// A page whose vectors are of another embedder (an import write event applied
+// again by a rebuild on a deployment with another embedder) is embedded again,
+// deterministically; one whose vectors are of this embedder keeps them.
+func TestImportReembedsVectorsOfAnotherEmbedder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stack, _ := apptest.Up(t)
+	rt := stack.Runtime()
+	svc, err := transfer.New(transfer.Config{}, transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := svc.EmbedderInfo()
+	text := "The quarterly budget report is due Friday."
+	want, err := rt.Embedder.Embed(ctx, []string{text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := make([]float32, own.Dimensions)
+	stale[0] = 1
+	for _, c := range []struct {
+		embedder events.EmbedderInfo
+		want     []float32
+	}{
+		{events.EmbedderInfo{Model: own.Model + "-other", Dimensions: own.Dimensions}, want[0]},
+		{own, stale},
+	} {
+		req := events.ImportRequest{UserID: "u1", Embedder: &c.embedder, Records: []events.Record{{ID: "6f1c2c57-9d36-4b4e-8f0e-2d7c1e5a9b10", MemoryType: events.MemorySemantic, Text: text, Vector: stale}}}
+		if _, err := svc.Import(ctx, "acme", req); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := svc.Export(ctx, "acme", events.ExportRequest{UserID: "u1", Part: events.ExportRecords})
+		if err != nil || len(rep.Records) != 1 {
+			t.Fatalf("export = %+v, %v", rep, err)
+		}
+		if !slices.Equal(rep.Records[0].Vector, c.want) {
+			t.Fatalf("vectors of %+v: stored %v…, want %v…", c.embedder, rep.Records[0].Vector[:4], c.want[:4])
+		}
+	}
+}
