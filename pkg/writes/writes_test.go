@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,10 +36,14 @@ func newMachine(t *testing.T) machine {
 	return machine{stack.Runtime(), a}
 }
 
+// importSeq makes the ids of imported records unique: a record id is one
+// record of one tenant.
+var importSeq atomic.Int64
+
 // genRequest draws a write request of user: what the retriever records.
 func genRequest(t *rapid.T, user string, added []string) (string, any) {
 	text := rapid.SampledFrom([]string{"Prefers tabs.", "Reports go to finance.", "Fiscal year starts in April."}).Draw(t, "text")
-	ops := []string{events.EndpointAppend, events.EndpointAdd, events.EndpointItemSave, events.EndpointPolicySet}
+	ops := []string{events.EndpointAppend, events.EndpointAdd, events.EndpointItemSave, events.EndpointPolicySet, events.EndpointImport}
 	if len(added) > 0 {
 		ops = append(ops, events.EndpointUpdate, events.EndpointDelete)
 	}
@@ -49,6 +54,13 @@ func genRequest(t *rapid.T, user string, added []string) (string, any) {
 		return op, events.AddRequest{UserID: user, Text: text, MemoryType: rapid.SampledFrom([]events.MemoryType{events.MemoryEpisodic, events.MemorySemantic}).Draw(t, "type")}
 	case events.EndpointItemSave:
 		return op, events.ItemRequest{UserID: user, Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemPreference, Key: "tone", Content: text, Confidence: 0.5, TTLSec: rapid.Int64Range(0, 3600).Draw(t, "ttl")}}
+	case events.EndpointImport:
+		// Re-embedded, so that the vectors come from the text on each machine.
+		return op, events.ImportRequest{
+			UserID: user, Reembed: true,
+			Files:   []events.FileChunk{{Name: "user_prefs.md", Data: []byte("- " + text + "\n")}},
+			Records: []events.Record{{ID: fmt.Sprintf("6f1c2c57-9d36-4b4e-8f0e-%012x", importSeq.Add(1)), MemoryType: events.MemorySemantic, Text: text}},
+		}
 	case events.EndpointPolicySet:
 		return op, events.PolicySetRequest{UserID: user, Values: map[string]json.RawMessage{"recent_days": json.RawMessage(fmt.Sprint(rapid.IntRange(1, 7).Draw(t, "days")))}}
 	case events.EndpointUpdate:
@@ -81,7 +93,7 @@ func TestApplyingTheSameWritesOnTwoMachinesGivesTheSameMemory(t *testing.T) {
 			}
 			ra, errA := a.a.Apply(ctx, env)
 			rb, errB := b.a.Apply(ctx, env)
-			if (errA == nil) != (errB == nil) {
+			if (errA == nil) != (errB == nil) || (op == events.EndpointImport && errA != nil) {
 				rt.Fatalf("%s: machine a %v, machine b %v", op, errA, errB)
 			}
 			if r, ok := ra.(events.AppendReply); ok && r.Slot == events.SlotToday && r.File != markdown.DailyNoteName(ts) {
