@@ -626,3 +626,38 @@ func TestImportReembedsVectorsOfAnotherEmbedder(t *testing.T) {
 		}
 	}
 }
+
+// An import page that fits max_payload but whose write event (the page and
+// the envelope around it) would not is refused 400, saying so, and writes
+// nothing; the pages the client cuts leave room for the envelope.
+func TestImportPageTooLargeToRecordIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stack, _ := apptest.Up(t)
+	rt := stack.Runtime()
+	req := events.ImportRequest{UserID: "u1", Files: []events.FileChunk{{Name: "user_prefs.md"}}}
+	empty, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Base64 makes 4 bytes of 3: the request ends 32 bytes under max_payload.
+	req.Files[0].Data = bytes.Repeat([]byte("x"), (int(rt.Conn.MaxPayload())-len(empty)-32)*3/4)
+	data, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, err := events.RPCSubject("acme", events.EndpointImport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := rt.Conn.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := msg.Header.Get("Nats-Service-Error-Code"); code != events.RPCCodeBadRequest || !strings.Contains(msg.Header.Get("Nats-Service-Error"), "too large to record") {
+		t.Fatalf("a %d-byte page: %s %q", len(data), code, msg.Header.Get("Nats-Service-Error"))
+	}
+	if _, err := rt.Docs.ReadFile(ctx, docstore.Namespace{Tenant: "acme", User: "u1"}, "user_prefs.md"); !errors.Is(err, docstore.ErrNotFound) {
+		t.Fatalf("the refused page was written: %v", err)
+	}
+}
