@@ -333,17 +333,30 @@ func TestRebuildBringsBackAnImport(t *testing.T) {
 	defer cancel()
 	l := newLive(t, ctx)
 	src := l.clientFor(t, "src")
-	_, err := src.Append(ctx, events.AppendRequest{UserID: "u1", Content: "Reports go to finance@example.com."})
-	must(t, err)
-	_, err = src.Add(ctx, events.AddRequest{UserID: "u1", Text: "The user's manager is Ana.", MemoryType: events.MemorySemantic})
-	must(t, err)
-	_, err = src.SaveItem(ctx, events.ItemRequest{UserID: "u1", Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemPreference, Key: "tone", Content: "Short answers.", Confidence: 0.9}})
-	must(t, err)
-	_, err = src.Say(ctx, "u1", "s1", events.RoleUser, "Remember: invoices go to finance.", nil)
-	must(t, err)
+	// What the archive holds: Markdown, a memory, an item and session values.
+	for _, write := range []func() error{
+		func() error {
+			_, err := src.Append(ctx, events.AppendRequest{UserID: "u1", Content: "Reports go to finance@example.com."})
+			return err
+		},
+		func() error {
+			_, err := src.Add(ctx, events.AddRequest{UserID: "u1", Text: "The user's manager is Ana.", MemoryType: events.MemorySemantic})
+			return err
+		},
+		func() error {
+			_, err := src.SaveItem(ctx, events.ItemRequest{UserID: "u1", Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemPreference, Key: "tone", Content: "Short answers.", Confidence: 0.9}})
+			return err
+		},
+		func() error {
+			_, err := src.Say(ctx, "u1", "s1", events.RoleUser, "Remember: invoices go to finance.", nil)
+			return err
+		},
+	} {
+		must(t, write())
+	}
 	l.idle(t, ctx)
 	var archive bytes.Buffer
-	_, err = transfer.Export(ctx, src, "u1", &archive, io.Discard)
+	_, err := transfer.Export(ctx, src, "u1", &archive, io.Discard)
 	must(t, err)
 
 	const ten = "dst"
