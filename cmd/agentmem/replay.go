@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,10 +19,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/diff"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/replay"
+	"github.com/agentmem/agentmem/pkg/transfer"
 )
 
 // exitCode is an error that only sets the process's exit status (diff's 1 for
@@ -204,9 +208,8 @@ func newDiffCmd(g *globalFlags) *cobra.Command {
 		Long: `Compare the live memory of a user with a replay's, or with --against two replays.
 Markdown files are shown as unified diffs; vector memories are matched by record id
 (derived from the source event) and then by content and provenance, and listed as
-added, removed or changed. The live side is read from the live stores the
-configuration names: with the embedded vector store, stop the live stack first (one
-process owns vectors.db).`,
+added, removed or changed. The live side is read through the retriever (its export
+endpoint) while the live stack runs, else from the stopped stack's stores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := runDiff(g, tenant, user, name, against)
@@ -269,16 +272,35 @@ func runDiff(g *globalFlags, tenant, user, name, against string) (diff.Result, e
 		}
 		return diff.Compare(against, a, name, b), nil
 	}
-	rt, closeLive, err := openLive(ctx, cfg, logger)
-	if err != nil {
-		return diff.Result{}, fmt.Errorf("open the live stores: %w (with the embedded vector store, stop the live stack first)", err)
-	}
-	defer closeLive()
-	a, err := diff.Take(ctx, rt.Docs, rt.Vectors, tenant, user)
+	a, err := liveSnapshot(ctx, g, cfg, tenant, user, logger)
 	if err != nil {
 		return diff.Result{}, err
 	}
 	return diff.Compare("live", a, name, b), nil
+}
+
+// liveSnapshot reads the live memory of a user: through the retriever's export
+// while the live NATS server answers (whatever the stores, and the embedded vector
+// store stays with the process that owns it), else from the stopped stack's stores.
+func liveSnapshot(ctx context.Context, g *globalFlags, cfg config.Config, tenant, user string, logger *zap.Logger) (diff.Snapshot, error) {
+	if nc, err := app.Connect(cfg.NATS, "agentmem-diff", logger); err == nil {
+		nc.Close()
+		var archive bytes.Buffer
+		err := withTransferClient(g, tenant, func(ctx context.Context, cl *client.Client, _ int) error {
+			_, err := transfer.Export(ctx, cl, user, &archive, io.Discard)
+			return err
+		})
+		if err != nil {
+			return diff.Snapshot{}, fmt.Errorf("export the live memory: %w", err)
+		}
+		return diff.FromArchive(&archive, user)
+	}
+	rt, closeFn, err := replay.OpenStopped(ctx, cfg, logger)
+	if err != nil {
+		return diff.Snapshot{}, fmt.Errorf("open the live stores: %w", err)
+	}
+	defer func() { _ = closeFn() }()
+	return diff.Take(ctx, rt.Docs, rt.Vectors, tenant, user)
 }
 
 // openLive opens the live stores the configuration names: through the live NATS

@@ -16,9 +16,9 @@ import (
 )
 
 // E6 from the command line: replay a user into two shadow namespaces, list them,
-// diff them (exit 0: same configuration) and against the live memory once the live
-// stack has stopped (exit 0), then a replay with other ingest settings (exit 1,
-// naming the memories), and drop.
+// diff them (exit 0: same configuration) and against the live memory while the live
+// stack runs and once it has stopped (exit 0), then a replay with other ingest
+// settings (exit 1, naming the memories), and drop.
 func TestReplayAndDiffCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -67,20 +67,27 @@ func TestReplayAndDiffCommands(t *testing.T) {
 	if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "b", "--against", "a"); err != nil || out != "" {
 		t.Fatalf("diff of two equal replays = %v\n%s", err, out)
 	}
+	// The live side is read through the retriever while the stack runs, and from
+	// its stores once it has stopped: the same answers either way.
+	checkLive := func(when string) {
+		t.Helper()
+		if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "a", "--nats-url", url); err != nil || out != "" {
+			t.Fatalf("%s: diff live and replay a = %v\n%s", when, err, out)
+		}
+		out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "noctx", "--json", "--nats-url", url)
+		if code, ok := err.(exitCode); !ok || code != 1 {
+			t.Fatalf("%s: diff live and noctx = %v, want exit status 1\n%s", when, err, out)
+		}
+		var r diff.Result
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Changed) == 0 {
+			t.Fatalf("%s: diff --json = %v\n%s", when, err, out)
+		}
+	}
+	checkLive("running")
 	if err := stack.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "a"); err != nil || out != "" {
-		t.Fatalf("diff live and replay a = %v\n%s", err, out)
-	}
-	out, err = run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "noctx", "--json")
-	if code, ok := err.(exitCode); !ok || code != 1 {
-		t.Fatalf("diff live and noctx = %v, want exit status 1\n%s", err, out)
-	}
-	var r diff.Result
-	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Changed) == 0 {
-		t.Fatalf("diff --json = %v\n%s", err, out)
-	}
+	checkLive("stopped")
 	for _, name := range []string{"a", "b", "noctx"} {
 		if out, err := run(t, "replay", "drop", "--tenant", "acme", "--name", name); err != nil {
 			t.Fatalf("drop %s: %v\n%s", name, err, out)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/transfer"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -69,16 +70,42 @@ func Take(ctx context.Context, docs *docstore.Store, vectors vectorstore.Store, 
 			return s, fmt.Errorf("diff: memories of %s/%s: %w", tenant, user, err)
 		}
 		for _, r := range recs {
-			ctxText, _ := r.Metadata[records.MetaContext].(string)
-			s.Memories = append(s.Memories, Memory{
-				ID: r.ID, Type: string(r.MemoryType), Text: r.Text, Scope: r.Scope, Kind: r.Kind, Key: r.Key,
-				Context: ctxText, SourceEventIDs: records.StringList(r.Metadata[records.MetaSourceEventIDs]),
-			})
+			s.Memories = append(s.Memories, memoryOf(r.ID, string(r.MemoryType), r.Text, r.Scope, r.Kind, r.Key, r.Metadata))
 		}
 		if next == "" {
 			return s, nil
 		}
 		offset = next
+	}
+}
+
+// FromArchive reads the snapshot of user from an archive of `agentmem export`
+// (pkg/transfer): the live side of a comparison while the live stack runs, read
+// through the retriever instead of the stores one process owns.
+func FromArchive(r io.Reader, user string) (Snapshot, error) {
+	s := Snapshot{Files: map[string]string{}}
+	_, err := transfer.Read(r, func(e transfer.Entry) error {
+		switch {
+		case e.User != user:
+		case e.File != nil && !skipped(e.File.Name):
+			s.Files[e.File.Name] = string(e.File.Data)
+		case e.Record != nil:
+			rec := e.Record
+			s.Memories = append(s.Memories, memoryOf(rec.ID, string(rec.MemoryType), rec.Text, rec.Scope, rec.Kind, rec.Key, rec.Metadata))
+		}
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("diff: archive of %s: %w", user, err)
+	}
+	return s, nil
+}
+
+func memoryOf(id, memoryType, text, scope, kind, key string, meta map[string]any) Memory {
+	ctxText, _ := meta[records.MetaContext].(string)
+	return Memory{
+		ID: id, Type: memoryType, Text: text, Scope: scope, Kind: kind, Key: key,
+		Context: ctxText, SourceEventIDs: records.StringList(meta[records.MetaSourceEventIDs]),
 	}
 }
 
