@@ -128,6 +128,8 @@ func eventLine(e events.StoredEvent) string {
 		what = fmt.Sprintf("%d entries, %d memories", len(env.MemoryWritten.Entries), len(env.MemoryWritten.MemoryIDs))
 	case env.MemoryHit != nil:
 		what = fmt.Sprintf("%d memories", len(env.MemoryHit.MemoryIDs))
+	case env.Write != nil:
+		what = env.Write.Op + " " + clip(string(env.Write.Request), 80)
 	}
 	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s/%s\t%s", e.Seq, e.StoredTS.Format(time.RFC3339), env.ID, env.Type, env.UserID, env.SessionID, what)
 }

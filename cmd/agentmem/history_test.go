@@ -51,3 +51,13 @@ func TestEventsCommands(t *testing.T) {
 		t.Fatalf("--session without --user accepted:\n%s", out)
 	}
 }
+
+// A write event's line names its op and what it wrote.
+func TestEventLineOfAWrite(t *testing.T) {
+	env := events.New(events.TypeWrite, "acme", "u1", "agentmem-cli", "")
+	env.Write = &events.Write{Op: events.EndpointAppend, Request: json.RawMessage(`{"user_id":"u1","content":"Reports go to finance."}`)}
+	line := eventLine(events.StoredEvent{Seq: 7, Event: env})
+	if !strings.Contains(line, "\twrite\t") || !strings.Contains(line, "append ") || !strings.Contains(line, "Reports go to finance.") {
+		t.Fatalf("line = %q", line)
+	}
+}
