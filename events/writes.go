@@ -11,13 +11,15 @@ import (
 // that the stream holds every write and a replay or rebuild can apply it again.
 // session.restore is recorded without its events (they are re-published on
 // their own subjects); compress only when it is not a dry run; import with the
-// page as it was sent (ImportRequest.Embedder names its vectors' embedder).
+// page as it was sent (ImportRequest.Embedder names its vectors' embedder);
+// consolidate for an on-demand consolidation (what it merges, separates and
+// infers changes memory).
 var WriteOps = []string{
 	EndpointAppend, EndpointAdd, EndpointUpdate, EndpointDelete, EndpointReset,
 	EndpointItemSave, EndpointItemUpdate, EndpointItemDelete, EndpointItemDeleteScope,
 	EndpointSessionClear, EndpointSessionRestore,
 	EndpointBackupsRestore, EndpointCompress, EndpointPolicySet, EndpointPolicyRollback,
-	EndpointImport,
+	EndpointImport, EndpointConsolidate,
 }
 
 // IsWriteOp reports whether endpoint is one of WriteOps.
@@ -70,6 +72,8 @@ func WriteRequest(op string) (req interface{ Validate() error }, ok bool) {
 		return &PolicyRollbackRequest{}, true
 	case EndpointImport:
 		return &ImportRequest{}, true
+	case EndpointConsolidate:
+		return &ConsolidateRequest{}, true
 	}
 	return nil, false
 }

@@ -411,7 +411,15 @@ func (rt *Runtime) Writes(ctx context.Context) (*writes.Applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Importer: moves, Policy: rt.Config.Memory.Policy})
+	procs, err := rt.processors()
+	if err != nil {
+		return nil, err
+	}
+	runner, err := rt.runner(ctx, procs)
+	if err != nil {
+		return nil, err
+	}
+	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Importer: moves, Consolidator: runner, Policy: rt.Config.Memory.Policy})
 }
 
 // memories is the process's one memory service (the retriever and the consolidator's

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -335,8 +337,12 @@ type namespaceMark struct {
 	lastWrite      time.Time
 }
 
-// consolidateDirty runs Consolidate on every namespace written since its last
-// run. Failures are logged; the namespace stays dirty, so the next pass retries.
+// consolidateDirty asks for a consolidation of every namespace written since its
+// last run, as a consolidate_requested event (reason "timer") that the workers
+// consume like any other: the stream then holds every consolidation, so a replay
+// reproduces it in place. The event's Nats-Msg-Id is the namespace's last write,
+// so the timers of several replicas ask once. Failures are logged; the namespace
+// stays dirty, so the next pass asks again.
 func (w *Worker) consolidateDirty(ctx context.Context) {
 	marks, err := w.dirtyNamespaces(ctx)
 	if err != nil {
@@ -356,14 +362,27 @@ func (w *Worker) consolidateDirty(ctx context.Context) {
 		if !m.lastWrite.After(last) {
 			continue
 		}
-		_, err = w.deps.Runner.Consolidate(ctx, m.tenant, m.userID)
-		switch {
-		case errors.Is(err, ErrLeaseHeld):
-			log.Debug("namespace busy; the next pass retries", zap.Error(err))
-		case err != nil && ctx.Err() == nil:
-			log.Warn("timed consolidation failed; the next pass retries", zap.Error(err))
+		if err := w.requestConsolidation(ctx, m); err != nil && ctx.Err() == nil {
+			log.Warn("could not ask for a timed consolidation; the next pass asks again", zap.Error(err))
 		}
 	}
+}
+
+// TimerReason is the reason of the consolidate_requested events the timer publishes.
+const TimerReason = "timer"
+
+func (w *Worker) requestConsolidation(ctx context.Context, m namespaceMark) error {
+	env := events.New(events.TypeConsolidateRequested, m.tenant, m.userID, bus.WorkerConsolidator, "")
+	env.ConsolidateRequested = &events.ConsolidateRequested{Reason: TimerReason}
+	subject, data, err := env.Encode()
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	msg.Header.Set(events.HeaderMsgID, "timer-"+namespaceKey(m.tenant, m.userID)+"-"+strconv.FormatInt(m.lastWrite.UnixNano(), 10))
+	_, err = w.deps.JS.PublishMsg(ctx, msg)
+	return err
 }
 
 // dirtyNamespaces reads every namespace mark in the bucket.

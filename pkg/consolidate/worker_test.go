@@ -113,6 +113,17 @@ func TestWorkerEndToEnd(t *testing.T) {
 	if n := len(e.records(t, "u3", vectorstore.Episodic)); n != 2 {
 		t.Errorf("u3 (never written) has %d episodes; the timer must not have consolidated it", n)
 	}
+	// The timer asked on the stream (a replay reproduces it), once per write however
+	// many passes ran.
+	timed := 0
+	for _, env := range bustest.StreamEvents(t, e.js, "mem."+tenant+".consolidate.u2") {
+		if env.ConsolidateRequested != nil && env.ConsolidateRequested.Reason == consolidate.TimerReason {
+			timed++
+		}
+	}
+	if timed != 1 {
+		t.Errorf("the timer's consolidation of u2 is %d consolidate_requested events on the stream, want 1", timed)
+	}
 	dls, err := bus.ListDeadLetters(testCtx(t), e.js, bus.DefaultDLQStream, 10)
 	if err != nil || len(dls) != 0 {
 		t.Errorf("dead letters %v, %v; want none", dls, err)

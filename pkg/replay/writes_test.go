@@ -411,3 +411,43 @@ func TestRebuildBringsBackAnImport(t *testing.T) {
 		t.Fatalf("rebuilt %d session values, imported %d", len(rebuilt), len(keys))
 	}
 }
+
+// Issue 17: an on-demand consolidation is a write event, so a replay of a
+// namespace consolidated on demand reproduces what the consolidation made; a
+// second consolidation right after the first is a write of its own, not taken
+// for a retry of the first.
+func TestReplayReproducesOnDemandConsolidation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l := newLive(t, ctx)
+	cl := l.clientFor(t, tenant)
+	l.session(t, ctx, "u1", "s1", conversation...)
+	l.session(t, ctx, "u1", "s2", conversation...) // the same again in another chat: merged
+	unconsolidated := snapshot(t, ctx, l.rt, tenant, "u1")
+	for range 2 {
+		_, err := cl.Consolidate(ctx, events.ConsolidateRequest{UserID: "u1"})
+		must(t, err)
+	}
+	before := snapshot(t, ctx, l.rt, tenant, "u1")
+	if diff.Compare("unconsolidated", unconsolidated, "consolidated", before).Empty() {
+		t.Fatal("the consolidation changed nothing: this test would show nothing")
+	}
+	stored, err := l.rt.Events.List(ctx, eventstore.Query{Tenant: tenant, User: "u1"}, 0, 0)
+	must(t, err)
+	consolidations := 0
+	for _, e := range stored {
+		if w := e.Envelope.Write; w != nil && w.Op == events.EndpointConsolidate {
+			consolidations++
+		}
+	}
+	if consolidations != 2 {
+		t.Fatalf("two consolidations recorded %d write events, want 2", consolidations)
+	}
+
+	m, err := replay.Run(ctx, replay.Config{Root: l.root, Name: "consolidated", Tenant: tenant, User: "u1"}, l.rt.Events, nil)
+	must(t, err)
+	if m.WritesApplied != 2 || m.WritesFailed != 0 {
+		t.Fatalf("replay applied %d writes (%d failed), want 2", m.WritesApplied, m.WritesFailed)
+	}
+	mustEmpty(t, diff.Compare("live", before, "consolidated", shadow(t, ctx, l.root, "consolidated", "u1", nil)), "a replay of a namespace consolidated on demand differs")
+}

@@ -137,11 +137,11 @@ func (s *Service) topic(ctx context.Context, tenant string, req events.TopicRequ
 	return events.TopicReply{Topic: strings.TrimSuffix(file, ".md"), Content: content}, err
 }
 
-func (s *Service) consolidate(ctx context.Context, tenant string, req events.ConsolidateRequest) (events.ConsolidateReply, error) {
+func (s *Service) consolidate(ctx context.Context, tenant string, req events.ConsolidateRequest) (any, error) {
 	if s.deps.Consolidator == nil {
-		return events.ConsolidateReply{}, fmt.Errorf("%w: this retriever has no consolidator", ErrUnavailable)
+		return nil, fmt.Errorf("%w: this retriever has no consolidator", ErrUnavailable)
 	}
-	return s.deps.Consolidator.Consolidate(ctx, tenant, req.UserID)
+	return s.record(ctx, tenant, events.EndpointConsolidate, req)
 }
 
 // sessionSummary answers session.summary from the session state: counts, and

@@ -97,7 +97,8 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	}
 	s.hits = newHitPublisher(deps.JS, s.logger, cfg.DrainTimeout)
 	if s.writes, err = writes.New(writes.Deps{
-		Docs: deps.Docs, Sessions: deps.Sessions, Memories: deps.Memories, Compressor: deps.Compressor, Importer: deps.Transfer, Policy: cfg.Policy,
+		Docs: deps.Docs, Sessions: deps.Sessions, Memories: deps.Memories, Compressor: deps.Compressor, Importer: deps.Transfer,
+		Consolidator: deps.Consolidator, Policy: cfg.Policy,
 	}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

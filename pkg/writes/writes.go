@@ -59,6 +59,11 @@ type Memories interface {
 	DeleteScope(ctx context.Context, tenant string, req events.ItemScopeRequest) (events.DeleteReply, error)
 }
 
+// Consolidator consolidates one user's memory now (*consolidate.Runner).
+type Consolidator interface {
+	Consolidate(ctx context.Context, tenant, userID string) (events.ConsolidateReply, error)
+}
+
 // Compressor compresses a namespace's MEMORY.md now (*lifecycle.Compactor).
 type Compressor interface {
 	CompressNow(ctx context.Context, ns docstore.Namespace, dryRun bool) (events.CompressReply, error)
@@ -79,6 +84,8 @@ type Deps struct {
 	Memories Memories
 	// Compressor applies compress writes; nil makes them ErrUnavailable.
 	Compressor Compressor
+	// Consolidator applies consolidate writes; nil makes them ErrUnavailable.
+	Consolidator Consolidator
 	// Importer applies import writes; nil makes them ErrUnavailable.
 	Importer Importer
 	// Policy is the configured policy the overrides of policy writes are
@@ -145,9 +152,11 @@ func MsgID(env events.Envelope, after uint64) string {
 }
 
 // SameRequest reports whether a and b are write events of the same op and
-// request.
+// request. Two consolidations never are: what one does depends on what arrived
+// since the last, not on its request, so a second one is not taken for a retry.
 func SameRequest(a, b events.Envelope) bool {
-	return a.Write != nil && b.Write != nil && a.Write.Op == b.Write.Op && bytes.Equal(a.Write.Request, b.Write.Request)
+	return a.Write != nil && b.Write != nil && a.Write.Op == b.Write.Op && a.Write.Op != events.EndpointConsolidate &&
+		bytes.Equal(a.Write.Request, b.Write.Request)
 }
 
 // Apply applies the write event env with env.TS as the current time and returns
@@ -217,6 +226,11 @@ func (a *Applier) Apply(ctx context.Context, env events.Envelope) (any, error) {
 			return nil, fmt.Errorf("%w: no importer to apply import", ErrUnavailable)
 		}
 		return a.d.Importer.Import(ctx, tenant, *req.(*events.ImportRequest))
+	case events.EndpointConsolidate:
+		if a.d.Consolidator == nil {
+			return nil, fmt.Errorf("%w: no consolidator to apply consolidate", ErrUnavailable)
+		}
+		return a.d.Consolidator.Consolidate(ctx, tenant, env.UserID)
 	}
 	// Decode accepted the op, so it is one of events.WriteOps: a missing case is a bug.
 	return nil, fmt.Errorf("%w: op %s has no applier", ErrInvalid, env.Write.Op)
