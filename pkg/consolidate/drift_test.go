@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
@@ -88,6 +90,51 @@ func TestReconsolidationOncePerSessionKeepsTheStatement(t *testing.T) {
 	if got.Metadata[records.MetaThing] != ep.Metadata[records.MetaThing] || strings.Count(got.Text, "recalled") != 1 {
 		t.Errorf("after 2 reconsolidations: text %q thing %q", got.Text, got.Metadata[records.MetaThing])
 	}
+}
+
+// Hits handled as one batch end as the same hits handled one by one: which query
+// rewrites a memory does not depend on where a delivery batch ended (a replay
+// batches otherwise than the live run did).
+func TestReconsolidationOfABatchIsThatOfItsHitsOneByOne(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	hits := func(id string) []events.Envelope {
+		return []events.Envelope{
+			hitEventIn("", user, "where do I study?", id),
+			hitEventIn("", user, "what do I study?", id),
+			hitEventIn("s1", user, "my classes", id),
+			hitEventIn("s1", user, "my classes again", id),
+			hitEventIn("", user, "and without a session?", id),
+		}
+	}
+	r := e.runner(t, "", nil)
+	oneByOne := e.episode(t, user, "c1", base, student)
+	for _, h := range hits(oneByOne.ID) {
+		if err := r.ApplyHits(ctx, tenant, user, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batched := e.episode(t, user, "c2", base.Add(72*time.Hour), student)
+	if err := r.ApplyHits(ctx, tenant, user, hits(batched.ID)...); err != nil {
+		t.Fatal(err)
+	}
+	a, b := e.get(t, user, oneByOne.ID), e.get(t, user, batched.ID)
+	if !strings.Contains(a.Text, "recalled: my classes") || recalled(a.Text) != recalled(b.Text) {
+		t.Fatalf("one by one the memory reads %q, batched %q", a.Text, b.Text)
+	}
+	for _, k := range []string{records.MetaReconsolidatedSessions} {
+		if fmt.Sprint(a.Metadata[k]) != fmt.Sprint(b.Metadata[k]) {
+			t.Errorf("%s one by one %v, batched %v", k, a.Metadata[k], b.Metadata[k])
+		}
+	}
+}
+
+// recalled is what a reconsolidated text says it was recalled for.
+func recalled(text string) string {
+	if i := strings.LastIndex(text, "(recalled:"); i >= 0 {
+		return text[i:]
+	}
+	return ""
 }
 
 // Issue 22: a rewrite that loses a number of the statement is rejected; the

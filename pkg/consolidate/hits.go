@@ -132,10 +132,14 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	p := hitPlan{rec: rec}
 	seen := records.StringList(rec.Metadata[records.MetaHitEvents])
 	now := r.deps.Now().UTC()
-	var (
-		newest        *events.MemoryHit
-		newestSession string
-	)
+	// The hits are weighed one after the other, each against what the ones
+	// before it did (applied tracks the reconsolidation marks), so a batch ends
+	// as the same hits handled one by one would: which query rewrites the memory
+	// does not depend on where a delivery batch happened to end (a replay
+	// batches otherwise than the live run did).
+	applied := rec
+	applied.Metadata = maps.Clone(rec.Metadata)
+	var newest *events.MemoryHit
 	for i, hit := range hits {
 		if !slices.Contains(listed[i], rec.ID) {
 			continue
@@ -148,8 +152,12 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		p.count++
 		// The newest use that may still reconsolidate (issue 22: once per session,
 		// or per window without one) gives the new context.
-		if session := hitSession(hit); mayReconsolidate(rec, session, now, r.cfg.ReconsolidateWindow) {
-			newest, newestSession = hit.MemoryHit, session
+		if session := hitSession(hit); mayReconsolidate(applied, session, now, r.cfg.ReconsolidateWindow) {
+			newest = hit.MemoryHit
+			if applied.Metadata == nil {
+				applied.Metadata = map[string]any{}
+			}
+			maps.Copy(applied.Metadata, reconsolidatedIn(applied, now, session))
 		}
 		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit,
 			Detail: map[string]any{"event_id": hit.ID, "query": hit.MemoryHit.Query, "hit_count": rec.HitCount + p.count}})
@@ -179,7 +187,7 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		// again for every pack of it.
 		r.metrics.reconsolidation(outcomeRejected)
 		log.Warn("reconsolidation rejected; the memory keeps its text", obs.MemoryID(rec.ID), zap.Error(err))
-		maps.Copy(p.patch.Metadata, reconsolidatedIn(rec, now, newestSession))
+		copyReconsolidationMarks(p.patch.Metadata, applied)
 		return p, nil
 	case err != nil:
 		return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
@@ -188,10 +196,20 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	p.changes = append(p.changes, events.Change{TS: now, Op: OpReconsolidate, Text: text,
 		Detail: map[string]any{records.UpdateContext: newContext, records.UpdatePreviousText: rec.Text}})
 	p.patch.Text = &text
-	maps.Copy(p.patch.Metadata, reconsolidatedIn(rec, now, newestSession))
+	copyReconsolidationMarks(p.patch.Metadata, applied)
 	p.patch.Metadata[records.MetaUpdates] = records.AppendUpdate(rec, now, newContext)
 	p.patch.Metadata[records.MetaBaseText] = baseText(rec)
 	return p, nil
+}
+
+// copyReconsolidationMarks copies the marks the reconsolidating hits left on
+// applied (when, and in which sessions) into md.
+func copyReconsolidationMarks(md map[string]any, applied vectorstore.Record) {
+	for _, k := range []string{records.MetaReconsolidatedAt, records.MetaReconsolidatedSessions} {
+		if v, ok := applied.Metadata[k]; ok {
+			md[k] = v
+		}
+	}
 }
 
 // hitSession is the session key of a hit's context request, "" without one.
