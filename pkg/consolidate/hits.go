@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -41,6 +42,12 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 		return err
 	}
 	log := r.logger.With(obs.Tenant(tenant), obs.User(userID))
+	// In the order they were made, not the order concurrent handlers delivered
+	// them: planHits weighs them one after the other.
+	hits = slices.Clone(hits)
+	slices.SortStableFunc(hits, func(a, b events.Envelope) int {
+		return cmp.Or(a.TS.Compare(b.TS), strings.Compare(a.ID, b.ID))
+	})
 	var ids []string
 	// listed[i] holds hits[i]'s memory ids in canonical form, parsed once here
 	// rather than once per memory the batch touches.
