@@ -283,10 +283,10 @@ func runDiff(g *globalFlags, tenant, user, name, against string) (diff.Result, e
 // while the live NATS server answers (whatever the stores, and the embedded vector
 // store stays with the process that owns it), else from the stopped stack's stores.
 func liveSnapshot(ctx context.Context, g *globalFlags, cfg config.Config, tenant, user string, logger *zap.Logger) (diff.Snapshot, error) {
-	if nc, err := app.Connect(cfg.NATS, "agentmem-diff", logger); err == nil {
-		nc.Close()
+	if nc, err := dial(g, tenant, ""); err == nil {
+		defer nc.Close()
 		var archive bytes.Buffer
-		err := withTransferClient(g, tenant, func(ctx context.Context, cl *client.Client, _ int) error {
+		err := withTransferConn(ctx, nc, tenant, func(ctx context.Context, cl *client.Client, _ int) error {
 			_, err := transfer.Export(ctx, cl, user, &archive, io.Discard)
 			return err
 		})

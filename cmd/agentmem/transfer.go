@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/agentmem/agentmem/events"
@@ -29,12 +30,17 @@ func withTransferClient(g *globalFlags, tenant string, do func(ctx context.Conte
 		return err
 	}
 	defer nc.Close()
+	ctx, cancel := signalContext()
+	defer cancel()
+	return withTransferConn(ctx, nc, tenant, do)
+}
+
+// withTransferConn is withTransferClient on a connection the caller dialled.
+func withTransferConn(ctx context.Context, nc *nats.Conn, tenant string, do func(ctx context.Context, cl *client.Client, maxPayload int) error) error {
 	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli", RequestTimeout: transferTimeout})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := signalContext()
-	defer cancel()
 	return do(ctx, cl, int(nc.MaxPayload()))
 }
 

@@ -146,6 +146,9 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	// batches otherwise than the live run did).
 	applied := rec
 	applied.Metadata = maps.Clone(rec.Metadata)
+	if applied.Metadata == nil {
+		applied.Metadata = map[string]any{}
+	}
 	var newest *events.MemoryHit
 	for i, hit := range hits {
 		if !slices.Contains(listed[i], rec.ID) {
@@ -161,9 +164,6 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		// or per window without one) gives the new context.
 		if session := hitSession(hit); mayReconsolidate(applied, session, now, r.cfg.ReconsolidateWindow) {
 			newest = hit.MemoryHit
-			if applied.Metadata == nil {
-				applied.Metadata = map[string]any{}
-			}
 			maps.Copy(applied.Metadata, reconsolidatedIn(applied, now, session))
 		}
 		p.changes = append(p.changes, events.Change{TS: now, Op: OpHit,

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
@@ -374,12 +374,10 @@ const TimerReason = "timer"
 func (w *Worker) requestConsolidation(ctx context.Context, m namespaceMark) error {
 	env := events.New(events.TypeConsolidateRequested, m.tenant, m.userID, bus.WorkerConsolidator, "")
 	env.ConsolidateRequested = &events.ConsolidateRequested{Reason: TimerReason}
-	subject, data, err := env.Encode()
+	msg, err := eventstore.Msg(env)
 	if err != nil {
 		return err
 	}
-	msg := nats.NewMsg(subject)
-	msg.Data = data
 	msg.Header.Set(events.HeaderMsgID, "timer-"+namespaceKey(m.tenant, m.userID)+"-"+strconv.FormatInt(m.lastWrite.UnixNano(), 10))
 	_, err = w.deps.JS.PublishMsg(ctx, msg)
 	return err
