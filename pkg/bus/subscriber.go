@@ -55,6 +55,13 @@ type SubscriberConfig struct {
 	// CloseTimeout bounds how long Close waits for in-flight messages to be acked
 	// or nacked; default 30s.
 	CloseTimeout time.Duration
+	// OrderKey, when set, names each message's ordering key (by its subject): the
+	// messages of one key are handed out one at a time, each once the one
+	// delivered before it is settled, so within a replica they are handled in
+	// stream order. Messages whose key is "" are not ordered. A message that fails
+	// and is redelivered comes back after those that followed it, and replicas
+	// order only what each of them pulled.
+	OrderKey func(subject string) string
 }
 
 func (c SubscriberConfig) withDefaults() SubscriberConfig {
@@ -216,6 +223,16 @@ func acquireSlots(slots chan struct{}, stop <-chan struct{}) int {
 	return n
 }
 
+// takeSlot waits for a free slot; false once stop is closed.
+func takeSlot(slots chan struct{}, stop <-chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
 // waitGate waits while the Gate is closed; false when stop closed first.
 func (s *Subscriber) waitGate(stop <-chan struct{}) bool {
 	g := s.cfg.Gate
@@ -248,7 +265,7 @@ const pullWait = time.Second
 // each as it arrives; the slots of messages that did not come are released. It
 // returns false when the connection is closed for good, which ends the subscription
 // (and so the Router's handler) instead of retrying forever.
-func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int, slots <-chan struct{}, fl *flight, out chan<- *message.Message, stop <-chan struct{}) bool {
+func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int, slots chan struct{}, fl *flight, out chan<- *message.Message, stop <-chan struct{}) bool {
 	release := func() { <-slots }
 	used := 0
 	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(pullWait))
@@ -271,7 +288,20 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 				continue
 			}
 			wm.SetContext(msgCtx)
+			// The turn is taken here, on the pull goroutine, so that turns follow
+			// the delivery order.
+			turn := fl.takeTurn(s.orderKey(msg.Subject()))
 			fl.running.Go(func() {
+				defer turn.end()
+				if turn.queued() {
+					// A message waiting for its turn holds no processing slot:
+					// one key's backlog must not stall the other keys.
+					release()
+					if !turn.wait(fl, msg, stop) || !takeSlot(slots, stop) {
+						s.handBack(msg)
+						return
+					}
+				}
 				defer release()
 				s.process(fl, msg, wm, out, stop)
 			})
@@ -295,6 +325,13 @@ func (s *Subscriber) pull(msgCtx context.Context, cons jetstream.Consumer, n int
 	case <-time.After(pullWait):
 	}
 	return true
+}
+
+func (s *Subscriber) orderKey(subject string) string {
+	if s.cfg.OrderKey == nil {
+		return ""
+	}
+	return s.cfg.OrderKey(subject)
 }
 
 // wants reports whether a message on subject is for the Router: always, unless

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,4 +254,59 @@ func subscribe(t *testing.T, srv *server.Server, cfg bus.SubscriberConfig) (<-ch
 		t.Fatal(err)
 	}
 	return msgs, cancel
+}
+
+// With an OrderKey, the messages of one key are handed out one at a time in stream
+// order, each once the one before it is settled, while other keys go on: of u1's
+// three messages only the first is out until it is acked, and u2's, behind them in
+// the stream, comes meanwhile (waiting messages hold none of the two slots).
+func TestSubscriberHandsOutOneKeyInStreamOrder(t *testing.T) {
+	srv, _, js := bustest.Provisioned(t)
+	for _, m := range []struct{ subject, id string }{
+		{"mem.acme.obs.u1.s1", "a1"}, {"mem.acme.obs.u1.s2", "a2"}, {"mem.acme.obs.u1.s1", "a3"}, {"mem.acme.obs.u2.s1", "b1"},
+	} {
+		publish(t, js, m.subject, m.id, m.id)
+	}
+	byUser := func(subject string) string { return strings.Split(subject, ".")[3] }
+	msgs, _ := subscribe(t, srv, bus.SubscriberConfig{Consumer: testSpec("ordered"), Concurrency: 2, OrderKey: byUser})
+	next := func() *message.Message {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			return m
+		case <-time.After(wait):
+			t.Fatal("no message handed out")
+			return nil
+		}
+	}
+	nothingElse := func(after string) {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			t.Fatalf("after %s, %s was handed out before its turn", after, m.UUID)
+		default:
+		}
+	}
+
+	out := map[string]*message.Message{}
+	for range 2 {
+		m := next()
+		out[m.UUID] = m
+	}
+	if out["a1"] == nil || out["b1"] == nil {
+		t.Fatalf("first handed out %v, want a1 (u1's first) and b1 (u2's only)", slices.Sorted(maps.Keys(out)))
+	}
+	nothingElse("a1 and b1")
+	out["b1"].Ack()
+	prev := out["a1"]
+	for _, want := range []string{"a2", "a3"} {
+		nothingElse(prev.UUID + " still unsettled")
+		prev.Ack()
+		if m := next(); m.UUID != want {
+			t.Fatalf("after %s was acked, %s was handed out, want %s", prev.UUID, m.UUID, want)
+		} else {
+			prev = m
+		}
+	}
+	prev.Ack()
 }

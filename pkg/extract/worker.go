@@ -46,7 +46,8 @@ const DefaultStateBucket = "agentmem_extractions"
 type WorkerConfig struct {
 	// Consumer is the durable; default bus.WorkerConsumer(bus.WorkerExtractor, defaults).
 	Consumer bus.ConsumerSpec
-	// Concurrency is how many sessions one replica handles at once; default 4.
+	// Concurrency is how many sessions one replica handles at once, of different
+	// users (a user's sessions are handled one after the other); default 4.
 	Concurrency int
 	// Router configures the retries of a failed session and the handler timeout.
 	// The timeout must cover an extraction with its LLM retries.
@@ -193,13 +194,16 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 	}
 	w := &Worker{cfg: cfg, deps: deps, logger: logger.Named("extractor"), locks: sessionLocks{m: make(map[string]*sessionLock)}}
 	pipe, err := pipeline.New(pipeline.Config{
-		Worker:       bus.WorkerExtractor,
-		Consumer:     cfg.Consumer,
-		Concurrency:  cfg.Concurrency,
-		Router:       cfg.Router,
-		Dial:         deps.Dial,
-		Metrics:      deps.Metrics,
-		MaxTextBytes: cfg.MaxTextBytes,
+		Worker:      bus.WorkerExtractor,
+		Consumer:    cfg.Consumer,
+		Concurrency: cfg.Concurrency,
+		// Entries are appended, and facts weighed against those before them, in
+		// the order a user's sessions are handled: the stream's, as in a replay.
+		InOrderPerUser: true,
+		Router:         cfg.Router,
+		Dial:           deps.Dial,
+		Metrics:        deps.Metrics,
+		MaxTextBytes:   cfg.MaxTextBytes,
 	}, w.handle, logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

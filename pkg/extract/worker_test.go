@@ -725,3 +725,58 @@ func TestWrittenIDIsValidDeterministicAndDistinct(t *testing.T) {
 		}
 	})
 }
+
+// stallFirst is the real extractor, holding its first session back until another
+// session's extraction starts or a second has passed: a session started meanwhile
+// would be one of the same user's handled out of turn.
+type stallFirst struct {
+	inner   extract.Extractor
+	mu      sync.Mutex
+	calls   int
+	another chan struct{}
+}
+
+func (s *stallFirst) Extract(ctx context.Context, conv []extract.Message) ([]extract.Extracted, error) {
+	s.mu.Lock()
+	s.calls++
+	first := s.calls == 1
+	if s.calls == 2 {
+		close(s.another)
+	}
+	s.mu.Unlock()
+	if first {
+		select {
+		case <-s.another:
+		case <-time.After(time.Second):
+		}
+	}
+	return s.inner.Extract(ctx, conv)
+}
+
+// A user's sessions ending at once are extracted one after the other in stream
+// order, as a replay feeds them: their entries land in user_prefs.md in the order
+// the sessions ended, even when the first takes longest.
+func TestWorkerHandlesOneUsersSessionsInStreamOrder(t *testing.T) {
+	r := newRig(t)
+	prefs := []string{"I prefer bar charts.", "I prefer tabs over spaces.", "I prefer dark mode.", "I prefer short answers."}
+	for i, p := range prefs {
+		session := fmt.Sprintf("s%d", i+1)
+		saveSession(t, r.events, "u1", session, []turn{{role: events.RoleUser, text: p}})
+		endSession(t, r.events, "u1", session, endedAt.Add(time.Duration(i)*time.Hour))
+	}
+	startWorker(t, extract.WorkerConfig{Concurrency: 4}, r.deps(&stallFirst{inner: extract.NewRules(nil), another: make(chan struct{})}))
+	waitIdle(t, r.js)
+
+	file := readFile(t, r, "u1", "user_prefs.md")
+	last := -1
+	for _, p := range prefs {
+		at := strings.Index(file, p)
+		if at < 0 {
+			t.Fatalf("user_prefs.md has no %q:\n%s", p, file)
+		}
+		if at < last {
+			t.Fatalf("user_prefs.md has %q before an entry of an earlier session:\n%s", p, file)
+		}
+		last = at
+	}
+}

@@ -51,6 +51,11 @@ type Config struct {
 	Consumer bus.ConsumerSpec
 	// Concurrency is how many messages one replica handles at once; default 4.
 	Concurrency int
+	// InOrderPerUser hands a user's events to the handler one at a time, in stream
+	// order (bus.SubscriberConfig.OrderKey), for a handler whose result depends on
+	// the order of a user's events: what a replay, which feeds them in that order,
+	// must reproduce. Other users' events still run Concurrency at once.
+	InOrderPerUser bool
 	// Router configures retries and timeouts; its Worker is set from Worker.
 	Router bus.RouterConfig
 	// Dial opens the worker's connections: one for consuming, one for dead letters
@@ -175,8 +180,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if _, err := bus.ProvisionConsumer(ctx, js, w.cfg.Stream, w.cfg.Consumer); err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
-	sub, err := bus.NewSubscriber(bus.SubscriberConfig{Conn: subConn, Stream: w.cfg.Stream, Consumer: w.cfg.Consumer, Concurrency: w.cfg.Concurrency,
-		MaxProcessing: maxProcessing(w.cfg.Router), Gate: w.cfg.Router.Gate}, w.logger)
+	sc := bus.SubscriberConfig{Conn: subConn, Stream: w.cfg.Stream, Consumer: w.cfg.Consumer, Concurrency: w.cfg.Concurrency,
+		MaxProcessing: maxProcessing(w.cfg.Router), Gate: w.cfg.Router.Gate}
+	if w.cfg.InOrderPerUser {
+		sc.OrderKey = userKey
+	}
+	sub, err := bus.NewSubscriber(sc, w.logger)
 	if err != nil {
 		return fmt.Errorf("pipeline: %s: %w", w.cfg.Worker, err)
 	}
@@ -333,4 +342,14 @@ func (p countingPublisher) Publish(topic string, msgs ...*message.Message) error
 		}
 	}
 	return err
+}
+
+// userKey is the ordering key of an event subject: its tenant and user. A subject
+// outside the contract is not ordered; its handler dead-letters it.
+func userKey(subject string) string {
+	sub, err := events.ParseSubject(subject)
+	if err != nil || sub.User == "" {
+		return ""
+	}
+	return sub.Tenant + "." + sub.User
 }
