@@ -113,6 +113,7 @@ type Worker struct {
 	contextMessages int
 	decideParallel  int
 	summary         session.SummaryTrigger
+	order           applyOrder
 }
 
 // New returns an ingest worker; nothing connects before Run.
@@ -138,7 +139,8 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 	if err := cfg.Summary.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages, decideParallel: max(1, cfg.DecideConcurrency), summary: cfg.Summary}
+	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages, decideParallel: max(1, cfg.DecideConcurrency), summary: cfg.Summary,
+		order: applyOrder{last: make(map[sessionOf]chan struct{})}}
 	pw, err := pipeline.NewBatch(pipeline.Config{
 		Worker:       bus.WorkerIngest,
 		MaxTextBytes: cfg.MaxTextBytes,
@@ -169,6 +171,9 @@ func (w *Worker) Ready(ctx context.Context) error { return w.worker.Ready(ctx) }
 // once everything it produced is stored.
 func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []error {
 	errs := make([]error, len(envs))
+	// The batch's place is taken before anything can delay it (the gate below).
+	turns := w.order.enter(envs)
+	defer turns.leave()
 	if err := w.deps.Gate.Background(ctx); err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("ingest: waiting for reads to go first: %w", err)
@@ -195,7 +200,8 @@ func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []erro
 	}
 	// The state comes first: an episode keeps the messages said before it, which
 	// the session state holds once this batch is folded in.
-	states, applied := w.applySessions(ctx, obs, oerrs)
+	states, applied := w.applySessions(ctx, obs, oerrs, turns)
+	turns.leave()
 	w.writeEpisodes(ctx, obs, states, oerrs)
 	w.announceSummaries(ctx, obs, states, applied, oerrs)
 	for j, i := range at {
@@ -249,12 +255,13 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 
 // applySessions folds the observations still without an error (errs[i] == nil)
 // into their sessions' states, one compare-and-set per session, the sessions
-// concurrently (each is two round trips), and returns the states written. A
+// concurrently (each is two round trips), each after the batches that started
+// before this one applied it (applyOrder), and returns the states written. A
 // session's failure is the result of each of its observations in errs, and so is
 // a conflict: an event id applied before with other content (dead-lettered).
 //
 // applied says, per session, what of the batch was new to its state.
-func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs []error) (map[sessionOf]session.State, map[sessionOf]appliedShare) {
+func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs []error, turns *turns) (map[sessionOf]session.State, map[sessionOf]appliedShare) {
 	groups := map[sessionOf][]int{}
 	for i, env := range envs {
 		if errs[i] == nil {
@@ -274,7 +281,14 @@ func (w *Worker) applySessions(ctx context.Context, envs []events.Envelope, errs
 			for j, i := range idx {
 				batch[j] = envs[i]
 			}
-			st, outcomes, err := w.deps.Sessions.ApplyBatch(ctx, batch...)
+			var (
+				st       session.State
+				outcomes []session.Outcome
+			)
+			err := turns.wait(ctx, k)
+			if err == nil {
+				st, outcomes, err = w.deps.Sessions.ApplyBatch(ctx, batch...)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -381,9 +395,10 @@ func (w *Worker) decide(ctx context.Context, envs []events.Envelope, states map[
 }
 
 // messagesBefore returns the (at most n) messages of st said just before env, as
-// episode context, oldest first. A message still in flight in another batch is
-// not in the state yet and is missed; the episode is then stored with less
-// context, never delayed.
+// episode context, oldest first. Earlier batches applied theirs first
+// (applyOrder); a message that reached a later batch (a redelivery, another
+// replica) is not in the state yet and is missed: the episode is then stored with
+// less context, never delayed.
 func messagesBefore(st session.State, env events.Envelope, n int) []records.Utterance {
 	at := slices.IndexFunc(st.Recent, func(m session.Message) bool { return m.EventID == env.ID })
 	if n <= 0 || at <= 0 {
