@@ -107,7 +107,13 @@ func Connect(cfg ConnConfig, logger *zap.Logger) (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w to %s: %w", ErrConnect, target, err)
 	}
-	log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+	if cfg.InProcess != nil {
+		// An in-process connection reports the server's configured client URL,
+		// which need not be the port it listens on (or any port at all).
+		log.Info("nats connected", zap.String("server", target))
+	} else {
+		log.Info("nats connected", zap.String("url", nc.ConnectedUrlRedacted()))
+	}
 	return nc, nil
 }
 
