@@ -87,7 +87,7 @@ type plan struct {
 
 // makePlan draws round's plan. Scenarios come in seeded shuffles of all three,
 // so every run of three rounds or more covers each, and a nats round (the slowest:
-// work in flight stalls for about 30 s after a restart) comes at most
+// work in flight waits up to kvcas.RequestTimeout after a restart) comes at most
 // ceil(rounds/3) times.
 func makePlan(rng *rand.Rand, round int, order []string, p params) plan {
 	if round%len(scenarios) == 0 {

@@ -379,7 +379,9 @@ func (w *Worker) requestConsolidation(ctx context.Context, m namespaceMark) erro
 		return err
 	}
 	msg.Header.Set(events.HeaderMsgID, "timer-"+namespaceKey(m.tenant, m.userID)+"-"+strconv.FormatInt(m.lastWrite.UnixNano(), 10))
-	_, err = w.deps.JS.PublishMsg(ctx, msg)
+	pubCtx, cancel := kvcas.WithRequestTimeout(ctx)
+	defer cancel()
+	_, err = w.deps.JS.PublishMsg(pubCtx, msg)
 	return err
 }
 

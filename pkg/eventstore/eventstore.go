@@ -82,7 +82,11 @@ func (s *Store) Save(ctx context.Context, env events.Envelope) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: save: %w", err)
 	}
-	ack, err := s.js.PublishMsg(ctx, msg)
+	// Bounded: an ack lost as the server goes away fails after seconds, and a
+	// retry is stored once (Nats-Msg-Id).
+	reqCtx, cancel := kvcas.WithRequestTimeout(ctx)
+	defer cancel()
+	ack, err := s.js.PublishMsg(reqCtx, msg)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: save %s on %s: %w", env.ID, msg.Subject, err)
 	}
@@ -261,7 +265,7 @@ func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
 	if err := events.ValidateID("tenant", tenant); err != nil {
 		return nil, fmt.Errorf("eventstore: users: %w", err)
 	}
-	stream, err := s.js.Stream(ctx, s.stream)
+	stream, err := s.openStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
 	}
@@ -281,11 +285,13 @@ func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
 // Last returns the newest message stored on subject, headers included, or an
 // error wrapping ErrNotFound when there is none.
 func (s *Store) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	stream, err := s.js.Stream(ctx, s.stream)
+	stream, err := s.openStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
 	}
-	raw, err := stream.GetLastMsgForSubject(ctx, subject)
+	reqCtx, cancel := kvcas.WithRequestTimeout(ctx)
+	defer cancel()
+	raw, err := stream.GetLastMsgForSubject(reqCtx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("%w: nothing on %s", ErrNotFound, subject)
 	}
@@ -295,15 +301,30 @@ func (s *Store) Last(ctx context.Context, subject string) (*jetstream.RawStreamM
 	return raw, nil
 }
 
+// openStream looks the event stream up, bounded like a single read.
+func (s *Store) openStream(ctx context.Context) (jetstream.Stream, error) {
+	ctx, cancel := kvcas.WithRequestTimeout(ctx)
+	defer cancel()
+	return s.js.Stream(ctx, s.stream)
+}
+
+// getMsg is the first message on subject at or after seq, bounded by
+// kvcas.RequestTimeout: a read lost as the server goes away fails after seconds.
+func getMsg(ctx context.Context, stream jetstream.Stream, seq uint64, subject string) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := kvcas.WithRequestTimeout(ctx)
+	defer cancel()
+	return stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+}
+
 // scanSubject walks the messages matching subject (wildcards allowed) in stream
 // order with "next message for subject" gets: one request per message, no consumer.
 func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stored) bool) error {
-	stream, err := s.js.Stream(ctx, s.stream)
+	stream, err := s.openStream(ctx)
 	if err != nil {
 		return fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
 	}
 	for seq := uint64(1); ; {
-		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		raw, err := getMsg(ctx, stream, seq, subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil
 		}
@@ -328,7 +349,7 @@ func (s *Store) decode(subject string, seq uint64, ts time.Time, data []byte) (S
 }
 
 func (s *Store) count(ctx context.Context, filter string) (uint64, error) {
-	stream, err := s.js.Stream(ctx, s.stream)
+	stream, err := s.openStream(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
 	}

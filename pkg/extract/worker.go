@@ -645,7 +645,9 @@ func (w *Worker) publishWritten(ctx context.Context, ended events.Envelope, extr
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("extract: memory_written for %s: %w", ended.ID, err))
 	}
-	if _, err := w.deps.JS.PublishMsg(ctx, msg); err != nil {
+	pubCtx, cancel := kvcas.WithRequestTimeout(ctx)
+	defer cancel()
+	if _, err := w.deps.JS.PublishMsg(pubCtx, msg); err != nil {
 		return fmt.Errorf("extract: publish memory_written for %s: %w", ended.ID, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/agentmem/agentmem/events"
@@ -52,7 +53,7 @@ func (t *turns) wait(ctx context.Context, k sessionOf) error {
 	case <-prev:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("ingest: waiting for an earlier batch of session %s/%s/%s: %w", k.tenant, k.userID, k.sessionID, ctx.Err())
 	}
 }
 

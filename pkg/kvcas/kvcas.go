@@ -26,6 +26,18 @@ var (
 // of writers per key, so hitting the bound means something is wrong, not busy.
 const DefaultKVUpdateAttempts = 100
 
+// RequestTimeout bounds one JetStream request within a longer operation: a KV
+// read or write, a stream read, a publish's ack. A request made as the server
+// goes away gets no reply, and waiting out the caller's deadline (a handler's
+// 30 s) stalled every worker that long after a nats-server restart; failed after
+// this, the caller's retry runs on the new connection.
+const RequestTimeout = 5 * time.Second
+
+// WithRequestTimeout is ctx bounded by RequestTimeout (or its own, earlier, deadline).
+func WithRequestTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, RequestTimeout)
+}
+
 const (
 	casBackoffBase = 500 * time.Microsecond
 	casBackoffMax  = 50 * time.Millisecond
@@ -34,13 +46,19 @@ const (
 // UpdateKV is a read-modify-write of one KV key with compare-and-set on its revision:
 // fn gets the current value (exists=false when the key is missing or deleted) and
 // returns the new one; on a lost race the value is re-read and fn called again after a
-// full-jitter pause, so fn must be pure. If fn returns an error nothing is written and
+// full-jitter pause, so fn must be pure. A request that gets no reply within
+// RequestTimeout is an attempt too, made again while ctx lasts. If fn returns an error nothing is written and
 // the error is returned as is. The new revision is returned.
 func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts int, fn func(old []byte, exists bool) ([]byte, error)) (uint64, error) {
 	if attempts <= 0 {
 		attempts = DefaultKVUpdateAttempts
 	}
+	// A write that timed out may still have been applied: the next attempt's
+	// compare-and-set then sees its revision and fn decides again on its value.
+	kv = Bounded(kv)
+	var noReply error // the last attempt's, when it timed out
 	for attempt := range attempts {
+		noReply = nil
 		var (
 			old      []byte
 			revision uint64
@@ -53,6 +71,9 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			// A deleted key reports not-found, but Create still sees its delete marker
 			// as the last revision and succeeds, which is what we want.
+		case requestTimedOut(ctx, err):
+			noReply = err
+			continue
 		default:
 			return 0, fmt.Errorf("kvcas: read key %s: %w", key, err)
 		}
@@ -69,6 +90,10 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 		if err == nil {
 			return rev, nil
 		}
+		if requestTimedOut(ctx, err) {
+			noReply = err
+			continue
+		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, fmt.Errorf("kvcas: write key %s: %w", key, err)
 		}
@@ -76,7 +101,16 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 			return 0, fmt.Errorf("kvcas: update key %s: %w", key, err)
 		}
 	}
+	if noReply != nil {
+		return 0, fmt.Errorf("kvcas: update key %s: no reply within %s, %d attempts: %w", key, RequestTimeout, attempts, noReply)
+	}
 	return 0, fmt.Errorf("%w: %s, %d attempts", ErrCASConflict, key, attempts)
+}
+
+// requestTimedOut reports a request that ran out of RequestTimeout while ctx
+// itself has time left: worth another attempt.
+func requestTimedOut(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 
 // casBackoff is a full-jitter exponential pause: uniform in [0, min(max, base·2^attempt)).
@@ -105,7 +139,7 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	if err != nil {
 		return nil, fmt.Errorf("%w: key-value bucket %q: %w", ErrProvision, cfg.Bucket, err)
 	}
-	return kv, nil
+	return Bounded(kv), nil
 }
 
 // PurgeStream removes every message of stream whose subject matches filter

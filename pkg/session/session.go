@@ -238,11 +238,16 @@ func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelo
 		// Revision 0 (not cached) expects the key never written: a new session. Not
 		// Create, which on an existing key spends a read on looking for a delete
 		// marker before it fails.
-		if revision, err = s.state.Update(ctx, key, data, revision); err == nil {
+		reqCtx, cancel := kvcas.WithRequestTimeout(ctx)
+		revision, err = s.state.Update(reqCtx, key, data, revision)
+		cancel()
+		if err == nil {
 			s.cache.put(key, revision, st)
 			return st, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+		// A lost race, or no reply (the write may have been applied): the slow
+		// path below reads the key again.
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
 			s.cache.forget(key)
 			return State{}, err
 		}
