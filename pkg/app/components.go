@@ -433,6 +433,8 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 		// The history stream is replicated like the event stream, sessions and documents.
 		HistoryReplicas: rt.Config.NATS.Stream.Replicas,
 		QueryCacheSize:  rt.Config.Embed.QueryCacheSize,
+		Expansion:       memory.ExpansionConfig{Enabled: rt.Config.Vector.SemanticExpansion},
+		Rerank:          memory.RerankConfig{Enabled: rt.Config.Vector.SemanticRerank},
 	}
 	if rt.Config.Embed.Provider != config.EmbedProviderOpenAI {
 		// The offline embedder is lexical: BM25 alone ranks better than fusing it in.

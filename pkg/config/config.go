@@ -177,6 +177,15 @@ type Vector struct {
 	SameChatWindow      time.Duration `koanf:"same_chat_window"`
 	CrossChatWindow     time.Duration `koanf:"cross_chat_window"`
 	ConsolidateInterval time.Duration `koanf:"consolidate_interval"`
+	// SemanticExpansion adds to a recall's keyword search the words of the
+	// user's memories that mean nearly what a query word means (pkg/wordvec,
+	// memory.ExpansionConfig): "instruments" finds "I play the guitar".
+	SemanticExpansion bool `koanf:"semantic_expansion"`
+	// SemanticRerank re-ranks a recall's candidates by the similarity of
+	// sentence vectors made of word vectors (pkg/wordvec, memory.RerankConfig).
+	// With SemanticExpansion it lifted LoCoMo recall@10 by about a point
+	// (BENCHMARKS.md); English words only, other text is left as it was.
+	SemanticRerank bool `koanf:"semantic_rerank"`
 }
 
 // Vector backends.
@@ -299,6 +308,8 @@ func defaults() Config {
 			SameChatWindow:      30 * time.Minute,
 			CrossChatWindow:     7 * 24 * time.Hour,
 			ConsolidateInterval: 10 * time.Minute,
+			SemanticExpansion:   true,
+			SemanticRerank:      true,
 		},
 		// Four batches in flight hide one batch's round trips behind the others'.
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},

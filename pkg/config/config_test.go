@@ -85,6 +85,8 @@ func TestDefaults(t *testing.T) {
 		"vector.same_chat_window":           30 * time.Minute,
 		"vector.cross_chat_window":          168 * time.Hour,
 		"vector.consolidate_interval":       10 * time.Minute,
+		"vector.semantic_expansion":         true,
+		"vector.semantic_rerank":            true,
 		"ingest.concurrency":                512,
 		"ingest.batch_size":                 128,
 		"ingest.batch_linger":               5 * time.Millisecond,

@@ -48,3 +48,14 @@ func Sparse(text string) SparseVector {
 	}
 	return SparseVector{Indices: idx, Values: vals}
 }
+
+// With returns v with term (an index term) at value, unless v already has
+// term's index: a query's own word keeps its weight. v is not modified.
+func (v SparseVector) With(term string, value float32) SparseVector {
+	ix := fnv32a(term)
+	at, found := slices.BinarySearch(v.Indices, ix)
+	if found {
+		return v
+	}
+	return SparseVector{Indices: slices.Insert(slices.Clone(v.Indices), at, ix), Values: slices.Insert(slices.Clone(v.Values), at, value)}
+}

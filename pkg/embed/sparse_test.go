@@ -2,6 +2,7 @@ package embed
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -47,4 +48,27 @@ func TestPropertySparseSortedUniqueSaturated(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestSparseWith(t *testing.T) {
+	v := Sparse("sales files")
+	w := v.With("guitar", 0.25).With("sale", 0.5)
+	if len(v.Indices) != 2 {
+		t.Fatalf("With modified its receiver: %+v", v)
+	}
+	if len(w.Indices) != 3 || !slices.IsSorted(w.Indices) {
+		t.Fatalf("got %+v, want three sorted entries", w)
+	}
+	for i, ix := range w.Indices {
+		switch ix {
+		case fnv32a("guitar"):
+			if w.Values[i] != 0.25 {
+				t.Errorf("guitar = %v, want 0.25", w.Values[i])
+			}
+		case fnv32a("sale"):
+			if w.Values[i] != 1 {
+				t.Errorf("sale = %v, want the text's 1, not the added 0.5", w.Values[i])
+			}
+		}
+	}
 }

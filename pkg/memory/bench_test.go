@@ -16,8 +16,17 @@ import (
 // BenchmarkRecall measures the context-request hot path: one user's recall
 // (episodic and semantic, 5 each) among 1,000 users × 100 records.
 func BenchmarkRecall(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchRecall(b, memory.Config{}) })
+	// The word-vector expansion and re-ranking (vector.semantic_expansion and
+	// vector.semantic_rerank).
+	b.Run("semantic", func(b *testing.B) {
+		benchRecall(b, memory.Config{Expansion: memory.ExpansionConfig{Enabled: true}, Rerank: memory.RerankConfig{Enabled: true}})
+	})
+}
+
+func benchRecall(b *testing.B, cfg memory.Config) {
 	const users, perUser = 1000, 100
-	f := newFixture(b, memory.Config{})
+	f := newFixture(b, cfg)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := strings.Fields("tea coffee berlin lisbon cats dogs hiking running sales columns report sister brother " +

@@ -56,8 +56,12 @@
 // (Record.Who) the query names gains SpeakerWeight (0.6), and, picking greedily,
 // a memory loses RedundancyPenalty (0.7) × the largest share of its lines that an
 // already picked memory has (an episode repeats the messages said before it, so
-// neighbouring episodes are near copies). It keeps each type's best k and
-// returns them merged, best first, ties by id.
+// neighbouring episodes are near copies). With Rerank on, each candidate then
+// gains Weight (1.5) × the cosine of its sentence vector with the query's × the
+// best candidate's score (RerankConfig). It keeps each type's best k and returns
+// them merged, best first, ties by id. With Expansion on, the keyword side
+// also searches the user's words that mean nearly what a query word means
+// (ExpansionConfig, Expand), each at a fraction of a query word's weight.
 //
 // Why this shape: relevance stays the dominant, multiplicative term, so an
 // irrelevant memory never rises on recency or use alone (relevance 0 scores 0).

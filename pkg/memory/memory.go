@@ -19,6 +19,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
+	"github.com/agentmem/agentmem/pkg/wordvec"
 )
 
 // Sentinel errors; every error of this package that is the caller's fault wraps
@@ -53,6 +54,11 @@ type Config struct {
 	KEpisodic, KSemantic, KItem int
 	// Rank tunes the re-ranking; see RankConfig.
 	Rank RankConfig
+	// Expansion tunes the query expansion with related words; see
+	// ExpansionConfig.
+	Expansion ExpansionConfig
+	// Rerank tunes the re-ranking by sentence vectors; see RerankConfig.
+	Rerank RerankConfig
 	// QueryEmbedTimeout bounds the embedding of a read's query (recall, search);
 	// past it the read ranks by BM25 alone and says so. Default 1.5s.
 	QueryEmbedTimeout time.Duration
@@ -90,6 +96,8 @@ func (c *Config) setDefaults() {
 		c.EmbedRetryAfter = DefaultEmbedRetryAfter
 	}
 	c.Rank.setDefaults()
+	c.Expansion.setDefaults()
+	c.Rerank.setDefaults()
 }
 
 // Validate reports configuration errors, naming the field.
@@ -122,6 +130,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("QueryCacheSize is %d, want >= 0", c.QueryCacheSize))
 	}
 	errs = append(errs, c.Rank.validate()...)
+	errs = append(errs, c.Expansion.validate()...)
+	errs = append(errs, c.Rerank.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -150,6 +160,7 @@ type Service struct {
 	log     *HistoryLog
 	logger  *zap.Logger
 	clock   func() time.Time // deps.Now, not truncated
+	words   *wordvec.Table   // nil: neither query expansion nor re-ranking
 
 	// embedDownUntil is the Unix nanosecond time until which reads skip the
 	// embedder (0: not known to be down); embedErr its last error.
@@ -194,7 +205,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 	if err != nil {
 		return nil, err
 	}
+	var words *wordvec.Table
+	if cfg.Expansion.Enabled || cfg.Rerank.Enabled {
+		words = wordvec.Default() // parsed here, not on the first request
+	}
 	return &Service{
+		words:   words,
 		cfg:     cfg,
 		vectors: deps.Vectors,
 		emb:     deps.Embedder,

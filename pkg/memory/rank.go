@@ -199,6 +199,12 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	if vec == nil {
 		mode = vectorstore.Sparse
 	}
+	var expansion []vectorstore.WeightedTerm
+	if s.cfg.Expansion.Enabled && mode != vectorstore.Dense {
+		if expansion, err = Expand(ctx, s.vectors, s.words, s.cfg.Expansion, base, query); err != nil {
+			return Recalled{}, err
+		}
+	}
 	now := s.nowAt(ctx)
 	types = slices.Clone(types)
 	slices.Sort(types)
@@ -209,7 +215,7 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	for i, t := range types {
 		// The per-type searches are independent; running them side by side halves
 		// the latency of the common two-type recall.
-		wg.Go(func() { perType[i], errs[i] = s.recallType(ctx, base, t, query, vec, mode, limits[t], now) })
+		wg.Go(func() { perType[i], errs[i] = s.recallType(ctx, base, t, query, expansion, vec, mode, limits[t], now) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -237,8 +243,8 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 
 // recallType is one type's share of recall: its best k (0: the type's default)
 // live records of base, re-ranked, searched in mode (sparse alone when vec is
-// nil: the embedder is down).
-func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vectorstore.MemoryType, query string, vec []float32, mode vectorstore.Mode, k int, now time.Time) (typeRecall, error) {
+// nil: the embedder is down) with the query's expansion.
+func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vectorstore.MemoryType, query string, expansion []vectorstore.WeightedTerm, vec []float32, mode vectorstore.Mode, k int, now time.Time) (typeRecall, error) {
 	if k == 0 {
 		k = s.defaultK(t)
 	}
@@ -248,7 +254,7 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	want := k * recallOversample
 	// Ranking needs no metadata: the candidates come without it, and only the k
 	// kept have theirs read (withMetadata).
-	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Mode: mode, WithoutMetadata: true}, want, now)
+	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Expansion: expansion, Mode: mode, WithoutMetadata: true}, want, now)
 	if err != nil {
 		return typeRecall{}, err
 	}
@@ -267,6 +273,9 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	speakerBonus(ranked, query, s.cfg.Rank.SpeakerWeight)
 	sortRanked(ranked)
 	diversify(ranked, s.cfg.Rank.RedundancyPenalty)
+	if s.cfg.Rerank.Enabled {
+		semanticRerank(ranked, query, s.words, s.cfg.Rerank.Weight)
+	}
 	if ranked, err = s.withMetadata(ctx, f, ranked[:min(k, len(ranked))]); err != nil {
 		return typeRecall{}, err
 	}

@@ -41,6 +41,9 @@ type Backend interface {
 	DeleteByFilter(ctx context.Context, f Filter) (int, error)
 	// Count implements Store.Count.
 	Count(ctx context.Context, f Filter) (int, error)
+	// TermDocs implements Store.TermDocs for a valid partition and at least one
+	// term.
+	TermDocs(ctx context.Context, tenant, userID string, terms []string) ([]int, error)
 	// Users implements Store.Users for a valid tenant.
 	Users(ctx context.Context, tenant string) ([]string, error)
 	// Close implements Store.Close; Validating calls it once.
@@ -195,6 +198,23 @@ func (v *validating) Count(ctx context.Context, f Filter) (int, error) {
 		return 0, v.b.Wrap("count", err)
 	}
 	return v.b.Count(ctx, f)
+}
+
+// TermDocs implements Store.
+func (v *validating) TermDocs(ctx context.Context, tenant, userID string, terms []string) ([]int, error) {
+	if err := v.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := ValidatePartition(tenant, userID); err != nil {
+		return nil, v.b.Wrap("term docs", err)
+	}
+	if len(terms) > MaxExpansion {
+		return nil, v.b.Wrap("term docs", fmt.Errorf("%w: %d terms, want at most %d", ErrInvalidQuery, len(terms), MaxExpansion))
+	}
+	if len(terms) == 0 {
+		return []int{}, nil
+	}
+	return v.b.TermDocs(ctx, tenant, userID, terms)
 }
 
 // Users implements Store.

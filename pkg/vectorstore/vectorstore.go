@@ -22,7 +22,8 @@
 //   - Dense: cosine similarity between the query vector and the record vector, in
 //     [-1, 1] (1 = same direction). Comparable across queries.
 //   - Sparse: BM25 relevance of the record's text to Query.Text, over bm25.Tokenize
-//     terms (positive, higher is better; records sharing no term are not hits). Only
+//     terms, plus each Query.Expansion term's BM25 part times its weight
+//     (positive, higher is better; records sharing no term are not hits). Only
 //     comparable within one query: IDF depends on the corpus (the partition in the
 //     embedded store, the collection in Qdrant with the IDF modifier).
 //   - Hybrid: reciprocal rank fusion, score = Σ 1/(60 + rank) over the dense and the
@@ -170,9 +171,14 @@ type Query struct {
 	Vector []float32
 	// Text is the sparse (BM25) query; for Sparse and Hybrid. A text without index
 	// terms matches nothing on the sparse side.
-	Text  string
-	Mode  Mode
-	Limit int
+	Text string
+	// Expansion adds sparse-side terms to Text's: index terms (bm25.Tokenize
+	// terms, such as words meaning nearly what a query word means), each adding
+	// Weight (in (0, 1]) × its BM25 contribution. A term Text already has keeps
+	// Text's weight. At most MaxExpansion terms.
+	Expansion []WeightedTerm
+	Mode      Mode
+	Limit     int
 	// WithoutMetadata asks for hits without their records' Metadata (left nil): a
 	// caller that over-fetches candidates to re-rank them by their other fields
 	// then reads the metadata of the few it keeps with Get, instead of paying for
@@ -180,6 +186,15 @@ type Query struct {
 	// may return it.
 	WithoutMetadata bool
 }
+
+// WeightedTerm is an index term and how much it counts.
+type WeightedTerm struct {
+	Term   string
+	Weight float64
+}
+
+// MaxExpansion bounds Query.Expansion and the terms of a TermDocs call.
+const MaxExpansion = 1024
 
 // Hit is a search result, best first.
 type Hit struct {
@@ -232,6 +247,11 @@ type Store interface {
 	DeleteByFilter(ctx context.Context, f Filter) (int, error)
 	// Count returns how many records match f.
 	Count(ctx context.Context, f Filter) (int, error)
+	// TermDocs returns how many records of the partition (expired ones included)
+	// hold each of terms (index terms: bm25.Tokenize terms) in their text, in the
+	// order asked (at most MaxExpansion terms); nil when the backend keeps no such
+	// counts it can read (Qdrant).
+	TermDocs(ctx context.Context, tenant, userID string, terms []string) ([]int, error)
 	// Users returns the users of tenant that have records (expired ones
 	// included), sorted: the one call that spans partitions, for exporting a
 	// whole tenant.
@@ -462,6 +482,14 @@ func (q Query) Normalize(dims int) (Query, error) {
 	case Sparse:
 	default:
 		return q, fmt.Errorf("%w: unknown mode %s", ErrInvalidQuery, q.Mode)
+	}
+	if len(q.Expansion) > MaxExpansion {
+		return q, fmt.Errorf("%w: %d expansion terms, want at most %d", ErrInvalidQuery, len(q.Expansion), MaxExpansion)
+	}
+	for i, t := range q.Expansion {
+		if t.Term == "" || !(t.Weight > 0 && t.Weight <= 1) {
+			return q, fmt.Errorf("%w: expansion term %d (%q) has weight %v, want a term with a weight in (0, 1]", ErrInvalidQuery, i, t.Term, t.Weight)
+		}
 	}
 	return q, nil
 }

@@ -962,6 +962,16 @@ func (s *backend) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int
 	return n, s.Wrap("delete by filter", err)
 }
 
+// TermDocs implements vectorstore.Backend from the partition's keyword index.
+func (s *backend) TermDocs(ctx context.Context, tenant, userID string, terms []string) ([]int, error) {
+	var out []int
+	err := s.read(ctx, partKey{tenant, userID}, func(p *partition) error {
+		out = p.lex.termDocs(terms)
+		return nil
+	})
+	return out, s.Wrap("term docs", err)
+}
+
 // Users implements vectorstore.Backend from SQLite, whose partition index
 // leads with (tenant, user_id).
 func (s *backend) Users(ctx context.Context, tenant string) ([]string, error) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/agentmem/agentmem/pkg/bm25"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // lexIndex is a partition's inverted BM25 index, kept up to date by every write
@@ -83,8 +84,9 @@ type lexScratch struct {
 var lexPool = sync.Pool{New: func() any { return new(lexScratch) }}
 
 // scores calls fn with every live doc holding a query term and its BM25 score,
-// in no particular order. alive reports whether a doc is live.
-func (x *lexIndex) scores(query []string, alive func(int32) bool, fn func(doc int32, score float64)) {
+// each term's part times its weight, in no particular order. query is distinct
+// terms (queryTerms). alive reports whether a doc is live.
+func (x *lexIndex) scores(query []vectorstore.WeightedTerm, alive func(int32) bool, fn func(doc int32, score float64)) {
 	if x.live == 0 {
 		return
 	}
@@ -96,7 +98,8 @@ func (x *lexIndex) scores(query []string, alive func(int32) bool, fn func(doc in
 	}
 	n := float64(x.live)
 	avgLen := float64(x.total) / n
-	for _, term := range distinctTerms(query) {
+	for _, wt := range query {
+		term := wt.Term
 		df := x.df[term]
 		if df == 0 {
 			continue
@@ -114,7 +117,8 @@ func (x *lexIndex) scores(query []string, alive func(int32) bool, fn func(doc in
 			if sc.score[ps.doc] == 0 {
 				sc.touched = append(sc.touched, ps.doc)
 			}
-			sc.score[ps.doc] += float64(idf * (f * (p.K1 + 1) / (f + p.K1*norm)))
+			// × 1 is exact, so a query without expansion scores as pkg/bm25 does.
+			sc.score[ps.doc] += float64(idf*(f*(p.K1+1)/(f+p.K1*norm))) * wt.Weight
 		}
 	}
 	for _, d := range sc.touched {
@@ -124,14 +128,31 @@ func (x *lexIndex) scores(query []string, alive func(int32) bool, fn func(doc in
 	sc.touched = sc.touched[:0]
 }
 
-// distinctTerms returns terms without repeats, in first-seen order, as pkg/bm25
-// sums them.
-func distinctTerms(terms []string) []string {
-	out := make([]string, 0, len(terms))
-	for _, t := range terms {
-		if !slices.Contains(out, t) {
-			out = append(out, t)
+// queryTerms returns the text's terms without repeats, in first-seen order (as
+// pkg/bm25 sums them), at weight 1, then the expansion's terms the text lacks.
+func queryTerms(text []string, expansion []vectorstore.WeightedTerm) []vectorstore.WeightedTerm {
+	out := make([]vectorstore.WeightedTerm, 0, len(text)+len(expansion))
+	has := func(t string) bool {
+		return slices.ContainsFunc(out, func(w vectorstore.WeightedTerm) bool { return w.Term == t })
+	}
+	for _, t := range text {
+		if !has(t) {
+			out = append(out, vectorstore.WeightedTerm{Term: t, Weight: 1})
 		}
+	}
+	for _, w := range expansion {
+		if !has(w.Term) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// termDocs returns how many live docs hold each of terms.
+func (x *lexIndex) termDocs(terms []string) []int {
+	out := make([]int, len(terms))
+	for i, t := range terms {
+		out[i] = int(x.df[t])
 	}
 	return out
 }

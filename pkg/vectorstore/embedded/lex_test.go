@@ -51,7 +51,7 @@ func TestPropertyLexMatchesBM25(t *testing.T) {
 		ix := bm25.NewIndex(docs, bm25.DefaultParams())
 		query := bm25.Tokenize(strings.Join(rapid.SliceOfN(rapid.SampledFrom(words), 1, 4).Draw(t, "query"), " "))
 		typ := rapid.SampledFrom(memoryTypes).Draw(t, "qtype")
-		got := sparseRanking(p, query, newMatcher(vectorstore.Filter{MemoryTypes: []vectorstore.MemoryType{typ}, IncludeExpired: true}, time.Time{}), 1000)
+		got := sparseRanking(p, queryTerms(query, nil), newMatcher(vectorstore.Filter{MemoryTypes: []vectorstore.MemoryType{typ}, IncludeExpired: true}, time.Time{}), 1000)
 		want := map[int64]float64{}
 		for i, rid := range rids {
 			if sc := ix.Score(query, i); sc > 0 && live[rid].rec.MemoryType == typ {

@@ -31,9 +31,9 @@ type ranked struct {
 // Search implements vectorstore.Backend. The filter selects the candidates once,
 // from the partition in memory; both sides rank only those.
 func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstore.Hit, error) {
-	var terms []string
+	var terms []vectorstore.WeightedTerm
 	if q.Mode != vectorstore.Dense {
-		terms = bm25.Tokenize(q.Text)
+		terms = queryTerms(bm25.Tokenize(q.Text), q.Expansion)
 	}
 	var qv []float32
 	if q.Mode != vectorstore.Sparse {
@@ -91,7 +91,7 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 // the corpus. It walks the query terms' postings (lexIndex) and matches only the
 // records they reach: a search of one memory type costs the postings, not the
 // partition.
-func sparseRanking(p *partition, terms []string, m *matcher, depth int) []ranked {
+func sparseRanking(p *partition, terms []vectorstore.WeightedTerm, m *matcher, depth int) []ranked {
 	if len(terms) == 0 || depth <= 0 {
 		return nil
 	}

@@ -187,6 +187,11 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 		WithVectors:    withDense(),
 	}
 	sparse := embed.Sparse(q.Text)
+	for _, t := range q.Expansion {
+		// A query word occurring once has the value 1, so Weight scales the term's
+		// contribution as the embedded store does.
+		sparse = sparse.With(t.Term, float32(t.Weight))
+	}
 	switch q.Mode {
 	case vectorstore.Dense:
 		req.Query, req.Using = qc.NewQueryDense(q.Vector), qc.PtrOf(vectorDense)
@@ -390,6 +395,13 @@ func (s *backend) count(ctx context.Context, filter *qc.Filter) (int, error) {
 		Exact:          qc.PtrOf(true),
 	})
 	return int(n), err
+}
+
+// TermDocs implements vectorstore.Backend: Qdrant applies IDF inside its index
+// and has no call that reads a term's document count, so the counts are
+// unknown (nil).
+func (s *backend) TermDocs(context.Context, string, string, []string) ([]int, error) {
+	return nil, nil
 }
 
 // maxFacetUsers bounds the users a tenant's Users call returns: Qdrant's facet

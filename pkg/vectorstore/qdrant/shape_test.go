@@ -793,3 +793,30 @@ func denseOutput(v []float32) *qc.VectorsOutput {
 		Vectors: map[string]*qc.VectorOutput{vectorDense: {Vector: &qc.VectorOutput_Dense{Dense: &qc.DenseVector{Data: v}}}},
 	}}}
 }
+
+// TestSparseExpansionShape: expansion terms join the sparse query vector at
+// their weight, a term of the text keeps the text's value, and TermDocs
+// answers "unknown" without a request.
+func TestSparseExpansionShape(t *testing.T) {
+	s, r := openStore(t, Config{})
+	q := vectorstore.Query{
+		Filter: vectorstore.Filter{Tenant: "acme", UserID: "u1"}, Text: "instruments",
+		Expansion: []vectorstore.WeightedTerm{{Term: "guitar", Weight: 0.25}, {Term: "instrument", Weight: 0.5}},
+		Mode:      vectorstore.Sparse, Limit: 5,
+	}
+	if _, err := s.Search(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	queries := requests[*qc.QueryPoints](r, qc.Points_Query_FullMethodName)
+	if len(queries) != 1 {
+		t.Fatalf("%d Query requests, want 1", len(queries))
+	}
+	got := queries[0].GetQuery().GetNearest().GetSparse()
+	want := embed.Sparse("instruments").With("guitar", 0.25)
+	if !slices.Equal(got.GetIndices(), want.Indices) || !slices.Equal(got.GetValues(), want.Values) {
+		t.Errorf("sparse query %v, want %+v (the text's term at its own value, guitar at 0.25)", got, want)
+	}
+	if docs, err := s.TermDocs(ctx, "acme", "u1", []string{"guitar"}); err != nil || docs != nil {
+		t.Errorf("TermDocs = %v, %v; want nil (unknown)", docs, err)
+	}
+}

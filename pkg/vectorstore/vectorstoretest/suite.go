@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -29,6 +30,7 @@ func RunSuite(t *testing.T, newStore func(t *testing.T) vectorstore.Store) {
 		{"UpsertReplaces", testUpsertReplaces},
 		{"GetMissingAndOrder", testGetMissingAndOrder},
 		{"SearchModes", testSearchModes},
+		{"ExpansionAndTermDocs", testExpansionAndTermDocs},
 		{"Filters", testFilters},
 		{"Limit", testLimit},
 		{"ScrollPagination", testScrollPagination},
@@ -324,6 +326,35 @@ func testSearchModes(t *testing.T, s vectorstore.Store) {
 		if _, err := s.Search(ctx, vectorstore.Query{Filter: partition("acme", "u1"), Vector: recs[0].Vector, Text: text, Mode: vectorstore.Hybrid, Limit: 3}); err != nil {
 			t.Errorf("query text %q: %v", text, err)
 		}
+	}
+}
+
+// An expansion term finds what the query's own words do not, counted at its
+// weight (a hit by it alone scores below the same hit by the word itself), only
+// in the query's partition; TermDocs counts a term's records per partition, or
+// is nil where the backend keeps no counts.
+func testExpansionAndTermDocs(t *testing.T, s vectorstore.Store) {
+	guitar := rec("acme", "u1", "I play the guitar every evening")
+	upsert(t, s, guitar, rec("acme", "u1", "I like bar charts with two decimals"), rec("acme", "u2", "my guitar is red"))
+	term := bm25.Tokenize("guitar")[0]
+	f := partition("acme", "u1")
+	plain := search(t, s, vectorstore.Query{Filter: f, Text: "guitar", Mode: vectorstore.Sparse, Limit: 5})
+	expanded := search(t, s, vectorstore.Query{Filter: f, Text: "instruments", Expansion: []vectorstore.WeightedTerm{{Term: term, Weight: 0.5}}, Mode: vectorstore.Sparse, Limit: 5})
+	if len(plain) != 1 || len(expanded) != 1 || expanded[0].Record.ID != guitar.ID {
+		t.Fatalf("guitar: plain %v, by expansion %v; want u1's guitar record alone in both", hitIDs(plain), hitIDs(expanded))
+	}
+	if !(expanded[0].Score > 0 && expanded[0].Score < plain[0].Score) {
+		t.Errorf("score by an expansion term at weight 0.5 is %v, by the word itself %v; want it positive and lower", expanded[0].Score, plain[0].Score)
+	}
+	if _, err := s.Search(ctx, vectorstore.Query{Filter: f, Text: "x", Expansion: []vectorstore.WeightedTerm{{Term: term, Weight: 2}}, Mode: vectorstore.Sparse, Limit: 5}); !errors.Is(err, vectorstore.ErrInvalidQuery) {
+		t.Errorf("expansion weight 2: %v, want ErrInvalidQuery", err)
+	}
+	counts, err := s.TermDocs(ctx, "acme", "u1", []string{term, bm25.Tokenize("charts")[0], "zzzunknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts != nil && !slices.Equal(counts, []int{1, 1, 0}) {
+		t.Errorf("TermDocs of u1 = %v, want [1 1 0] (or nil)", counts)
 	}
 }
 
