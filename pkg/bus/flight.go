@@ -94,7 +94,14 @@ func (t turn) wait(f *flight, msg jetstream.Msg, stop <-chan struct{}) bool {
 	for {
 		select {
 		case <-t.after:
-			return true
+			// A predecessor handed back at a stop lets this one go too: at a
+			// stop it goes back as well, never ahead of it.
+			select {
+			case <-stop:
+				return false
+			default:
+				return true
+			}
 		case <-beat:
 			beat = f.nextBeat()
 			if err := msg.InProgress(); err != nil {
