@@ -144,7 +144,8 @@ func (c Config) Validate() error {
 // Keyword (sparse) search, the offline default, walks the query terms' posting
 // lists, which every write keeps up to date (lexIndex), and reads only the
 // records they reach: its cost grows with how many records share the query's
-// words, not with the partition. Dense search scans the records of the asked
+// words, not with the partition. It skips, exactly, the records that cannot
+// make the asked top k (MaxScore, lexIndex.topScores). Dense search scans the records of the asked
 // type exactly until the partition holds ANNThreshold of that type; from then on
 // an HNSW graph of the type (annIndex, hnsw), built and extended in the
 // background by the store's indexer, answers for the records it holds and an

@@ -3,6 +3,7 @@ package embedded
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -89,9 +90,18 @@ func (s *backend) Search(ctx context.Context, q vectorstore.Query) ([]vectorstor
 // sparseRanking ranks the records m selects by Okapi BM25 (k1 = 1.2, b = 0.75,
 // pkg/bm25's scores) of their text against the query terms, with the partition as
 // the corpus. It walks the query terms' postings (lexIndex) and matches only the
-// records they reach: a search of one memory type costs the postings, not the
-// partition.
+// records they reach, pruned to those that can still make the best depth
+// (lexIndex.topScores): a search of one memory type costs at most the postings,
+// not the partition.
 func sparseRanking(p *partition, terms []vectorstore.WeightedTerm, m *matcher, depth int) []ranked {
+	return rankSparse(p, terms, m, depth, p.lex.topScores)
+}
+
+// sparseScorer is lexIndex.topScores, or a scorer offering at least as much.
+type sparseScorer func(query []vectorstore.WeightedTerm, alive func(int32) bool, floor func() float64, fn func(doc int32, score float64))
+
+// rankSparse is sparseRanking by the docs and scores score offers.
+func rankSparse(p *partition, terms []vectorstore.WeightedTerm, m *matcher, depth int, score sparseScorer) []ranked {
 	if len(terms) == 0 || depth <= 0 {
 		return nil
 	}
@@ -103,8 +113,15 @@ func sparseRanking(p *partition, terms []vectorstore.WeightedTerm, m *matcher, d
 		}
 	}
 	top := newTopK(depth)
-	p.lex.scores(terms, func(d int32) bool { return p.kinds[d] != deadKind }, func(d int32, sc float64) {
-		if sc <= 0 || !m.kinds[p.kinds[d]] || top.full() && sc < top.worst() {
+	alive := func(d int32) bool { k := p.kinds[d]; return k != deadKind && m.kinds[k] }
+	floor := func() float64 {
+		if top.full() {
+			return top.worst()
+		}
+		return math.Inf(-1)
+	}
+	score(terms, alive, floor, func(d int32, sc float64) {
+		if sc <= 0 || top.full() && sc < top.worst() {
 			return // decided without reading the record
 		}
 		if allowed != nil {
