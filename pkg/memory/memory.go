@@ -159,8 +159,9 @@ type Service struct {
 	query   embed.Embedder // emb, or emb with a cache (Config.QueryCacheSize)
 	log     *HistoryLog
 	logger  *zap.Logger
-	clock   func() time.Time // deps.Now, not truncated
-	words   *wordvec.Table   // nil: neither query expansion nor re-ranking
+	clock   func() time.Time          // deps.Now, not truncated
+	words   *wordvec.Table            // nil: neither query expansion nor re-ranking
+	termsOf func(string) textTermList // the re-ranking's tokenizer, cached; nil without it
 
 	// embedDownUntil is the Unix nanosecond time until which reads skip the
 	// embedder (0: not known to be down); embedErr its last error.
@@ -209,8 +210,13 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *zap.Logger) (*Servi
 	if cfg.Expansion.Enabled || cfg.Rerank.Enabled {
 		words = wordvec.Default() // parsed here, not on the first request
 	}
+	var termsOf func(string) textTermList
+	if cfg.Rerank.Enabled {
+		termsOf = newTermCache()
+	}
 	return &Service{
 		words:   words,
+		termsOf: termsOf,
 		cfg:     cfg,
 		vectors: deps.Vectors,
 		emb:     deps.Embedder,

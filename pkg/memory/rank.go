@@ -274,7 +274,7 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	sortRanked(ranked)
 	diversify(ranked, s.cfg.Rank.RedundancyPenalty)
 	if s.cfg.Rerank.Enabled {
-		semanticRerank(ranked, query, s.words, s.cfg.Rerank.Weight)
+		semanticRerank(ranked, query, s.words, s.cfg.Rerank.Weight, s.termsOf)
 	}
 	if ranked, err = s.withMetadata(ctx, f, ranked[:min(k, len(ranked))]); err != nil {
 		return typeRecall{}, err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/wordvec"
 )
@@ -41,19 +43,17 @@ func (c RerankConfig) validate() []error {
 // semanticRerank adds each candidate of rs (sorted best first) its bonus (see
 // RerankConfig) and sorts rs again. Words the table does not know (other
 // languages) add nothing, so a query or a memory without any leaves its scores
-// alone.
-func semanticRerank(rs []Ranked, query string, words *wordvec.Table, weight float64) {
+// alone. termsOf gives a text's index terms (textTerms, or a cache of it).
+func semanticRerank(rs []Ranked, query string, words *wordvec.Table, weight float64, termsOf func(string) textTermList) {
 	if len(rs) < 2 {
 		return
 	}
-	docs := make([][]string, len(rs))
+	docs := make([]textTermList, len(rs))
 	df := map[string]int{}
 	for i, r := range rs {
-		docs[i] = bm25.Tokenize(r.Record.Text)
-		for j, t := range docs[i] {
-			if !containsBefore(docs[i], j, t) {
-				df[t]++
-			}
+		docs[i] = termsOf(r.Record.Text)
+		for _, t := range docs[i].distinct {
+			df[t]++
 		}
 	}
 	n := float64(len(rs))
@@ -72,7 +72,7 @@ func semanticRerank(rs []Ranked, query string, words *wordvec.Table, weight floa
 	v := make([]float32, len(q))
 	for i := range rs {
 		clear(v)
-		for _, t := range docs[i] {
+		for _, t := range docs[i].all {
 			words.AddVector(v, t, idf(t))
 		}
 		if normalize(v) {
@@ -82,15 +82,46 @@ func semanticRerank(rs []Ranked, query string, words *wordvec.Table, weight floa
 	sortRanked(rs)
 }
 
-// containsBefore reports whether ts[:j] holds t: a word's repeats in one text
-// count once in its document frequency.
-func containsBefore(ts []string, j int, t string) bool {
-	for _, s := range ts[:j] {
-		if s == t {
-			return true
+// textTermList is a text's index terms: all of them in order (a repeated word
+// adds its vector again) and each once (a word's document frequency).
+type textTermList struct {
+	all, distinct []string
+}
+
+// textTerms tokenizes text for the re-ranking.
+func textTerms(text string) textTermList {
+	all := bm25.Tokenize(text)
+	seen := make(map[string]bool, len(all))
+	distinct := make([]string, 0, len(all))
+	for _, t := range all {
+		if !seen[t] {
+			seen[t] = true
+			distinct = append(distinct, t)
 		}
 	}
-	return false
+	return textTermList{all: all, distinct: distinct}
+}
+
+// termCacheSize is how many memory texts' terms the re-ranking keeps: the same
+// memories come back as candidates request after request, and tokenizing them
+// was half of the re-ranking's time.
+const termCacheSize = 4096
+
+// newTermCache returns textTerms behind an LRU keyed by the text itself (an
+// updated memory is a new key; identical texts share one entry).
+func newTermCache() func(string) textTermList {
+	cache, err := lru.New[string, textTermList](termCacheSize)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return func(text string) textTermList {
+		if ts, ok := cache.Get(text); ok {
+			return ts
+		}
+		ts := textTerms(text)
+		cache.Add(text, ts)
+		return ts
+	}
 }
 
 // normalize scales v to unit length and reports whether it had any.

@@ -31,7 +31,7 @@ func TestPropertySemanticRerankKeepsCandidates(t *testing.T) {
 		before := slices.Clone(rs)
 		weight := rapid.Float64Range(0.1, 3).Draw(rt, "weight")
 		query := strings.Join(rapid.SliceOfN(rapid.SampledFrom(pool), 1, 3).Draw(rt, "query"), " ")
-		semanticRerank(rs, query, words, weight)
+		semanticRerank(rs, query, words, weight, textTerms)
 		if len(rs) != len(before) || !slices.IsSortedFunc(rs, func(a, b Ranked) int { return cmp.Compare(b.Score, a.Score) }) {
 			rt.Fatalf("got %d candidates, sorted %v; want %d, sorted", len(rs), rs, len(before))
 		}
