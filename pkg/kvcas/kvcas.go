@@ -71,7 +71,7 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			// A deleted key reports not-found, but Create still sees its delete marker
 			// as the last revision and succeeds, which is what we want.
-		case requestTimedOut(ctx, err):
+		case RequestTimedOut(ctx, err):
 			noReply = err
 			continue
 		default:
@@ -90,7 +90,7 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 		if err == nil {
 			return rev, nil
 		}
-		if requestTimedOut(ctx, err) {
+		if RequestTimedOut(ctx, err) {
 			noReply = err
 			continue
 		}
@@ -107,9 +107,9 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 	return 0, fmt.Errorf("%w: %s, %d attempts", ErrCASConflict, key, attempts)
 }
 
-// requestTimedOut reports a request that ran out of RequestTimeout while ctx
+// RequestTimedOut reports a request that ran out of RequestTimeout while ctx
 // itself has time left: worth another attempt.
-func requestTimedOut(ctx context.Context, err error) bool {
+func RequestTimedOut(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 

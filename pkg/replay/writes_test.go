@@ -57,6 +57,17 @@ func snapshot(t testing.TB, ctx context.Context, rt *app.Runtime, tenant, user s
 	return s
 }
 
+// replaysAsLive replays u1 of the live tenant into the shadow name with the live
+// configuration, fails the test (saying what) unless its namespace equals before,
+// and returns the replay's manifest.
+func (l *live) replaysAsLive(t *testing.T, ctx context.Context, name string, before diff.Snapshot, what string) replay.Manifest {
+	t.Helper()
+	m, err := replay.Run(ctx, replay.Config{Root: l.root, Name: name, Tenant: tenant, User: "u1"}, l.rt.Events, nil)
+	must(t, err)
+	mustEmpty(t, diff.Compare("live", before, name, shadow(t, ctx, l.root, name, "u1", nil)), what)
+	return m
+}
+
 func mustEmpty(t testing.TB, r diff.Result, what string) {
 	t.Helper()
 	if !r.Empty() {
@@ -91,12 +102,10 @@ func TestReplayReproducesWrites(t *testing.T) {
 		t.Fatalf("live namespace lacks the writes: %+v", before)
 	}
 
-	m, err := replay.Run(ctx, replay.Config{Root: l.root, Name: "writes", Tenant: tenant, User: "u1"}, l.rt.Events, nil)
-	must(t, err)
+	m := l.replaysAsLive(t, ctx, "writes", before, "a replay of a namespace that used append, add and items differs")
 	if m.WritesApplied != 5 || m.WritesFailed != 0 {
 		t.Fatalf("replay applied %d writes (%d failed), want 5", m.WritesApplied, m.WritesFailed)
 	}
-	mustEmpty(t, diff.Compare("live", before, "writes", shadow(t, ctx, l.root, "writes", "u1", nil)), "a replay of a namespace that used append, add and items differs")
 }
 
 func hasMemory(s diff.Snapshot, id string) bool {
@@ -163,12 +172,10 @@ func TestWriteEventsApplyOnceAndBadOnesAreDeadLettered(t *testing.T) {
 	}
 
 	before := snapshot(t, ctx, l.rt, tenant, "u1")
-	m, err := replay.Run(ctx, replay.Config{Root: l.root, Name: "dup", Tenant: tenant, User: "u1"}, l.rt.Events, nil)
-	must(t, err)
+	m := l.replaysAsLive(t, ctx, "dup", before, "replay of a duplicated write differs")
 	if m.WritesApplied != 3 {
 		t.Fatalf("replay applied %d writes, want 3 (the duplicate once, the bad one not at all)", m.WritesApplied)
 	}
-	mustEmpty(t, diff.Compare("live", before, "dup", shadow(t, ctx, l.root, "dup", "u1", nil)), "replay of a duplicated write differs")
 }
 
 func waitDeadLetter(t *testing.T, ctx context.Context, rt *app.Runtime, subject string) bus.DeadLetter {
@@ -444,10 +451,8 @@ func TestReplayReproducesOnDemandConsolidation(t *testing.T) {
 		t.Fatalf("two consolidations recorded %d write events, want 2", consolidations)
 	}
 
-	m, err := replay.Run(ctx, replay.Config{Root: l.root, Name: "consolidated", Tenant: tenant, User: "u1"}, l.rt.Events, nil)
-	must(t, err)
+	m := l.replaysAsLive(t, ctx, "consolidated", before, "a replay of a namespace consolidated on demand differs")
 	if m.WritesApplied != 2 || m.WritesFailed != 0 {
 		t.Fatalf("replay applied %d writes (%d failed), want 2", m.WritesApplied, m.WritesFailed)
 	}
-	mustEmpty(t, diff.Compare("live", before, "consolidated", shadow(t, ctx, l.root, "consolidated", "u1", nil)), "a replay of a namespace consolidated on demand differs")
 }

@@ -247,7 +247,7 @@ func (s *Store) applyState(ctx context.Context, key string, envs []events.Envelo
 		}
 		// A lost race, or no reply (the write may have been applied): the slow
 		// path below reads the key again.
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) && !kvcas.RequestTimedOut(ctx, err) {
 			s.cache.forget(key)
 			return State{}, err
 		}
