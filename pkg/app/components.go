@@ -435,6 +435,7 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 		QueryCacheSize:  rt.Config.Embed.QueryCacheSize,
 		Expansion:       memory.ExpansionConfig{Enabled: rt.Config.Vector.SemanticExpansion},
 		Rerank:          memory.RerankConfig{Enabled: rt.Config.Vector.SemanticRerank},
+		Rank:            memory.RankConfig{Fusion: memory.Fusion(rt.Config.Vector.Fusion)},
 	}
 	if rt.Config.Embed.Provider != config.EmbedProviderOpenAI {
 		// The offline embedder is lexical: BM25 alone ranks better than fusing it in.

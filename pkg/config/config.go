@@ -186,7 +186,19 @@ type Vector struct {
 	// With SemanticExpansion it lifted LoCoMo recall@10 by about a point
 	// (BENCHMARKS.md); English words only, other text is left as it was.
 	SemanticRerank bool `koanf:"semantic_rerank"`
+	// Fusion is how a recall with a semantic embedder (embed.provider openai)
+	// combines the keyword and the dense rankings: FusionKeyword ranks by the
+	// keyword score plus half the dense similarity (memory.FusionKeyword),
+	// FusionRRF by the store's reciprocal rank fusion. The offline embedder is
+	// lexical and recalls by keyword alone, whatever this says.
+	Fusion string `koanf:"fusion"`
 }
+
+// Recall fusions (memory.Fusion).
+const (
+	FusionKeyword = "keyword"
+	FusionRRF     = "rrf"
+)
 
 // Vector backends.
 const (
@@ -310,6 +322,7 @@ func defaults() Config {
 			ConsolidateInterval: 10 * time.Minute,
 			SemanticExpansion:   true,
 			SemanticRerank:      true,
+			Fusion:              FusionKeyword,
 		},
 		// Four batches in flight hide one batch's round trips behind the others'.
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},

@@ -87,6 +87,7 @@ func TestDefaults(t *testing.T) {
 		"vector.consolidate_interval":       10 * time.Minute,
 		"vector.semantic_expansion":         true,
 		"vector.semantic_rerank":            true,
+		"vector.fusion":                     "keyword",
 		"ingest.concurrency":                512,
 		"ingest.batch_size":                 128,
 		"ingest.batch_linger":               5 * time.Millisecond,

@@ -208,6 +208,7 @@ func (c Config) Validate() error {
 
 	v := c.Vector
 	p.oneOf("vector.backend", v.Backend, VectorBackendEmbedded, VectorBackendQdrant)
+	p.oneOf("vector.fusion", v.Fusion, FusionKeyword, FusionRRF)
 	if v.Backend == VectorBackendEmbedded && v.Path == "" {
 		p.add("vector.path", "must not be empty with the embedded backend")
 	}

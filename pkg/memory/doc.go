@@ -43,13 +43,20 @@
 //
 // # Ranking
 //
-// Recall embeds the query once and runs one hybrid (dense + BM25, fused by
-// reciprocal rank) search per memory type, taking 2k candidates for a type
-// limited to k, and scores each candidate:
+// Recall embeds the query once and runs, per memory type, a keyword (BM25) and a
+// dense search, taking 2k candidates for a type limited to k, and scores each
+// candidate (RankConfig.Fusion FusionKeyword, the default):
 //
-//	relevance = hybrid score / (2/61)              in [0, 1]
+//	fused     = BM25 / best BM25 + DenseWeight·max(0, cos − DenseFloor) / (best cos − DenseFloor)
+//	relevance = fused / best fused                 in [0, 1]
 //	score     = relevance × (1 + RecencyWeight·2^(−age/RecencyHalfLife)
 //	                           + HitWeight·ln(1 + hit_count))
+//
+// with DenseWeight 0.5 and DenseFloor 0.3; the types are then put on one scale by
+// their best BM25 (onOneScale). With FusionRRF the store's hybrid search fuses
+// both rankings by reciprocal rank instead, relevance = hybrid score / (2/61).
+// A lexical embedder (Mode sparse) ranks by BM25 alone, the dense side only
+// filling the candidates no keyword reached.
 //
 // with defaults RecencyHalfLife 30 days, RecencyWeight 0.15, HitWeight 0.05.
 // Two rules then re-rank a type's candidates: a memory whose speaker
@@ -65,12 +72,15 @@
 //
 // Why this shape: relevance stays the dominant, multiplicative term, so an
 // irrelevant memory never rises on recency or use alone (relevance 0 scores 0).
-// 2/61 is the best score RRF can give (first on both sides, k = 60, in both
-// store backends), so relevance is comparable across queries, unlike a division
-// by the best hit. The bonuses are bounded and small: a memory written now gains
-// 15%, one used 100 times about 23%, enough to reorder memories of nearly equal
-// relevance (RRF scores are flat: rank 5 and rank 10 on both sides differ by
-// 8%) but not to lift a poor match over a good one. Recency decays
+// The keyword side leads because a word the query shares with a memory is the
+// most precise evidence there is; the dense side brings in what shares no word
+// ("hobbies" / "I paint") at up to half the weight of the best keyword match.
+// Measured on LoCoMo with a sentence encoder, reciprocal rank fusion (both
+// sides' first places equal) cost single-hop questions 4.6 points of recall@10
+// and the keyword-led fusion none, while both lifted the categories keywords
+// miss (BENCHMARKS.md). The bonuses are bounded and small: a memory written now
+// gains 15%, one used 100 times about 23%, enough to reorder memories of nearly
+// equal relevance but not to lift a poor match over a good one. Recency decays
 // exponentially, so a fresh memory beats an old one of equal relevance and the
 // bonus of old memories fades to nothing; hits count logarithmically, so the
 // first uses matter and a heavily used memory cannot run away with every query.

@@ -558,6 +558,9 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{memory.Config{KSemantic: events.MaxLimit + 1}, "KSemantic"},
 		{memory.Config{Rank: memory.RankConfig{RecencyHalfLife: -time.Hour}}, "RecencyHalfLife"},
 		{memory.Config{Rank: memory.RankConfig{HitWeight: -1}}, "HitWeight"},
+		{memory.Config{Rank: memory.RankConfig{Fusion: "max"}}, "Fusion"},
+		{memory.Config{Rank: memory.RankConfig{DenseWeight: -0.5}}, "DenseWeight"},
+		{memory.Config{Rank: memory.RankConfig{DenseFloor: 1}}, "DenseFloor"},
 	}
 	f := newFixture(t, memory.Config{})
 	for _, c := range cases {

@@ -41,7 +41,34 @@ type RankConfig struct {
 	// its dense side only repeats the keyword signal with hashing noise, and fusing
 	// it in lowered LoCoMo recall@10 from 50.2 to 47.2 (BENCHMARKS.md).
 	Mode vectorstore.Mode
+	// Fusion is how Hybrid mode combines the keyword and the dense rankings;
+	// default FusionKeyword.
+	Fusion Fusion
+	// DenseWeight is, with FusionKeyword, the most the dense side adds to a
+	// candidate's relevance, against 1 for the best keyword match; default 0.5.
+	DenseWeight float64
+	// DenseFloor is, with FusionKeyword, the cosine at or below which the dense
+	// side adds nothing; default 0.3.
+	DenseFloor float64
 }
+
+// Fusion is how a hybrid recall combines the keyword (BM25) and the dense
+// (embedding) rankings.
+type Fusion string
+
+const (
+	// FusionKeyword ranks by the keyword score, relative to the best keyword
+	// match, plus DenseWeight × the dense similarity, rescaled to [0, 1] between
+	// DenseFloor and the nearest dense candidate (fuseKeywordLed). A
+	// memory only the dense side finds (no shared word: "hobbies" and "I paint")
+	// enters the candidates, but a good keyword match keeps its place: reciprocal
+	// rank fusion gives both sides' first places the same score, and on LoCoMo
+	// that cost single-hop questions what it gave the others (BENCHMARKS.md).
+	FusionKeyword Fusion = "keyword"
+	// FusionRRF is the vector store's own hybrid search: reciprocal rank fusion of
+	// both rankings with equal weights (k = 60), one request to the store.
+	FusionRRF Fusion = "rrf"
+)
 
 func (c *RankConfig) setDefaults() {
 	if c.RecencyHalfLife == 0 {
@@ -61,6 +88,15 @@ func (c *RankConfig) setDefaults() {
 	}
 	if c.Mode == 0 {
 		c.Mode = vectorstore.Hybrid
+	}
+	if c.Fusion == "" {
+		c.Fusion = FusionKeyword
+	}
+	if c.DenseWeight == 0 {
+		c.DenseWeight = 0.5
+	}
+	if c.DenseFloor == 0 {
+		c.DenseFloor = 0.3
 	}
 }
 
@@ -83,6 +119,15 @@ func (c RankConfig) validate() []error {
 	}
 	if c.Mode != vectorstore.Hybrid && c.Mode != vectorstore.Sparse && c.Mode != vectorstore.Dense {
 		errs = append(errs, fmt.Errorf("Rank.Mode is %d, want dense, sparse or hybrid", c.Mode))
+	}
+	if c.Fusion != FusionKeyword && c.Fusion != FusionRRF {
+		errs = append(errs, fmt.Errorf("Rank.Fusion is %q, want %q or %q", c.Fusion, FusionKeyword, FusionRRF))
+	}
+	if !finite(c.DenseWeight) || c.DenseWeight <= 0 {
+		errs = append(errs, fmt.Errorf("Rank.DenseWeight is %v, want a number > 0", c.DenseWeight))
+	}
+	if !finite(c.DenseFloor) || c.DenseFloor < -1 || c.DenseFloor >= 1 {
+		errs = append(errs, fmt.Errorf("Rank.DenseFloor is %v, want a cosine in [-1, 1)", c.DenseFloor))
 	}
 	return errs
 }
@@ -221,7 +266,7 @@ func (s *Service) recall(ctx context.Context, base vectorstore.Filter, query str
 	if err := errors.Join(errs...); err != nil {
 		return Recalled{}, err
 	}
-	if mode == vectorstore.Sparse {
+	if s.keywordScaled(mode) {
 		onOneScale(perType)
 	}
 	n := 0
@@ -254,13 +299,30 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	want := k * recallOversample
 	// Ranking needs no metadata: the candidates come without it, and only the k
 	// kept have theirs read (withMetadata).
-	hits, err := s.searchLive(ctx, vectorstore.Query{Filter: f, Vector: vec, Text: query, Expansion: expansion, Mode: mode, WithoutMetadata: true}, want, now)
+	q := vectorstore.Query{Filter: f, Vector: vec, Text: query, Expansion: expansion, Mode: mode, WithoutMetadata: true}
+	var (
+		hits    []vectorstore.Hit
+		keyword float64 // the best BM25 score, when the scores are relative to it
+		err     error
+	)
+	if s.keywordScaled(mode) && mode == vectorstore.Hybrid {
+		hits, keyword, err = s.fuseKeywordLed(ctx, q, want, now)
+	} else {
+		hits, err = s.searchLive(ctx, q, want, now)
+		if len(hits) > 0 {
+			keyword = hits[0].Score
+		}
+	}
 	if err != nil {
 		return typeRecall{}, err
 	}
+	scale := mode
+	if s.keywordScaled(mode) {
+		scale = vectorstore.Sparse
+	}
 	ranked := make([]Ranked, 0, want)
 	for _, h := range hits {
-		ranked = append(ranked, Ranked{Record: h.Record, Score: s.cfg.Rank.Score(relevance(mode, h.Score, hits[0].Score), now.Sub(h.Record.TS), h.Record.HitCount)})
+		ranked = append(ranked, Ranked{Record: h.Record, Score: s.cfg.Rank.Score(relevance(scale, h.Score, hits[0].Score), now.Sub(h.Record.TS), h.Record.HitCount)})
 	}
 	if mode == vectorstore.Sparse && len(hits) < want && vec != nil {
 		// BM25 only finds memories sharing a word with the query; the rest follow
@@ -279,16 +341,88 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 	if ranked, err = s.withMetadata(ctx, f, ranked[:min(k, len(ranked))]); err != nil {
 		return typeRecall{}, err
 	}
-	tr := typeRecall{ranked: ranked}
-	if len(hits) > 0 {
-		tr.best = hits[0].Score
-	}
-	return tr, nil
+	return typeRecall{ranked: ranked, best: keyword}, nil
 }
 
-// typeRecall is one type's share of a recall: its ranked records and, in sparse
-// mode, the raw BM25 score its relevances are relative to (0: no keyword match,
-// every record came from the dense fill).
+// keywordScaled reports whether a recall in mode scores relative to its best
+// keyword match: BM25 alone, or hybrid with the keyword-led fusion.
+func (s *Service) keywordScaled(mode vectorstore.Mode) bool {
+	return mode == vectorstore.Sparse || mode == vectorstore.Hybrid && s.cfg.Rank.Fusion == FusionKeyword
+}
+
+// fusionDepth is how deep, as a multiple of the candidates wanted, each side of
+// the keyword-led fusion looks: a memory ranked moderately by both sides can
+// overtake one ranked first by one side only.
+const fusionDepth = 2
+
+// fuseKeywordLed is the hybrid search of q with FusionKeyword: a keyword and a
+// dense search, fusionDepth × want deep each, side by side, and their union
+// scored
+//
+//	BM25 / best BM25 + DenseWeight × max(0, cos − DenseFloor) / (nearest cos − DenseFloor)
+//
+// (a side that did not find a memory adds 0), best first, ties by id, cut to
+// want. It returns the best BM25 score too (0 when nothing shares a word with
+// the query), which puts the types on one scale (onOneScale). Both sides are
+// relative to their best candidate, as no absolute BM25 or cosine means the
+// same from query to query or model to model; the floor keeps memories about
+// nothing in particular from gaining on the dense side.
+func (s *Service) fuseKeywordLed(ctx context.Context, q vectorstore.Query, want int, now time.Time) ([]vectorstore.Hit, float64, error) {
+	sparse, dense := q, q
+	sparse.Mode, sparse.Vector = vectorstore.Sparse, nil
+	dense.Mode, dense.Text, dense.Expansion = vectorstore.Dense, "", nil
+	var (
+		lists [2][]vectorstore.Hit
+		errs  [2]error
+		wg    sync.WaitGroup
+	)
+	for i, side := range []vectorstore.Query{sparse, dense} {
+		wg.Go(func() { lists[i], errs[i] = s.searchLive(ctx, side, fusionDepth*want, now) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, 0, err
+	}
+	keywordHits, denseHits := lists[0], lists[1]
+	at := make(map[string]int, len(keywordHits)+len(denseHits))
+	out := make([]vectorstore.Hit, 0, len(keywordHits)+len(denseHits))
+	add := func(h vectorstore.Hit, score float64) {
+		if i, ok := at[h.Record.ID]; ok {
+			out[i].Score += score
+			return
+		}
+		at[h.Record.ID] = len(out)
+		h.Score = score
+		out = append(out, h)
+	}
+	best := 0.0
+	if len(keywordHits) > 0 {
+		best = keywordHits[0].Score
+	}
+	for _, h := range keywordHits {
+		add(h, h.Score/best)
+	}
+	floor := s.cfg.Rank.DenseFloor
+	for _, h := range denseHits {
+		near := 0.0
+		if nearest := denseHits[0].Score; nearest > floor {
+			near = max(0, h.Score-floor) / (nearest - floor)
+		}
+		add(h, s.cfg.Rank.DenseWeight*near)
+	}
+	slices.SortFunc(out, func(a, b vectorstore.Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Record.ID, b.Record.ID)
+	})
+	return out[:min(want, len(out))], best, nil
+}
+
+// typeRecall is one type's share of a recall: its ranked records and, when the
+// scores are relative to the best keyword match (keywordScaled), the raw BM25
+// score they are relative to (0: no keyword match, every record came from the
+// dense side).
 type typeRecall struct {
 	ranked []Ranked
 	best   float64

@@ -60,6 +60,7 @@ type Model struct {
 	calls       map[string]int
 	decisions   int // messages asked about by StepDecide and StepDecideBatch
 	apiKeys     []string
+	embedding   func(text string, dims int) []float32 // nil: embeddingsReply's bag of words
 }
 
 // NewModel starts a Model; it is closed when the test ends.
@@ -105,6 +106,16 @@ func (m *Model) SetDown(down bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.down = down
+}
+
+// SetEmbedding makes the embeddings endpoint answer fn(text, dimensions) for
+// each input (normalised to unit length), as a model whose notion of meaning a
+// test chooses; nil restores the default bag of words, under which only texts
+// sharing words are similar.
+func (m *Model) SetEmbedding(fn func(text string, dims int) []float32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.embedding = fn
 }
 
 // SetInvalidJSON makes chat completions answer text that is not JSON.
@@ -175,7 +186,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		m.decisions += len(batchMessageRe.FindAllStringIndex(userPrompt(chat), -1))
 	}
 	m.apiKeys = append(m.apiKeys, r.Header.Get("Authorization"))
-	latency, status, down, invalid := m.chatLatency, m.status, m.down, m.invalidJSON
+	latency, status, down, invalid, embedding := m.chatLatency, m.status, m.down, m.invalidJSON, m.embedding
 	if step == StepEmbed {
 		latency = m.embLatency
 	}
@@ -201,7 +212,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if step == StepEmbed {
-		writeJSON(w, http.StatusOK, embeddingsReply(emb))
+		writeJSON(w, http.StatusOK, embeddingsReply(emb, embedding))
 		return
 	}
 	content := "this is not JSON"
@@ -335,19 +346,30 @@ func category(text string) string {
 
 // embeddingsReply embeds each input as a bag of hashed lower-case words, unit
 // length: texts sharing words are near each other, as with a real model.
-func embeddingsReply(req embeddingRequest) map[string]any {
+// bagOfWords is the default embedding: each word (lower-cased, punctuation
+// trimmed) counts in one hashed dimension.
+func bagOfWords(text string, dims int) []float32 {
+	vec := make([]float32, dims)
+	for _, w := range strings.Fields(strings.ToLower(text)) {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(strings.Trim(w, ".,;:!?\"'()")))
+		vec[int(h.Sum32())%dims]++
+	}
+	return vec
+}
+
+func embeddingsReply(req embeddingRequest, embedding func(text string, dims int) []float32) map[string]any {
 	dims := req.Dimensions
 	if dims <= 0 {
 		dims = 64
 	}
+	if embedding == nil {
+		embedding = bagOfWords
+	}
 	data := make([]any, len(req.Input))
 	for i, text := range req.Input {
 		vec := make([]float32, dims) // float32 as a real server's: half the JSON to write and read
-		for _, w := range strings.Fields(strings.ToLower(text)) {
-			h := fnv.New32a()
-			_, _ = h.Write([]byte(strings.Trim(w, ".,;:!?\"'()")))
-			vec[int(h.Sum32())%dims]++
-		}
+		copy(vec, embedding(text, dims))
 		var norm float64
 		for _, x := range vec {
 			norm += float64(x) * float64(x)
