@@ -33,16 +33,16 @@ const (
 // layer is one transformer layer: x += attention(LN(x)) (layer 0 projects its
 // 256-d input to 512 with a dense layer for the residual), then x += FFN(LN(x)).
 type layer struct {
-	in, attn, out      int // input width, q/k/v width, output width
-	heads, headDim     int
-	scale              float32 // multiplies q (1/sqrt(headDim) in this model)
-	ln1Scale, ln1Bias  []float32
-	qkvW, qkvB         []float32 // in x 3*attn
-	outW, outB         []float32 // attn x out
-	resW, resB         []float32 // in x out; nil when the residual is x itself
-	ln2Scale, ln2Bias  []float32
-	ffn1W, ffn1B       []float32 // out x ffnDim
-	ffn2W, ffn2B       []float32 // ffnDim x out
+	in, attn, out     int // input width, q/k/v width, output width
+	heads, headDim    int
+	scale             float32 // multiplies q (1/sqrt(headDim) in this model)
+	ln1Scale, ln1Bias []float32
+	qkvW, qkvB        []float32 // in x 3*attn
+	outW, outB        []float32 // attn x out
+	resW, resB        []float32 // in x out; nil when the residual is x itself
+	ln2Scale, ln2Bias []float32
+	ffn1W, ffn1B      []float32 // out x ffnDim
+	ffn2W, ffn2B      []float32 // ffnDim x out
 }
 
 // model holds the weights of the whole network.

@@ -203,4 +203,3 @@ func truncateUTF16(s string, n int) string {
 	}
 	return s
 }
-
