@@ -27,7 +27,8 @@ const unknownID = 0
 // back by the piece's UTF-16 length), because the model was trained on ids made
 // this way and the tests compare ids with the reference. Safe for concurrent use.
 type Tokenizer struct {
-	root trieNode
+	root   trieNode
+	pieces []string
 	// utf16Len is, per id, the UTF-16 length of the piece (the backtracking step).
 	utf16Len []int
 }
@@ -71,7 +72,7 @@ func NewTokenizer(vocabJSON []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{utf16Len: make([]int, len(pieces))}
+	t := &Tokenizer{pieces: pieces, utf16Len: make([]int, len(pieces))}
 	for i, p := range pieces {
 		// At least 1, so that a corrupt vocabulary with an empty piece 0 cannot
 		// stall the backtracking.
@@ -84,7 +85,15 @@ func NewTokenizer(vocabJSON []byte) (*Tokenizer, error) {
 }
 
 // VocabSize is the number of ids the tokenizer can emit (reserved ones included).
-func (t *Tokenizer) VocabSize() int { return len(t.utf16Len) }
+func (t *Tokenizer) VocabSize() int { return len(t.pieces) }
+
+// Piece returns the text of id, or "" for an id outside the vocabulary.
+func (t *Tokenizer) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.pieces) {
+		return ""
+	}
+	return t.pieces[id]
+}
 
 func (t *Tokenizer) insert(piece string, score float64, id int32) {
 	n := &t.root
