@@ -39,8 +39,9 @@ const (
 	// node server the encoder replaces (s.slice(0, 2000)); only the first 128
 	// tokens reach the network anyway.
 	DefaultMaxChars = 2000
-	// DefaultBatchSize is how many texts go through the network together.
-	DefaultBatchSize = 32
+	// batchSize is how many texts go through the network together: their tokens
+	// share the dense products, and a call's batches run on GOMAXPROCS goroutines.
+	batchSize = 32
 )
 
 // Config configures the encoder.
@@ -51,21 +52,11 @@ type Config struct {
 	// MaxChars truncates each text to this many UTF-16 code units; default
 	// DefaultMaxChars.
 	MaxChars int
-	// BatchSize is how many texts one forward pass takes; default DefaultBatchSize.
-	BatchSize int
-	// Concurrency is how many batches run at once; default GOMAXPROCS.
-	Concurrency int
 }
 
 func (c *Config) setDefaults() {
 	if c.MaxChars == 0 {
 		c.MaxChars = DefaultMaxChars
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -77,12 +68,6 @@ func (c Config) Validate() error {
 	}
 	if c.MaxChars < 1 {
 		errs = append(errs, fmt.Errorf("MaxChars is %d, want > 0", c.MaxChars))
-	}
-	if c.BatchSize < 1 {
-		errs = append(errs, fmt.Errorf("BatchSize is %d, want > 0", c.BatchSize))
-	}
-	if c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("Concurrency is %d, want > 0", c.Concurrency))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: use-lite embedder: %w", embed.ErrInvalidConfig, err)
@@ -161,17 +146,17 @@ func (e *Encoder) Tokens(text string) []int32 {
 // which the JavaScript reference cannot compute (its graph rejects an empty batch).
 func (e *Encoder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
-	batches := (len(texts) + e.cfg.BatchSize - 1) / e.cfg.BatchSize
+	batches := (len(texts) + batchSize - 1) / batchSize
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(e.cfg.Concurrency, batches) {
+	for range min(runtime.GOMAXPROCS(0), batches) {
 		wg.Go(func() {
 			for {
 				b := int(next.Add(1) - 1)
 				if b >= batches || ctx.Err() != nil {
 					return
 				}
-				lo, hi := b*e.cfg.BatchSize, min((b+1)*e.cfg.BatchSize, len(texts))
+				lo, hi := b*batchSize, min((b+1)*batchSize, len(texts))
 				ids := make([][]int32, hi-lo)
 				for i := range ids {
 					ids[i] = e.Tokens(texts[lo+i])
