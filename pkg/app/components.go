@@ -422,6 +422,16 @@ func (rt *Runtime) Writes(ctx context.Context) (*writes.Applier, error) {
 	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Importer: moves, Consolidator: runner, Policy: rt.Config.Memory.Policy})
 }
 
+// rankMode is the search the recall starts from with an embedder provider: the
+// local embedder is lexical, so BM25 alone ranks better than fusing it in; USE-lite
+// and remote embedders are semantic and get the hybrid search.
+func rankMode(provider string) vectorstore.Mode {
+	if provider == config.EmbedProviderLocal {
+		return vectorstore.Sparse
+	}
+	return vectorstore.Hybrid
+}
+
 // memories is the process's one memory service (the retriever and the consolidator's
 // history share it).
 func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
@@ -437,10 +447,7 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 		Rerank:          memory.RerankConfig{Enabled: rt.Config.Vector.SemanticRerank},
 		Rank:            memory.RankConfig{Fusion: memory.Fusion(rt.Config.Vector.Fusion)},
 	}
-	if rt.Config.Embed.Provider != config.EmbedProviderOpenAI {
-		// The offline embedder is lexical: BM25 alone ranks better than fusing it in.
-		mc.Rank.Mode = vectorstore.Sparse
-	}
+	mc.Rank.Mode = rankMode(rt.Config.Embed.Provider)
 	mem, err := memory.New(ctx, mc, memory.Deps{Vectors: rt.Vectors, Embedder: rt.Embedder, JS: rt.JS}, rt.Logger)
 	if err != nil {
 		return nil, err

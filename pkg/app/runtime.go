@@ -23,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/embed/uselite"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/llm"
@@ -212,14 +213,22 @@ func (rt *Runtime) newDocs(ctx context.Context) (*docstore.Store, error) {
 
 func (rt *Runtime) newEmbedder() (embed.Embedder, error) {
 	e := rt.Config.Embed
-	if e.Provider != config.EmbedProviderOpenAI {
+	switch e.Provider {
+	case config.EmbedProviderUSELite:
+		enc, err := uselite.New(uselite.Config{ModelDir: e.ModelDir}, rt.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("embed.model_dir: %w", err)
+		}
+		return enc, nil
+	case config.EmbedProviderOpenAI:
+		key, err := e.APIKeyValue()
+		if err != nil {
+			return nil, err
+		}
+		return embed.NewOpenAI(embed.OpenAIConfig{BaseURL: e.BaseURL, Model: e.Model, APIKey: key, Dimensions: e.Dimensions, BatchSize: e.BatchSize}, rt.Logger)
+	default:
 		return embed.NewLocal(embed.LocalConfig{Dimensions: e.Dimensions})
 	}
-	key, err := e.APIKeyValue()
-	if err != nil {
-		return nil, err
-	}
-	return embed.NewOpenAI(embed.OpenAIConfig{BaseURL: e.BaseURL, Model: e.Model, APIKey: key, Dimensions: e.Dimensions, BatchSize: e.BatchSize}, rt.Logger)
 }
 
 func (rt *Runtime) newVectors(ctx context.Context) (vectorstore.Store, error) {

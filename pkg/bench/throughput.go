@@ -318,8 +318,11 @@ func (b *bencher) models(step string) string {
 	if b.rt.LLM != nil {
 		m = "the model's " + step
 	}
-	if b.rt.Config.Embed.Provider == config.EmbedProviderOpenAI {
+	switch b.rt.Config.Embed.Provider {
+	case config.EmbedProviderOpenAI:
 		return m + ", remote embedder"
+	case config.EmbedProviderUSELite:
+		return m + ", use-lite embedder"
 	}
 	return m + ", local embedder"
 }

@@ -144,9 +144,10 @@ const MaxDecideBatchSize = 64
 // Offline reports whether no LLM endpoint is configured.
 func (l LLM) Offline() bool { return l.BaseURL == "" }
 
-// Embed is the embedder: the built-in offline "local" one or an OpenAI-compatible endpoint.
+// Embed is the embedder: the built-in offline "local" one, the built-in USE-lite
+// sentence encoder ("use-lite", weights from ModelDir) or an OpenAI-compatible endpoint.
 type Embed struct {
-	Provider   string `koanf:"provider"` // local | openai
+	Provider   string `koanf:"provider"` // local | use-lite | openai
 	BaseURL    string `koanf:"base_url"`
 	Model      string `koanf:"model"`
 	APIKey     Secret `koanf:"api_key"`
@@ -156,13 +157,21 @@ type Embed struct {
 	// QueryCacheSize is how many query embeddings reads keep (least recently
 	// used go first); 0 keeps none.
 	QueryCacheSize int `koanf:"query_cache_size"`
+	// ModelDir holds the USE-lite model files (model.json, its weight shards,
+	// vocab.json); required with the use-lite provider.
+	ModelDir string `koanf:"model_dir"`
 }
 
 // Embedding providers.
 const (
-	EmbedProviderLocal  = "local"
-	EmbedProviderOpenAI = "openai"
+	EmbedProviderLocal   = "local"
+	EmbedProviderUSELite = "use-lite"
+	EmbedProviderOpenAI  = "openai"
 )
+
+// USELiteDimensions is the length of USE-lite's vectors (pkg/embed/uselite); with
+// that provider embed.dimensions defaults to it and must equal it.
+const USELiteDimensions = 512
 
 // Vector is the vector store and the episodic memory thresholds (SPEC C4, C6, C7).
 type Vector struct {

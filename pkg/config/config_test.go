@@ -530,3 +530,37 @@ func TestContextBudget(t *testing.T) {
 		}
 	}
 }
+
+// With the use-lite provider embed.dimensions defaults to the encoder's 512, from
+// the environment or a file, and any other length or a missing model directory is
+// refused.
+func TestUSELiteProvider(t *testing.T) {
+	c := mustLoad(t, "", "AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=/models/use")
+	if c.Embed.Dimensions != USELiteDimensions || c.Embed.ModelDir != "/models/use" {
+		t.Errorf("use-lite from the environment: dimensions %d, model_dir %q", c.Embed.Dimensions, c.Embed.ModelDir)
+	}
+	c = mustLoad(t, writeFile(t, "c.yaml", "embed:\n  provider: use-lite\n  model_dir: /m\n"))
+	if c.Embed.Dimensions != USELiteDimensions {
+		t.Errorf("use-lite from a file: dimensions %d, want %d", c.Embed.Dimensions, USELiteDimensions)
+	}
+	if c := mustLoad(t, ""); c.Embed.Dimensions != 384 {
+		t.Errorf("local: dimensions %d, want the default 384", c.Embed.Dimensions)
+	}
+	for _, tc := range []struct {
+		file, key string
+		env       []string
+	}{
+		{env: []string{"AGENTMEM_EMBED_PROVIDER=use-lite"}, key: "embed.model_dir: must be set"},
+		{env: []string{"AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=/m", "AGENTMEM_EMBED_DIMENSIONS=384"}, key: "embed.dimensions: is 384, want 512"},
+		{file: "embed:\n  provider: use-lite\n  model_dir: /m\n  dimensions: 256\n", key: "embed.dimensions: is 256, want 512"},
+	} {
+		path := ""
+		if tc.file != "" {
+			path = writeFile(t, "c.yaml", tc.file)
+		}
+		_, err := Load(path, tc.env)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("env %v file %q: error %v, want ErrInvalid naming %q", tc.env, tc.file, err, tc.key)
+		}
+	}
+}

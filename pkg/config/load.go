@@ -64,6 +64,7 @@ func load(path string, environ []string) (Config, error) {
 	if err := ko.Load(flatMap(defaults().flatten()), nil); err != nil {
 		return Config{}, fmt.Errorf("config: defaults: %w", err)
 	}
+	dimensionsSet := false
 	if path != "" {
 		fk := koanf.New(".")
 		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
@@ -75,11 +76,14 @@ func load(path string, environ []string) (Config, error) {
 		if err := ko.Merge(fk); err != nil {
 			return Config{}, fmt.Errorf("%w %s: %w", ErrFile, path, err)
 		}
+		dimensionsSet = fk.Exists("embed.dimensions")
 	}
 	env, err := fromEnv(environ)
 	if err != nil {
 		return Config{}, err
 	}
+	_, inEnv := env["embed.dimensions"]
+	dimensionsSet = dimensionsSet || inEnv
 	if err := ko.Load(flatMap(env), nil); err != nil {
 		return Config{}, fmt.Errorf("config: environment: %w", err)
 	}
@@ -97,6 +101,10 @@ func load(path string, environ []string) (Config, error) {
 	}})
 	if err != nil {
 		return Config{}, decodeError(err)
+	}
+	if c.Embed.Provider == EmbedProviderUSELite && !dimensionsSet {
+		// The default (384) is the local embedder's; USE-lite has one length.
+		c.Embed.Dimensions = USELiteDimensions
 	}
 	c.resolvePaths()
 	return c, nil

@@ -1,6 +1,7 @@
 // Package embed turns text into vectors for the vector store.
 //
-// Two dense embedders share the Embedder interface:
+// Two dense embedders share the Embedder interface here (a third, the USE-lite
+// sentence encoder, is in pkg/embed/uselite):
 //
 //   - Local is a deterministic, offline, lexical embedder (signed feature hashing of
 //     words, word bigrams and character trigrams). It needs no network and no model
