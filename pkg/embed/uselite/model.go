@@ -29,6 +29,8 @@ const (
 	stackLayer  = rootPrefix + "Encode/TransformerStack/Layer_%d/TransformerLayer/"
 	kernelName  = "module/Encoder_en/KonaTransformer/Encode/Layer_%d/TransformerLayer/MultiheadAttention/%s/kernel/part_0"
 	concat      = "/ConcatPartitions/concat"
+	// embeddingName is the piece embedding table, [vocab, embedDim].
+	embeddingName = "module/Embeddings_en"
 )
 
 // layer is one transformer layer: x += attention(LN(x)) (layer 0 projects its
@@ -63,13 +65,13 @@ type model struct {
 // their sizes.
 func newModel(w map[string]tensor) (*model, error) {
 	s := &weightSet{w: w}
-	emb, ok := w["module/Embeddings_en"]
+	emb, ok := w[embeddingName]
 	if !ok || len(emb.shape) != 2 || emb.shape[1] != embedDim {
-		return nil, fmt.Errorf("%w: weight module/Embeddings_en is missing or not [vocab, %d]", ErrCorruptModel, embedDim)
+		return nil, fmt.Errorf("%w: weight %s is missing or not [vocab, %d]", ErrCorruptModel, embeddingName, embedDim)
 	}
 	m := &model{
 		vocab:     emb.shape[0],
-		embedding: s.floats("module/Embeddings_en", emb.shape[0]*embedDim),
+		embedding: s.floats(embeddingName, emb.shape[0]*embedDim),
 		timing:    s.floats(rootPrefix+"Encode/TransformerStack/Layer_0/AddTimingSignal/TimingSignal/ExpandDims_1", embedDim/2),
 		maxLen:    s.int(rootPrefix + "ClipToMaxLength/Less/y"),
 		epsilon:   s.scalar(fmt.Sprintf(stackLayer, 1) + "FFN/layer_prepostprocess/layer_norm/Cast/x"),

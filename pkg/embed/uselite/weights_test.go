@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentmem/agentmem/pkg/embed"
 )
 
 func TestParseWeights(t *testing.T) {
@@ -52,8 +54,8 @@ func TestParseWeights(t *testing.T) {
 }
 
 func TestNewReportsTheModelDirectory(t *testing.T) {
-	if _, err := New(Config{}, nil); err == nil || !strings.Contains(err.Error(), "ModelDir is empty") {
-		t.Errorf("New without ModelDir: %v", err)
+	if _, err := New(Config{MaxChars: -1}, nil); !errors.Is(err, embed.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxChars") {
+		t.Errorf("New with a negative MaxChars: %v, want embed.ErrInvalidConfig naming MaxChars", err)
 	}
 	empty := t.TempDir()
 	if _, err := New(Config{ModelDir: empty}, nil); !errors.Is(err, ErrModelNotFound) || !strings.Contains(err.Error(), "vocab.json") {
