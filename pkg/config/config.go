@@ -197,11 +197,12 @@ type Vector struct {
 	// With SemanticExpansion it lifted LoCoMo recall@10 by about a point
 	// (BENCHMARKS.md); English words only, other text is left as it was.
 	SemanticRerank bool `koanf:"semantic_rerank"`
-	// Fusion is how a recall with a semantic embedder (embed.provider openai)
-	// combines the keyword and the dense rankings: FusionKeyword ranks by the
-	// keyword score plus half the dense similarity (memory.FusionKeyword),
-	// FusionRRF by the store's reciprocal rank fusion. The offline embedder is
-	// lexical and recalls by keyword alone, whatever this says.
+	// Fusion is how a recall with a semantic embedder (embed.provider use-lite
+	// or openai) combines the keyword and the dense rankings: FusionKeyword
+	// ranks by the keyword score plus up to half as much for the dense
+	// similarity (memory.FusionKeyword), FusionRRF by the store's reciprocal
+	// rank fusion. The local embedder is lexical and recalls by keyword alone,
+	// whatever this says.
 	Fusion string `koanf:"fusion"`
 }
 

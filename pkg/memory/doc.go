@@ -52,7 +52,7 @@
 //	score     = relevance × (1 + RecencyWeight·2^(−age/RecencyHalfLife)
 //	                           + HitWeight·ln(1 + hit_count))
 //
-// with DenseWeight 0.5 and DenseFloor 0.3; the types are then put on one scale by
+// with DenseWeight 0.5 and DenseFloor 0.2; the types are then put on one scale by
 // their best BM25 (onOneScale). With FusionRRF the store's hybrid search fuses
 // both rankings by reciprocal rank instead, relevance = hybrid score / (2/61).
 // A lexical embedder (Mode sparse) ranks by BM25 alone, the dense side only

@@ -48,7 +48,7 @@ type RankConfig struct {
 	// candidate's relevance, against 1 for the best keyword match; default 0.5.
 	DenseWeight float64
 	// DenseFloor is, with FusionKeyword, the cosine at or below which the dense
-	// side adds nothing; default 0.3.
+	// side adds nothing; default 0.2.
 	DenseFloor float64
 }
 
@@ -96,7 +96,7 @@ func (c *RankConfig) setDefaults() {
 		c.DenseWeight = 0.5
 	}
 	if c.DenseFloor == 0 {
-		c.DenseFloor = 0.3
+		c.DenseFloor = 0.2
 	}
 }
 
