@@ -15,6 +15,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/client"
+	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/records"
 )
 
@@ -177,6 +178,10 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	}
 	rep := newReport(e.cfg.Ks, e.cfg.TokenBudgets, convs)
 	rep.DefaultBudgetTokens = scfg.Memory.ContextBudget()
+	rep.Embedder, rep.Fusion = st.Runtime().Embedder.Name(), scfg.Vector.Fusion
+	if scfg.Embed.Provider == config.EmbedProviderLocal {
+		rep.Fusion = "keyword only"
+	}
 	for i, c := range convs {
 		if err := e.replay(ctx, clients[i], tenants[i], "", c, fmt.Sprintf("[%d/%d] %s", i+1, len(convs), c.SampleID)); err != nil {
 			return nil, err

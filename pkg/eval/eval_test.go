@@ -352,6 +352,9 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
+	if rep.Embedder != "local-hash-v2-384" || rep.Fusion != "keyword only" {
+		t.Errorf("embedder %q, fusion %q; want the local embedder's name and keyword recall", rep.Embedder, rep.Fusion)
+	}
 	if rep.Conversations != 2 || rep.Sessions != 3 || rep.Turns != 17 || rep.UndatedSessions != 0 {
 		t.Errorf("counts: %d conversations, %d sessions, %d turns, %d undated", rep.Conversations, rep.Sessions, rep.Turns, rep.UndatedSessions)
 	}

@@ -62,6 +62,11 @@ type QuestionCounts struct {
 // 4, rounded up): a pack's token_estimate is that of its rendered prompt, and a
 // conversation's is that of its transcript, one "Speaker: text" line per turn.
 type Report struct {
+	// Embedder names the stack's embedder (embed.Embedder.Name) and Fusion how
+	// its recall combines keyword and dense rankings (vector.fusion; "keyword
+	// only" with the lexical local embedder): recall depends on both.
+	Embedder      string         `json:"embedder"`
+	Fusion        string         `json:"fusion"`
 	Ks            []int          `json:"ks"`
 	Systems       []SystemReport `json:"systems"`
 	Anchor        SystemReport   `json:"anchor"`
