@@ -422,11 +422,10 @@ func (rt *Runtime) Writes(ctx context.Context) (*writes.Applier, error) {
 	return writes.New(writes.Deps{Docs: rt.Docs, Sessions: rt.Sessions, Memories: mem, Compressor: compactor, Importer: moves, Consolidator: runner, Policy: rt.Config.Memory.Policy})
 }
 
-// rankMode is the search the recall starts from with an embedder provider: the
-// local embedder is lexical, so BM25 alone ranks better than fusing it in; USE-lite
-// and remote embedders are semantic and get the hybrid search.
-func rankMode(provider string) vectorstore.Mode {
-	if provider == config.EmbedProviderLocal {
+// rankMode is the search the recall starts from with embedder e: BM25 alone for
+// a lexical embedder, the hybrid search for a semantic one (config.Embed.Lexical).
+func rankMode(e config.Embed) vectorstore.Mode {
+	if e.Lexical() {
 		return vectorstore.Sparse
 	}
 	return vectorstore.Hybrid
@@ -447,7 +446,7 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 		Rerank:          memory.RerankConfig{Enabled: rt.Config.Vector.SemanticRerank},
 		Rank:            memory.RankConfig{Fusion: memory.Fusion(rt.Config.Vector.Fusion)},
 	}
-	mc.Rank.Mode = rankMode(rt.Config.Embed.Provider)
+	mc.Rank.Mode = rankMode(rt.Config.Embed)
 	mem, err := memory.New(ctx, mc, memory.Deps{Vectors: rt.Vectors, Embedder: rt.Embedder, JS: rt.JS}, rt.Logger)
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ func TestRankModeFollowsTheEmbedder(t *testing.T) {
 		config.EmbedProviderUSELite: vectorstore.Hybrid,
 		config.EmbedProviderOpenAI:  vectorstore.Hybrid,
 	} {
-		if got := rankMode(provider); got != want {
+		if got := rankMode(config.Embed{Provider: provider}); got != want {
 			t.Errorf("rankMode(%q) = %v, want %v", provider, got, want)
 		}
 	}

@@ -171,6 +171,12 @@ const (
 	EmbedProviderOpenAI  = "openai"
 )
 
+// Lexical reports whether the provider's vectors only restate the words of the
+// text (the local embedder's hashed n-grams): recall then ranks by keyword
+// alone, since fusing such vectors in measured worse (memory.RankConfig.Mode);
+// the other providers are semantic and get the hybrid recall (vector.fusion).
+func (e Embed) Lexical() bool { return e.Provider == EmbedProviderLocal }
+
 // USELiteDimensions is the length of USE-lite's vectors (pkg/embed/uselite); with
 // that provider embed.dimensions defaults to it and must equal it.
 const USELiteDimensions = 512

@@ -15,7 +15,6 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/client"
-	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/records"
 )
 
@@ -179,7 +178,7 @@ func (e *Evaluator) Run(ctx context.Context, convs []Conversation) (*Report, err
 	rep := newReport(e.cfg.Ks, e.cfg.TokenBudgets, convs)
 	rep.DefaultBudgetTokens = scfg.Memory.ContextBudget()
 	rep.Embedder, rep.Fusion = st.Runtime().Embedder.Name(), scfg.Vector.Fusion
-	if scfg.Embed.Provider == config.EmbedProviderLocal {
+	if scfg.Embed.Lexical() {
 		rep.Fusion = "keyword only"
 	}
 	for i, c := range convs {

@@ -305,7 +305,7 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 		keyword float64 // the best BM25 score, when the scores are relative to it
 		err     error
 	)
-	if s.keywordScaled(mode) && mode == vectorstore.Hybrid {
+	if s.keywordLed(mode) {
 		hits, keyword, err = s.fuseKeywordLed(ctx, q, want, now)
 	} else {
 		hits, err = s.searchLive(ctx, q, want, now)
@@ -347,7 +347,13 @@ func (s *Service) recallType(ctx context.Context, base vectorstore.Filter, t vec
 // keywordScaled reports whether a recall in mode scores relative to its best
 // keyword match: BM25 alone, or hybrid with the keyword-led fusion.
 func (s *Service) keywordScaled(mode vectorstore.Mode) bool {
-	return mode == vectorstore.Sparse || mode == vectorstore.Hybrid && s.cfg.Rank.Fusion == FusionKeyword
+	return mode == vectorstore.Sparse || s.keywordLed(mode)
+}
+
+// keywordLed reports whether a recall in mode fuses a keyword and a dense search
+// itself (fuseKeywordLed) rather than asking the store for its hybrid search.
+func (s *Service) keywordLed(mode vectorstore.Mode) bool {
+	return mode == vectorstore.Hybrid && s.cfg.Rank.Fusion == FusionKeyword
 }
 
 // fusionDepth is how deep, as a multiple of the candidates wanted, each side of

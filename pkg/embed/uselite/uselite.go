@@ -38,9 +38,10 @@ var (
 
 // Defaults.
 const (
-	// DefaultMaxChars is how much of a text is read, in UTF-16 code units like the
-	// node server the encoder replaces (s.slice(0, 2000)); only the first 128
-	// tokens reach the network anyway.
+	// DefaultMaxChars is how much of a text is read, in UTF-16 code units as
+	// JavaScript counts them (the node server of the earlier measurement in
+	// BENCHMARKS.md cut at s.slice(0, 2000)); only the first 128 tokens reach
+	// the network anyway.
 	DefaultMaxChars = 2000
 	// batchSize is how many texts go through the network together: their tokens
 	// share the dense products, and a call's batches run on GOMAXPROCS goroutines.
