@@ -187,3 +187,21 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// Each failed probe doubles the open period (50, 100, 200 ms here): an endpoint
+// that stays down is asked less and less often. The timer never fires early, so
+// each period is at least its length however loaded the machine is.
+func TestFailedProbeDoublesTheOpenPeriod(t *testing.T) {
+	const openFor = 50 * time.Millisecond
+	b, _ := newBreaker(t, openFor)
+	for _, want := range []time.Duration{openFor, 2 * openFor, 4 * openFor} {
+		start := time.Now()
+		if called, err := call(b, errDown); !called || !bus.IsOutage(err) || b.State() != breaker.StateOpen {
+			t.Fatalf("failure: called %v, %v, state %s", called, err, b.State())
+		}
+		waitState(t, b, breaker.StateHalfOpen)
+		if got := time.Since(start); got < want {
+			t.Fatalf("open for %s, want at least %s", got, want)
+		}
+	}
+}

@@ -35,3 +35,29 @@ func TestCompare(t *testing.T) {
 		t.Fatal("Empty is wrong")
 	}
 }
+
+// SPEC E6: a memory whose only difference is one field is Changed, naming
+// exactly that field: a replay under another configuration that only rewrote
+// a memory's context must not look identical.
+func TestCompareNamesEachChangedField(t *testing.T) {
+	base := Memory{ID: "m1", Type: "episodic", Text: "t", Scope: "user", Kind: "fact", Key: "k", Context: "c", SourceEventIDs: []string{"e1"}}
+	for _, c := range []struct {
+		field string
+		edit  func(*Memory)
+	}{
+		{"memory_type", func(m *Memory) { m.Type = "semantic" }},
+		{"text", func(m *Memory) { m.Text = "t2" }},
+		{"address", func(m *Memory) { m.Scope = "agent" }},
+		{"address", func(m *Memory) { m.Kind = "preference" }},
+		{"address", func(m *Memory) { m.Key = "k2" }},
+		{"context", func(m *Memory) { m.Context = "c2" }},
+		{"source_event_ids", func(m *Memory) { m.SourceEventIDs = []string{"e2"} }},
+	} {
+		after := base
+		c.edit(&after)
+		r := Compare("a", Snapshot{Memories: []Memory{base}}, "b", Snapshot{Memories: []Memory{after}})
+		if len(r.Changed) != 1 || r.Changed[0].Before.ID != "m1" || strings.Join(r.Changed[0].Fields, ",") != c.field {
+			t.Fatalf("%s changed: %+v (added %v, removed %v)", c.field, r.Changed, r.Added, r.Removed)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,15 @@ func TestModelReplyDroppingADateIsRejected(t *testing.T) {
 	if m.Calls(llmtest.StepCompress) != 2 {
 		t.Fatalf("compress calls = %d", m.Calls(llmtest.StepCompress))
 	}
+	// The automatic run's rejection is stamped too: otherwise every consolidation
+	// past the threshold would ask the model again (SPEC B4: at most once per 24 h).
+	if stamp, ok, err := docs.LastLongTermCompress(ctx, ns); err != nil || !ok || !stamp.Equal(clk.Now()) {
+		t.Fatalf("stamp after a rejected automatic compression = %v, %v, %v; want %v", stamp, ok, err, clk.Now())
+	}
+	clk.Advance(time.Hour)
+	if r, err := c.Maybe(ctx, ns); err != nil || !strings.Contains(r.Skipped, "less than 24h") || m.Calls(llmtest.StepCompress) != 2 {
+		t.Fatalf("Maybe 1h after a rejection = %+v, %v (compress calls %d); want skipped without asking the model", r, err, m.Calls(llmtest.StepCompress))
+	}
 }
 
 // An append that lands while the model compresses is kept (compare-and-set on
@@ -328,5 +338,20 @@ func TestGuardAllowsAConfiguredShare(t *testing.T) {
 	}
 	if err := (lifecycle.GuardConfig{MaxLossPercent: 25}).Check(before, after); err != nil {
 		t.Fatalf("1 of 5 tokens at 25%%: %v", err)
+	}
+}
+
+// A "compression" that keeps every token but is longer than the original is
+// rejected, however little it grew: the guard's length bound is the original.
+func TestGuardRejectsALongerFile(t *testing.T) {
+	before := "Alice met Bob on 2025-03-01 about report.csv.\n"
+	for _, after := range []string{before + "!", before + "Alice met Bob on 2025-03-01 again.\n"} {
+		err := (lifecycle.GuardConfig{MaxLossPercent: 100}).Check(before, after)
+		if !errors.Is(err, lifecycle.ErrRejected) || !strings.Contains(err.Error(), "longer") {
+			t.Fatalf("Check(%d chars -> %d chars) = %v; want rejected as longer", len(before), len(after), err)
+		}
+	}
+	if err := (lifecycle.GuardConfig{}).Check(before, before); err != nil {
+		t.Fatalf("an unchanged file: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +219,21 @@ func TestReplayRangeAndResume(t *testing.T) {
 	}
 	if m.EventsFed != 3 || len(snap.Memories) == 0 {
 		t.Fatalf("range replay fed %d events (want s2's 2 messages and its end), %d memories", m.EventsFed, len(snap.Memories))
+	}
+	// The other end: Until the cut feeds s1 only, nothing of s2.
+	m, err = replay.Run(ctx, replay.Config{Root: l.root, Name: "earlier", Tenant: tenant, Until: cut}, l.rt.Events, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.EventsFed != len(conversation)+1 {
+		t.Fatalf("replay until the cut fed %d events, want s1's %d messages and its end", m.EventsFed, len(conversation))
+	}
+	for _, mem := range shadow(t, ctx, l.root, "earlier", "u1", nil).Memories {
+		for _, id := range mem.SourceEventIDs {
+			if !slices.ContainsFunc(stored, func(st eventstore.Stored) bool { return st.Envelope.ID == id }) {
+				t.Fatalf("memory %s comes from event %s after the range", mem.ID, id)
+			}
+		}
 	}
 
 	// Interrupted once the events are fed, before the workers are done.
