@@ -65,6 +65,10 @@ type Config struct {
 	// endpoint's circuit breaker (pkg/breaker), shared with whatever else calls
 	// it. Nil calls directly.
 	Guard Guard
+
+	// sleep waits between retries (default: a timer within ctx); tests replace it
+	// to read the schedule without waiting it out.
+	sleep func(context.Context, time.Duration) error
 }
 
 // Guard runs calls to an endpoint and may refuse them; its errors wrap call's.
@@ -87,6 +91,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetryBase == 0 {
 		c.RetryBase = DefaultRetryBase
+	}
+	if c.sleep == nil {
+		c.sleep = sleep
 	}
 }
 
@@ -271,7 +278,7 @@ func (c *Client) complete(ctx context.Context, step, system, user string) (strin
 			wait := c.cfg.RetryBase << (attempt - 1)
 			c.logger.Warn("llm call failed, retrying",
 				zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.String("error", lastErr))
-			if err := sleep(ctx, wait); err != nil {
+			if err := c.cfg.sleep(ctx, wait); err != nil {
 				return "", openai.Usage{}, c.fail(lastStatus, fmt.Errorf("%w (last attempt: %s)", err, lastErr))
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,5 +329,44 @@ func TestCompleteJSONInvalidArguments(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 0 {
 		t.Fatalf("invalid calls reached the server %d times", n)
+	}
+}
+
+// SPEC C9 for the chat model: a transient failure is retried after 1 s, 2 s and
+// 4 s by default (the waits are recorded, not slept), and the call succeeds as
+// soon as the endpoint answers.
+func TestRetryScheduleIsC9(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails int
+		waits []time.Duration
+		ok    bool
+	}{
+		{"recovers after two waits", 2, []time.Duration{time.Second, 2 * time.Second}, true},
+		{"gives up after three retries", 4, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			replies := make([]llmtest.Reply, 0, tc.fails+1)
+			for range tc.fails {
+				replies = append(replies, llmtest.Reply{Status: http.StatusServiceUnavailable, Content: "down"})
+			}
+			srv := llmtest.NewServer(t, append(replies, llmtest.Reply{Content: `{"answer":"ok","n":1}`})...)
+			var waits []time.Duration
+			cfg := llm.WithSleep(llm.Config{BaseURL: srv.URL(), Model: "m"}, func(_ context.Context, d time.Duration) error {
+				waits = append(waits, d)
+				return nil
+			})
+			c, err := llm.New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.CompleteJSON(context.Background(), "s", "u", answerSchema, &answer{})
+			if (err == nil) != tc.ok || !tc.ok && !errors.Is(err, llm.ErrUnavailable) {
+				t.Fatalf("CompleteJSON: %v, want success %v", err, tc.ok)
+			}
+			if !slices.Equal(waits, tc.waits) || len(srv.Requests()) != len(tc.waits)+1 {
+				t.Fatalf("waits %v over %d requests, want %v", waits, len(srv.Requests()), tc.waits)
+			}
+		})
 	}
 }
