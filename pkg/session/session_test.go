@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -266,4 +267,51 @@ func TestPropertyStateKeepsNoCredential(t *testing.T) {
 			rt.Fatalf("the event was changed: %q", env.Observation.Text)
 		}
 	})
+}
+
+// Everything an event says is in its digest: the same id re-sent with another
+// tool result, tool call, turn, kind, role or agent is a conflict, not a
+// duplicate silently dropped, and leaves the state as the first made it.
+func TestEventIDReusedWithOtherContentConflicts(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	result := events.Observation{Kind: events.KindToolResult, Role: events.RoleTool, ToolResult: &events.ToolResult{CallID: "c1", Name: "read_csv", Output: "date,product,qty"}}
+	call := events.Observation{Kind: events.KindToolCall, Role: events.RoleAssistant, ToolCall: &events.ToolCall{ID: "c1", Name: "read_csv", Arguments: json.RawMessage(`{"path":"sales.csv"}`)}}
+	turn := events.Observation{Kind: events.KindTurnStarted, Role: events.RoleUser, Turn: &events.TurnRecord{TurnID: "t1"}}
+	message := events.Observation{Role: events.RoleUser, Text: "hello"}
+	for i, c := range []struct {
+		name  string
+		first events.Observation
+		edit  func(*events.Envelope)
+	}{
+		{"tool result output", result, func(e *events.Envelope) { e.Observation.ToolResult = &events.ToolResult{CallID: "c1", Name: "read_csv", Output: "x,y"} }},
+		{"tool call arguments", call, func(e *events.Envelope) {
+			e.Observation.ToolCall = &events.ToolCall{ID: "c1", Name: "read_csv", Arguments: json.RawMessage(`{"path":"other.csv"}`)}
+		}},
+		{"turn", turn, func(e *events.Envelope) { e.Observation.Turn = &events.TurnRecord{TurnID: "t2"} }},
+		{"kind", message, func(e *events.Envelope) { e.Observation.Kind = events.KindTurnStarted }},
+		{"role", message, func(e *events.Envelope) { e.Observation.Role = events.RoleAssistant }},
+		{"agent", message, func(e *events.Envelope) { e.AgentID = "other-bot" }},
+	} {
+		sess := fmt.Sprintf("s%d", i)
+		first := obs(sess, c.first, t0)
+		if _, got, err := s.Apply(ctx, first); err != nil || got != session.Applied {
+			t.Fatalf("%s: first: %v, %v", c.name, got, err)
+		}
+		want, err := s.Get(ctx, "acme", "u1", sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := first
+		o := *first.Observation
+		forged.Observation = &o
+		c.edit(&forged)
+		if _, got, err := s.Apply(ctx, forged); err != nil || got != session.Conflict {
+			t.Fatalf("same id, other %s: %v, %v; want a conflict", c.name, got, err)
+		}
+		if got, err := s.Get(ctx, "acme", "u1", sess); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: state after a conflict %+v (%v); want %+v", c.name, got, err, want)
+		}
+	}
 }
