@@ -285,7 +285,9 @@ func TestEventIDReusedWithOtherContentConflicts(t *testing.T) {
 		first events.Observation
 		edit  func(*events.Envelope)
 	}{
-		{"tool result output", result, func(e *events.Envelope) { e.Observation.ToolResult = &events.ToolResult{CallID: "c1", Name: "read_csv", Output: "x,y"} }},
+		{"tool result output", result, func(e *events.Envelope) {
+			e.Observation.ToolResult = &events.ToolResult{CallID: "c1", Name: "read_csv", Output: "x,y"}
+		}},
 		{"tool call arguments", call, func(e *events.Envelope) {
 			e.Observation.ToolCall = &events.ToolCall{ID: "c1", Name: "read_csv", Arguments: json.RawMessage(`{"path":"other.csv"}`)}
 		}},
