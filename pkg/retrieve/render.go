@@ -141,7 +141,7 @@ func render(pack *events.ContextPack, maxTokens int) {
 	inOrder(chunks)
 	inOrder(summaryPart)
 	newestFirst(history)
-	newestFirst(daily)
+	inOrder(daily) // RecentDailyNotes lists them newest first
 
 	budget := maxTokens * 4
 	total := 0
