@@ -2,10 +2,12 @@ package docstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -811,17 +813,18 @@ func checkJSONObject(data []byte) error {
 	return nil
 }
 
-// PutFile stores data as the file name of the layout as it is: no backup, no
-// capacity rule, no format check beyond the name. It is the import of an
-// exported namespace (agentmem import), which restores files byte for byte.
-// A positive offset writes data there instead, after the bytes before it, for
-// a file imported in chunks in order.
+// PutFile stores data as the file name of the layout as it is: no capacity
+// rule, no format check beyond the name. It is the import of an exported
+// namespace (agentmem import), which restores files byte for byte; a Markdown
+// file it overwrites with other content is backed up first (SPEC A8). A
+// positive offset writes data there instead, after the bytes before it, for a
+// file imported in chunks in order (the first chunk took the backup).
 func (s *Store) PutFile(ctx context.Context, ns Namespace, name string, offset int, data []byte) error {
 	if err := checkName(ns, name); err != nil {
 		return err
 	}
 	if offset == 0 {
-		return s.b.Put(ctx, ns, name, data)
+		return s.putBackedUp(ctx, ns, name, data)
 	}
 	return s.b.Update(ctx, ns, name, func(old []byte, _ bool) ([]byte, error) {
 		if len(old) < offset {
@@ -850,35 +853,116 @@ func (s *Store) DeleteNamespace(ctx context.Context, ns Namespace) (int, error) 
 	return n, err
 }
 
+// putBackedUp writes data as name; a Markdown file (MEMORY.md, a topic file,
+// a daily note) holding other content is backed up first (SPEC A8).
+func (s *Store) putBackedUp(ctx context.Context, ns Namespace, name string, data []byte) error {
+	if !replaceable(name) {
+		return s.b.Put(ctx, ns, name, data)
+	}
+	_, err := s.overwriteWith(ctx, ns, name, func(cur []byte, exists bool) ([]byte, error) {
+		if exists && bytes.Equal(cur, data) {
+			return nil, errUnchanged // imported twice: no backup of the same content
+		}
+		return data, nil
+	}, func(t time.Time, seq int) string { return backupName(t, seq, name) }, nil)
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
+}
+
 // ReplaceNamespace makes the files of ns in s those of ns in from (what a
-// rebuild made): every file of ns in s is deleted, then every file of from,
-// backups and policy snapshots included, is copied as it is. It returns how
+// rebuild made aside, in its replay) in one swap: every file of from is read
+// before anything is written; then they are written over s's (a Markdown file
+// overwritten with other content backed up first, SPEC A8; the copied backups
+// first, so that the new backups sort after them) and s's files that from does
+// not have are deleted, except its backups. When a step fails, what was written
+// and deleted is put back, so the namespace is left as it was, and the error
+// says so (or, if putting back failed too, that it did not). It returns how
 // many files it copied.
 func (s *Store) ReplaceNamespace(ctx context.Context, from *Store, ns Namespace) (int, error) {
 	if err := ns.Validate(); err != nil {
 		return 0, err
 	}
-	old, err := s.b.List(ctx, ns, "")
+	fresh, err := from.readAll(ctx, ns)
 	if err != nil {
-		return 0, fmt.Errorf("docstore: list %s/%s: %w", ns.Tenant, ns.User, err)
+		return 0, err
 	}
-	for _, name := range old {
-		if err := s.b.Delete(ctx, ns, name); err != nil {
-			return 0, s.failed(ns, name, fmt.Errorf("docstore: drop %s: %w", name, err))
-		}
-	}
-	fresh, err := from.b.List(ctx, ns, "")
+	old, err := s.readAll(ctx, ns)
 	if err != nil {
-		return 0, fmt.Errorf("docstore: list %s/%s: %w", ns.Tenant, ns.User, err)
+		return 0, err
 	}
-	for i, name := range fresh {
-		data, err := from.b.Read(ctx, ns, name)
-		if err != nil {
-			return i, fmt.Errorf("docstore: read %s: %w", name, err)
+	names := make([]string, 0, len(fresh))
+	for name := range fresh {
+		names = append(names, name)
+	}
+	markdownLast := func(name string) int {
+		if replaceable(name) {
+			return 1
 		}
-		if err := s.b.Put(ctx, ns, name, data); err != nil {
-			return i, s.failed(ns, name, fmt.Errorf("docstore: write %s: %w", name, err))
+		return 0
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(markdownLast(a), markdownLast(b)), strings.Compare(a, b))
+	})
+	var touched []string // in the order written or deleted
+	swap := func() error {
+		for _, name := range names {
+			touched = append(touched, name)
+			if err := s.putBackedUp(ctx, ns, name, fresh[name]); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
 		}
+		for name := range old {
+			if _, keep := fresh[name]; keep || strings.HasPrefix(name, BackupsDir+"/") {
+				continue
+			}
+			touched = append(touched, name)
+			if err := s.b.Delete(ctx, ns, name); err != nil {
+				return fmt.Errorf("drop %s: %w", name, err)
+			}
+		}
+		return nil
+	}
+	if err := swap(); err != nil {
+		err = fmt.Errorf("docstore: replace %s/%s: %w", ns.Tenant, ns.User, err)
+		if rerr := s.putBack(ctx, ns, old, touched); rerr != nil {
+			return 0, s.failed(ns, "", fmt.Errorf("%w; putting the namespace back failed too, it is half replaced: %w", err, rerr))
+		}
+		return 0, s.failed(ns, "", fmt.Errorf("%w; the namespace is as it was", err))
 	}
 	return len(fresh), nil
+}
+
+// readAll reads every file of ns.
+func (s *Store) readAll(ctx context.Context, ns Namespace) (map[string][]byte, error) {
+	names, err := s.b.List(ctx, ns, "")
+	if err != nil {
+		return nil, fmt.Errorf("docstore: list %s/%s: %w", ns.Tenant, ns.User, err)
+	}
+	files := make(map[string][]byte, len(names))
+	for _, name := range names {
+		if files[name], err = s.b.Read(ctx, ns, name); err != nil {
+			return nil, fmt.Errorf("docstore: read %s: %w", name, err)
+		}
+	}
+	return files, nil
+}
+
+// putBack undoes a failed ReplaceNamespace: each touched file gets its old
+// content again, or is deleted when it had none. The backups taken stay.
+func (s *Store) putBack(ctx context.Context, ns Namespace, old map[string][]byte, touched []string) error {
+	var errs []error
+	for _, name := range slices.Backward(touched) {
+		var err error
+		if data, ok := old[name]; ok {
+			err = s.b.Put(ctx, ns, name, data)
+		} else {
+			err = s.b.Delete(ctx, ns, name)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
