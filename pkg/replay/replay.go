@@ -1,350 +1,446 @@
-// Package diff compares two memories of one (tenant, user): the live one and a
-// replay's, or two replays' (SPEC E6). Markdown files are compared as text and
-// shown as unified diffs; vector memories are matched by record id (ids derive from
-// the source event, so the same observation gives the same id in both), then by
-// text, and reported as added, removed or changed, naming what changed.
-package diff
+// Package replay re-runs workers over part of a tenant's event stream into a
+// shadow namespace (SPEC E6): a private stack (embedded NATS without a listener,
+// filesystem Markdown, embedded vector store) under its own directory, fed the
+// selected live events unchanged (ids, times), so that what the workers make of them
+// can be compared with the live memory (pkg/diff) and dropped in one step.
+//
+// The isolation is physical, not a naming rule: the shadow stack's NATS server has
+// no listener and its stores live under <root>/<tenant>/<name>, so live traffic can
+// neither write to it nor read it, and the replay only reads the live stream (an
+// ordered consumer; no message changes). The shadow keeps the live tenant and user
+// ids, so its Markdown paths and record ids line up with the live ones.
+package replay
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
-	"github.com/agentmem/agentmem/pkg/docstore"
-	"github.com/agentmem/agentmem/pkg/lifecycle"
-	"github.com/agentmem/agentmem/pkg/records"
-	"github.com/agentmem/agentmem/pkg/transfer"
+	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
-// Memory is a vector memory as compared: what a worker decided, not when it ran.
-type Memory struct {
-	ID             string   `json:"id"`
-	Type           string   `json:"memory_type"`
-	Text           string   `json:"text"`
-	Scope          string   `json:"scope,omitempty"`
-	Kind           string   `json:"kind,omitempty"`
-	Key            string   `json:"key,omitempty"`
-	Context        string   `json:"context,omitempty"`
-	SourceEventIDs []string `json:"source_event_ids,omitempty"`
+// Sentinel errors; returned errors wrap them.
+var (
+	ErrInvalidConfig = errors.New("replay: invalid configuration")
+	ErrExists        = errors.New("replay: already exists")
+	ErrNotFound      = errors.New("replay: not found")
+)
+
+// Workers are the workers a replay can re-run, in start order.
+var Workers = []string{app.Ingest, app.Extractor, app.Consolidator}
+
+// ManifestFile is the replay's description in its directory.
+const ManifestFile = "replay.json"
+
+// Status of a replay.
+const (
+	StatusRunning = "running" // started, not finished (or interrupted: run it again)
+	StatusDone    = "done"
+)
+
+// Config describes one replay.
+type Config struct {
+	// Root holds every replay: <Root>/<tenant>/<name> (required; the command line
+	// uses <data_dir>/replays).
+	Root string
+	// Name names the replay within the tenant: an id token.
+	Name string
+	// Tenant, User, Session and [Since, Until) select the live events (User and
+	// Session optional; Session needs User).
+	Tenant, User, Session string
+	Since, Until          time.Time
+	// Workers re-run; default all of Workers.
+	Workers []string
+	// ConfigFile and Environ are the replay's own configuration (a YAML file, "" for
+	// none, and AGENTMEM_* variables), independent of the live workers'; storage and
+	// listeners are pinned under the replay's directory (config.Sandbox).
+	ConfigFile string
+	Environ    []string
+	// Progress, when set, gets a line per progress step and the summary.
+	Progress io.Writer
+	// PollInterval is how often the end of the workers' work is checked; default
+	// 10ms. The replay waits for it after every session end and consolidation
+	// request, so that the workers handle them in the live order.
+	PollInterval time.Duration
+	// Timeout bounds the wait for the workers after the last event; default 10m.
+	Timeout time.Duration
 }
 
-// Snapshot is one side of a comparison.
-type Snapshot struct {
-	Files    map[string]string // Markdown file name → content
-	Memories []Memory
+func (c *Config) setDefaults() {
+	if len(c.Workers) == 0 {
+		c.Workers = slices.Clone(Workers)
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 10 * time.Millisecond
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
 }
 
-// skipped reports files that record when something ran, not what the memory is:
-// backups, policy snapshots and the markers beside them.
-func skipped(name string) bool {
-	base := name[strings.LastIndex(name, "/")+1:]
-	return strings.HasPrefix(name, "backups/") || strings.HasPrefix(name, "policy_snapshots/") || strings.HasPrefix(base, ".")
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Root == "" {
+		return fmt.Errorf("%w: Root is empty", ErrInvalidConfig)
+	}
+	if err := events.ValidateID("name", c.Name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := c.query().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if c.Session != "" && c.User == "" {
+		return fmt.Errorf("%w: a session needs its user", ErrInvalidConfig)
+	}
+	for _, w := range c.Workers {
+		if !slices.Contains(Workers, w) {
+			return fmt.Errorf("%w: unknown worker %q (want %s)", ErrInvalidConfig, w, strings.Join(Workers, ", "))
+		}
+	}
+	if c.PollInterval < 0 || c.Timeout < 0 {
+		return fmt.Errorf("%w: negative PollInterval or Timeout", ErrInvalidConfig)
+	}
+	return nil
 }
 
-// Take reads the snapshot of (tenant, user) from docs and vectors.
-func Take(ctx context.Context, docs *docstore.Store, vectors vectorstore.Store, tenant, user string) (Snapshot, error) {
-	ns := docstore.Namespace{Tenant: tenant, User: user}
-	s := Snapshot{Files: map[string]string{}}
-	names, err := docs.Files(ctx, ns)
+func (c Config) query() eventstore.Query {
+	return eventstore.Query{Tenant: c.Tenant, User: c.User, Session: c.Session, Since: c.Since, Until: c.Until}
+}
+
+// Manifest describes a replay: what it selected and ran, and what it made.
+type Manifest struct {
+	Name       string    `json:"name"`
+	Tenant     string    `json:"tenant"`
+	User       string    `json:"user,omitempty"`
+	Session    string    `json:"session,omitempty"`
+	Since      time.Time `json:"since,omitzero"`
+	Until      time.Time `json:"until,omitzero"`
+	Workers    []string  `json:"workers"`
+	ConfigFile string    `json:"config_file,omitempty"`
+	Status     string    `json:"status"`
+	Started    time.Time `json:"started"`
+	Finished   time.Time `json:"finished,omitzero"`
+	// EventsRead is how many live events the selection holds; EventsFed how many
+	// of them are worker input (observations, session_ended, memory_hit,
+	// consolidate_requested: the workers' own output, memory_written and
+	// summary_due, is made again by the replay) or writes, and were fed in this
+	// run (not counting those fed by an interrupted earlier run).
+	EventsRead int `json:"events_read"`
+	EventsFed  int `json:"events_fed"`
+	// WritesApplied counts the write events (requests to the retriever that
+	// changed memory) applied in this run, in stream order after the workers were
+	// done with the events before them; WritesFailed those whose apply failed,
+	// as they did live (an update of a memory that did not exist): each is logged
+	// and skipped.
+	WritesApplied int `json:"writes_applied"`
+	WritesFailed  int `json:"writes_failed,omitempty"`
+	// Memories and Files count the vector memories and Markdown files of the
+	// shadow namespace afterwards (all users of the selection).
+	Memories int           `json:"memories"`
+	Files    int           `json:"files"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Dir is the directory of replay name of tenant under root.
+func Dir(root, tenant, name string) string { return filepath.Join(root, tenant, name) }
+
+// stackConfig is the configuration of the shadow stack in dir.
+func stackConfig(file string, environ []string, dir string) (config.Config, error) {
+	cfg, err := config.Load(file, config.WithOverrides(environ, config.Sandbox(dir)))
 	if err != nil {
-		return s, fmt.Errorf("diff: files of %s/%s: %w", tenant, user, err)
+		return config.Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	for _, name := range names {
-		if skipped(name) {
-			continue
-		}
-		data, err := docs.ReadFile(ctx, ns, name)
-		if err != nil {
-			return s, fmt.Errorf("diff: read %s: %w", name, err)
-		}
-		s.Files[name] = string(data)
-	}
-	offset := ""
-	for {
-		recs, next, err := vectors.Scroll(ctx, vectorstore.Filter{Tenant: tenant, UserID: user}, offset, 256)
-		if err != nil {
-			return s, fmt.Errorf("diff: memories of %s/%s: %w", tenant, user, err)
-		}
-		for _, r := range recs {
-			s.Memories = append(s.Memories, memoryOf(r.ID, string(r.MemoryType), r.Text, r.Scope, r.Kind, r.Key, r.Metadata))
-		}
-		if next == "" {
-			return s, nil
-		}
-		offset = next
-	}
+	return cfg, nil
 }
 
-// FromArchive reads the snapshot of user from an archive of `agentmem export`
-// (pkg/transfer): the live side of a comparison while the live stack runs, read
-// through the retriever instead of the stores one process owns.
-func FromArchive(r io.Reader, user string) (Snapshot, error) {
-	s := Snapshot{Files: map[string]string{}}
-	_, err := transfer.Read(r, func(e transfer.Entry) error {
-		switch {
-		case e.User != user:
-		case e.File != nil && !skipped(e.File.Name):
-			s.Files[e.File.Name] = string(e.File.Data)
-		case e.Record != nil:
-			rec := e.Record
-			s.Memories = append(s.Memories, memoryOf(rec.ID, string(rec.MemoryType), rec.Text, rec.Scope, rec.Kind, rec.Key, rec.Metadata))
+// input reports whether env is worker input rather than worker output.
+func input(env events.Envelope) bool {
+	switch env.Type {
+	case events.TypeObservation, events.TypeSessionEnded, events.TypeMemoryHit, events.TypeConsolidateRequested:
+		return true
+	}
+	return false
+}
+
+// barrier reports an event after which the replay waits for the workers to be
+// done: the end of a session and a consolidation request.
+func barrier(env events.Envelope) bool {
+	return env.Type == events.TypeSessionEnded || env.Type == events.TypeConsolidateRequested
+}
+
+// Run replays cfg's selection of live (the live event store) into the shadow
+// namespace cfg.Name. A replay that was interrupted (status running) resumes: the
+// events already in its stream are not fed again, and the workers' idempotence does
+// the rest, so it ends in the state one uninterrupted run reaches (but for a write
+// interrupted between its apply and its save, which is applied again). Write
+// events are applied with the applier the live retriever uses (pkg/writes), each
+// event id once. A finished one is
+// ErrExists; drop it first.
+func Run(ctx context.Context, cfg Config, live *eventstore.Store, logger *zap.Logger) (Manifest, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Manifest{}, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	dir := Dir(cfg.Root, cfg.Tenant, cfg.Name)
+	m, err := readManifest(dir)
+	switch {
+	case err == nil && m.Status == StatusDone:
+		return m, fmt.Errorf("%w: %s of tenant %s (drop it first)", ErrExists, cfg.Name, cfg.Tenant)
+	case err == nil && !sameSelection(m, cfg):
+		return m, fmt.Errorf("%w: %s of tenant %s was started with another selection (drop it first)", ErrExists, cfg.Name, cfg.Tenant)
+	case errors.Is(err, ErrNotFound):
+		m = Manifest{Name: cfg.Name, Tenant: cfg.Tenant, User: cfg.User, Session: cfg.Session, Since: cfg.Since, Until: cfg.Until,
+			Workers: cfg.Workers, ConfigFile: cfg.ConfigFile, Status: StatusRunning}
+	case err != nil:
+		return Manifest{}, err
+	}
+	start := time.Now()
+	m.Started = start.UTC()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return m, fmt.Errorf("replay: %w", err)
+	}
+	if err := writeManifest(dir, m); err != nil {
+		return m, err
+	}
+	scfg, err := stackConfig(cfg.ConfigFile, cfg.Environ, dir)
+	if err != nil {
+		return m, err
+	}
+	stack, err := app.Up(ctx, scfg, app.UpOptions{}, logger)
+	if err != nil {
+		return m, fmt.Errorf("replay: start the shadow stack: %w", err)
+	}
+	defer func() { _ = stack.Close() }()
+	if err := stack.Restart(ctx, cfg.Workers); err != nil {
+		return m, fmt.Errorf("replay: start workers %v: %w", cfg.Workers, err)
+	}
+	rt := stack.Runtime()
+	applier, err := rt.Writes(ctx)
+	if err != nil {
+		return m, fmt.Errorf("replay: %w", err)
+	}
+	fed := map[string]bool{}
+	if err := rt.Events.Scan(ctx, eventstore.Query{Tenant: cfg.Tenant}, func(st eventstore.Stored) (bool, error) {
+		fed[st.Envelope.ID] = true
+		return true, nil
+	}); err != nil {
+		return m, err
+	}
+	if len(fed) > 0 {
+		fmt.Fprintf(cfg.Progress, "resuming: %d events already in the shadow stream\n", len(fed))
+	}
+	m.EventsRead, m.EventsFed, m.WritesApplied, m.WritesFailed = 0, 0, 0, 0
+	users := map[string]bool{}
+	busy := true // the workers may have input not handled yet (fed since they were last idle)
+	err = live.Scan(ctx, cfg.query(), func(st eventstore.Stored) (bool, error) {
+		m.EventsRead++
+		users[st.Envelope.UserID] = true
+		if (!input(st.Envelope) && st.Envelope.Type != events.TypeWrite) || fed[st.Envelope.ID] {
+			return true, nil
 		}
-		return nil
+		if st.Envelope.Type == events.TypeWrite {
+			// A write goes after what the workers make of the events before it,
+			// as it did live; it is saved to the shadow stream after it is applied,
+			// which is how a resumed replay knows it was.
+			if busy {
+				if err := waitIdle(ctx, rt, cfg.Workers, cfg.PollInterval); err != nil {
+					return false, err
+				}
+				busy = false
+			}
+			if _, err := applier.Apply(ctx, st.Envelope); err != nil {
+				if ctx.Err() != nil {
+					return false, err
+				}
+				m.WritesFailed++
+				logger.Warn("write event failed to apply; skipped", zap.String("event", st.Envelope.ID), zap.String("op", st.Envelope.Write.Op), zap.Error(err))
+			} else {
+				m.WritesApplied++
+			}
+		}
+		if _, err := rt.Events.Save(ctx, st.Envelope); err != nil {
+			return false, err
+		}
+		fed[st.Envelope.ID] = true
+		m.EventsFed++
+		busy = busy || st.Envelope.Type != events.TypeWrite
+		if barrier(st.Envelope) {
+			// What the extractor and consolidator write depends on the order they
+			// handle sessions and requests in: one at a time, as they came.
+			if err := waitIdle(ctx, rt, cfg.Workers, cfg.PollInterval); err != nil {
+				return false, err
+			}
+			busy = false
+		}
+		if m.EventsFed%1000 == 0 {
+			fmt.Fprintf(cfg.Progress, "fed %d events (%d read)\n", m.EventsFed, m.EventsRead)
+		}
+		return true, nil
 	})
 	if err != nil {
-		return s, fmt.Errorf("diff: archive of %s: %w", user, err)
+		return m, fmt.Errorf("replay: feed: %w", err)
 	}
-	return s, nil
+	fmt.Fprintf(cfg.Progress, "fed %d events (%d read); waiting for %s\n", m.EventsFed, m.EventsRead, strings.Join(cfg.Workers, ", "))
+	waitCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if err := waitIdle(waitCtx, rt, cfg.Workers, cfg.PollInterval); err != nil {
+		return m, err
+	}
+	for u := range users {
+		n, err := rt.Vectors.Count(ctx, vectorstore.Filter{Tenant: cfg.Tenant, UserID: u, IncludeExpired: true})
+		if err != nil {
+			return m, err
+		}
+		m.Memories += n
+		files, err := rt.Docs.Files(ctx, docNamespace(cfg.Tenant, u))
+		if err != nil {
+			return m, err
+		}
+		m.Files += len(files)
+	}
+	m.Status, m.Finished, m.Duration = StatusDone, time.Now().UTC(), time.Since(start)
+	if err := writeManifest(dir, m); err != nil {
+		return m, err
+	}
+	fmt.Fprintf(cfg.Progress, "replay %s: %d events read, %d fed (%d writes applied, %d failed), %d memories, %d files in %s\n",
+		m.Name, m.EventsRead, m.EventsFed, m.WritesApplied, m.WritesFailed, m.Memories, m.Files, m.Duration.Round(time.Millisecond))
+	return m, nil
 }
 
-func memoryOf(id, memoryType, text, scope, kind, key string, meta map[string]any) Memory {
-	ctxText, _ := meta[records.MetaContext].(string)
-	return Memory{
-		ID: id, Type: memoryType, Text: text, Scope: scope, Kind: kind, Key: key,
-		Context: ctxText, SourceEventIDs: records.StringList(meta[records.MetaSourceEventIDs]),
+func sameSelection(m Manifest, c Config) bool {
+	return m.User == c.User && m.Session == c.Session && m.Since.Equal(c.Since) && m.Until.Equal(c.Until) && slices.Equal(m.Workers, c.Workers)
+}
+
+// waitIdle waits until the running workers' durables have nothing pending or
+// unacknowledged, twice in a row (a handler may publish follow-up events for
+// another worker just before acking).
+func waitIdle(ctx context.Context, rt *app.Runtime, workers []string, interval time.Duration) error {
+	var durables []string
+	for _, w := range workers {
+		durables = append(durables, bus.WorkerConsumer(w, bus.ConsumerDefaults{}).Durable)
+	}
+	quiet := 0
+	for {
+		var busy uint64
+		for _, d := range durables {
+			n, err := bus.Backlog(ctx, rt.JS, bus.DefaultStream, d)
+			if err != nil {
+				return fmt.Errorf("replay: %w", err)
+			}
+			busy += n
+		}
+		if busy == 0 {
+			if quiet++; quiet == 2 {
+				return nil
+			}
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replay: workers still have %d messages in flight: %w", busy, ctx.Err())
+		case <-time.After(interval):
+		}
 	}
 }
 
-// FileDiff is one Markdown file that differs; Unified is its unified diff.
-type FileDiff struct {
-	File    string `json:"file"`
-	Status  string `json:"status"` // added, removed, changed
-	Unified string `json:"unified"`
-}
-
-// Change is a memory present on both sides with different content.
-type Change struct {
-	Before Memory   `json:"before"`
-	After  Memory   `json:"after"`
-	Fields []string `json:"fields"`
-}
-
-// Result is the difference from A (the live memory, or the first replay) to B.
-type Result struct {
-	A, B    string     `json:"-"`
-	Files   []FileDiff `json:"files"`
-	Added   []Memory   `json:"added"`
-	Removed []Memory   `json:"removed"`
-	Changed []Change   `json:"changed"`
-}
-
-// Empty reports no difference at all.
-func (r Result) Empty() bool {
-	return len(r.Files) == 0 && len(r.Added) == 0 && len(r.Removed) == 0 && len(r.Changed) == 0
-}
-
-// Compare returns the difference from a to b; nameA and nameB label the sides.
-func Compare(nameA string, a Snapshot, nameB string, b Snapshot) Result {
-	r := Result{A: nameA, B: nameB, Files: []FileDiff{}, Added: []Memory{}, Removed: []Memory{}, Changed: []Change{}}
-	names := map[string]bool{}
-	for n := range a.Files {
-		names[n] = true
+func readManifest(dir string) (Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return Manifest{}, fmt.Errorf("%w: %s", ErrNotFound, dir)
 	}
-	for n := range b.Files {
-		names[n] = true
+	if err != nil {
+		return Manifest{}, fmt.Errorf("replay: %w", err)
 	}
-	for _, n := range sortedKeys(names) {
-		x, inA := a.Files[n]
-		y, inB := b.Files[n]
-		if inA && inB && x == y {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Manifest{}, fmt.Errorf("replay: %s: %w", filepath.Join(dir, ManifestFile), err)
+	}
+	return m, nil
+}
+
+func writeManifest(dir string, m Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	tmp := filepath.Join(dir, ManifestFile+".tmp")
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	return nil
+}
+
+// List returns the tenant's replays under root, by name.
+func List(root, tenant string) ([]Manifest, error) {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	entries, err := os.ReadDir(filepath.Join(root, tenant))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	var out []Manifest
+	for _, e := range entries {
+		if !e.IsDir() {
 			continue
 		}
-		status := "changed"
-		switch {
-		case !inA:
-			status = "added"
-		case !inB:
-			status = "removed"
-		}
-		r.Files = append(r.Files, FileDiff{File: n, Status: status, Unified: Unified(nameA+"/"+n, nameB+"/"+n, x, y, 3)})
-	}
-
-	byID := map[string]Memory{}
-	for _, m := range b.Memories {
-		byID[m.ID] = m
-	}
-	var onlyA []Memory
-	for _, m := range a.Memories {
-		o, ok := byID[m.ID]
-		if !ok {
-			onlyA = append(onlyA, m)
+		m, err := readManifest(filepath.Join(root, tenant, e.Name()))
+		if errors.Is(err, ErrNotFound) {
 			continue
 		}
-		delete(byID, m.ID)
-		if f := changed(m, o); len(f) > 0 {
-			r.Changed = append(r.Changed, Change{Before: m, After: o, Fields: f})
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, m)
 	}
-	// Different ids, same content and provenance: the same memory (an id from the
-	// write time, say), not a change.
-	byContent := map[string][]Memory{}
-	for _, m := range byID {
-		byContent[contentKey(m)] = append(byContent[contentKey(m)], m)
-	}
-	for _, m := range onlyA {
-		k := contentKey(m)
-		if l := byContent[k]; len(l) > 0 {
-			byContent[k] = l[1:]
-			continue
-		}
-		r.Removed = append(r.Removed, m)
-	}
-	for _, l := range byContent {
-		r.Added = append(r.Added, l...)
-	}
-	sort.Slice(r.Added, func(i, j int) bool { return r.Added[i].ID < r.Added[j].ID })
-	sort.Slice(r.Removed, func(i, j int) bool { return r.Removed[i].ID < r.Removed[j].ID })
-	sort.Slice(r.Changed, func(i, j int) bool { return r.Changed[i].Before.ID < r.Changed[j].Before.ID })
-	return r
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
-func contentKey(m Memory) string {
-	return strings.Join([]string{m.Type, m.Scope, m.Kind, m.Key, m.Text, strings.Join(m.SourceEventIDs, ",")}, "\x00")
-}
-
-func changed(a, b Memory) []string {
-	var f []string
-	if a.Type != b.Type {
-		f = append(f, "memory_type")
+// Drop deletes the replay in one step: its directory holds everything of the
+// shadow namespace (Markdown, vector records, session state and stream events in
+// the shadow's own NATS store).
+func Drop(root, tenant, name string) error {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if a.Text != b.Text {
-		f = append(f, "text")
+	if err := events.ValidateID("name", name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if a.Scope != b.Scope || a.Kind != b.Kind || a.Key != b.Key {
-		f = append(f, "address")
+	dir := Dir(root, tenant, name)
+	if _, err := readManifest(dir); err != nil {
+		return err
 	}
-	if a.Context != b.Context {
-		f = append(f, "context")
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("replay: drop %s: %w", dir, err)
 	}
-	if !slices.Equal(a.SourceEventIDs, b.SourceEventIDs) {
-		f = append(f, "source_event_ids")
-	}
-	return f
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Unified is the unified diff of a and b with n lines of context (lifecycle.Diff's
-// line diff, grouped into hunks); "" when they are equal.
-func Unified(nameA, nameB, a, b string, n int) string {
-	if a == b {
-		return ""
-	}
-	type line struct {
-		op   byte // ' ', '-', '+'
-		text string
-	}
-	var ls []line
-	for _, l := range strings.Split(strings.TrimSuffix(lifecycle.Diff(a, b), "\n"), "\n") {
-		if len(l) < 2 {
-			continue
-		}
-		op := l[0]
-		ls = append(ls, line{op: op, text: l[2:]})
-	}
-	// Within each run of changed lines, removals first, as diff -u prints them.
-	for i := 0; i < len(ls); {
-		j := i
-		for j < len(ls) && ls[j].op != ' ' {
-			j++
-		}
-		if j == i {
-			i++
-			continue
-		}
-		sort.SliceStable(ls[i:j], func(x, y int) bool { return ls[i+x].op == '-' && ls[i+y].op == '+' })
-		i = j
-	}
-	var out strings.Builder
-	fmt.Fprintf(&out, "--- %s\n+++ %s\n", nameA, nameB)
-	for i := 0; i < len(ls); {
-		if ls[i].op == ' ' {
-			i++
-			continue
-		}
-		start := max(0, i-n)
-		end := i
-		for end < len(ls) {
-			if ls[end].op != ' ' {
-				end++
-				continue
-			}
-			run := end
-			for run < len(ls) && ls[run].op == ' ' {
-				run++
-			}
-			if run == len(ls) || run-end > 2*n {
-				end = min(len(ls), end+n)
-				break
-			}
-			end = run
-		}
-		aStart, bStart := 1, 1
-		for _, l := range ls[:start] {
-			if l.op != '+' {
-				aStart++
-			}
-			if l.op != '-' {
-				bStart++
-			}
-		}
-		aLen, bLen := 0, 0
-		for _, l := range ls[start:end] {
-			if l.op != '+' {
-				aLen++
-			}
-			if l.op != '-' {
-				bLen++
-			}
-		}
-		fmt.Fprintf(&out, "@@ -%d,%d +%d,%d @@\n", aStart, aLen, bStart, bLen)
-		for _, l := range ls[start:end] {
-			out.WriteByte(l.op)
-			out.WriteString(l.text)
-			out.WriteByte('\n')
-		}
-		i = end
-	}
-	return out.String()
-}
-
-// Write prints r for a person: the unified diffs, then the memories.
-func (r Result) Write(w io.Writer) error {
-	var b strings.Builder
-	for _, f := range r.Files {
-		b.WriteString(f.Unified)
-	}
-	for _, m := range r.Removed {
-		fmt.Fprintf(&b, "- memory %s %s %q (from %s)\n", m.ID, m.Type, clip(m.Text), strings.Join(m.SourceEventIDs, ","))
-	}
-	for _, m := range r.Added {
-		fmt.Fprintf(&b, "+ memory %s %s %q (from %s)\n", m.ID, m.Type, clip(m.Text), strings.Join(m.SourceEventIDs, ","))
-	}
-	for _, c := range r.Changed {
-		fmt.Fprintf(&b, "~ memory %s %s: %s changed\n  - %q\n  + %q\n", c.Before.ID, c.Before.Type, strings.Join(c.Fields, ", "), clip(c.Before.Text), clip(c.After.Text))
-	}
-	if !r.Empty() {
-		fmt.Fprintf(&b, "%d files, %d memories added, %d removed, %d changed\n", len(r.Files), len(r.Added), len(r.Removed), len(r.Changed))
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func clip(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 100 {
-		return s[:100] + "…"
-	}
-	return s
+	return nil
 }
