@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -128,28 +129,84 @@ func replaceUser(ctx context.Context, from, target *app.Runtime, tenant, user st
 	if err != nil {
 		return err
 	}
-	all := vectorstore.Filter{Tenant: tenant, UserID: user, IncludeExpired: true}
-	if _, err := target.Vectors.DeleteByFilter(ctx, all); err != nil {
+	n, err = replaceVectors(ctx, from.Vectors, target.Vectors, vectorstore.Filter{Tenant: tenant, UserID: user, IncludeExpired: true})
+	sum.Memories += n
+	if err != nil {
 		return err
-	}
-	offset := ""
-	for {
-		recs, next, err := from.Vectors.Scroll(ctx, all, offset, 256)
-		if err != nil {
-			return err
-		}
-		if len(recs) > 0 {
-			if err := target.Vectors.Upsert(ctx, recs...); err != nil {
-				return err
-			}
-			sum.Memories += len(recs)
-		}
-		if next == "" {
-			break
-		}
-		offset = next
 	}
 	n, err = target.Sessions.ReplaceUser(ctx, from.Sessions, tenant, user)
 	sum.SessionEntries += n
+	return err
+}
+
+// replaceVectors makes the records f selects in target those of from in one
+// swap: both sides are read first, the rebuilt records written over the old
+// ones, then the old ones the rebuild does not have deleted. When a step fails
+// the old records are written back and the new ones deleted, so the user's
+// memories are left as they were. It returns how many records it copied.
+func replaceVectors(ctx context.Context, from, target vectorstore.Store, f vectorstore.Filter) (int, error) {
+	fresh, err := scrollAll(ctx, from, f)
+	if err != nil {
+		return 0, err
+	}
+	old, err := scrollAll(ctx, target, f)
+	if err != nil {
+		return 0, err
+	}
+	ids := func(recs []vectorstore.Record, skip []vectorstore.Record) []string {
+		seen := make(map[string]bool, len(skip))
+		for _, r := range skip {
+			seen[r.ID] = true
+		}
+		var out []string
+		for _, r := range recs {
+			if !seen[r.ID] {
+				out = append(out, r.ID)
+			}
+		}
+		return out
+	}
+	err = upsert(ctx, target, fresh)
+	if err == nil {
+		err = remove(ctx, target, f, ids(old, fresh))
+	}
+	if err != nil {
+		if rerr := errors.Join(upsert(ctx, target, old), remove(ctx, target, f, ids(fresh, old))); rerr != nil {
+			return 0, fmt.Errorf("replace memories: %w; putting them back failed too, they are half replaced: %w", err, rerr)
+		}
+		return 0, fmt.Errorf("replace memories: %w; they are as they were", err)
+	}
+	return len(fresh), nil
+}
+
+// scrollAll reads every record f selects.
+func scrollAll(ctx context.Context, s vectorstore.Store, f vectorstore.Filter) ([]vectorstore.Record, error) {
+	var all []vectorstore.Record
+	offset := ""
+	for {
+		recs, next, err := s.Scroll(ctx, f, offset, 256)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, recs...)
+		if next == "" {
+			return all, nil
+		}
+		offset = next
+	}
+}
+
+func upsert(ctx context.Context, s vectorstore.Store, recs []vectorstore.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return s.Upsert(ctx, recs...)
+}
+
+func remove(ctx context.Context, s vectorstore.Store, f vectorstore.Filter, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.Delete(ctx, f.Tenant, f.UserID, ids...)
 	return err
 }
