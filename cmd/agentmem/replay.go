@@ -214,7 +214,7 @@ endpoint) while the live stack runs, else from the stopped stack's stores.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := runDiff(g, tenant, user, name, against)
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "agentmem:", err)
+				fmt.Fprintln(cmd.ErrOrStderr(), errorLine(err))
 				return exitCode(2)
 			}
 			if asJSON {

@@ -64,14 +64,14 @@ func TestReplayAndDiffCommands(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 3 || list[0].Status != replay.StatusDone {
 		t.Fatalf("replay list = %v\n%s", err, out)
 	}
-	if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "b", "--against", "a"); err != nil || out != "" {
+	if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "b", "--against", "a"); err != nil || out != "no difference between a and b\n" {
 		t.Fatalf("diff of two equal replays = %v\n%s", err, out)
 	}
 	// The live side is read through the retriever while the stack runs, and from
 	// its stores once it has stopped: the same answers either way.
 	checkLive := func(when string) {
 		t.Helper()
-		if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "a", "--nats-url", url); err != nil || out != "" {
+		if out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "a", "--nats-url", url); err != nil || out != "no difference between live and a\n" {
 			t.Fatalf("%s: diff live and replay a = %v\n%s", when, err, out)
 		}
 		out, err := run(t, "diff", "--tenant", "acme", "--user", "u1", "--replay", "noctx", "--json", "--nats-url", url)

@@ -92,7 +92,7 @@ func TestDefaults(t *testing.T) {
 		"ingest.batch_size":                 128,
 		"ingest.batch_linger":               5 * time.Millisecond,
 		"ingest.context_messages":           2,
-		"http.listen":                       ":9090",
+		"http.listen":                       "127.0.0.1:9090",
 		"log.level":                         "info",
 		"log.format":                        "json",
 		"runtime.gc_min_heap_mb":            128,
