@@ -546,6 +546,13 @@ func TestUSELiteProvider(t *testing.T) {
 	if c := mustLoad(t, "", "AGENTMEM_EMBED_PROVIDER=use-lite"); c.Embed.Dimensions != USELiteDimensions || c.Embed.ModelDir != "" {
 		t.Errorf("use-lite without model_dir: dimensions %d, model_dir %q; want %d and the built-in weights", c.Embed.Dimensions, c.Embed.ModelDir, USELiteDimensions)
 	}
+	// docker-compose.yml passes the variable through, empty when the host has none.
+	if c := mustLoad(t, "", "AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_DIMENSIONS="); c.Embed.Dimensions != USELiteDimensions {
+		t.Errorf("use-lite with an empty AGENTMEM_EMBED_DIMENSIONS: dimensions %d, want %d", c.Embed.Dimensions, USELiteDimensions)
+	}
+	if c := mustLoad(t, "", "AGENTMEM_EMBED_DIMENSIONS="); c.Embed.Dimensions != 384 {
+		t.Errorf("local with an empty AGENTMEM_EMBED_DIMENSIONS: dimensions %d, want the default 384", c.Embed.Dimensions)
+	}
 	if c := mustLoad(t, ""); c.Embed.Dimensions != 384 {
 		t.Errorf("local: dimensions %d, want the default 384", c.Embed.Dimensions)
 	}
