@@ -182,6 +182,10 @@ func replayListCmd(g *globalFlags) *cobra.Command {
 				}
 				return printJSON(cmd.OutOrStdout(), list)
 			}
+			if len(list) == 0 {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "no replays of tenant %s on this deployment\n", tenant)
+				return err
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATUS\tSELECTION\tWORKERS\tEVENTS\tMEMORIES\tFILES\tSTARTED")
 			for _, m := range list {

@@ -128,10 +128,15 @@ func TestClientCommandWording(t *testing.T) {
 		{[]string{"topic", "--topic", "user_prefs"}, "topic user_prefs of user u1 is empty"},
 		{[]string{"search", "--query", "finance"}, "no results"},
 		{[]string{"compress", "--dry-run"}, "MEMORY.md not compressed: there is no MEMORY.md"},
+		{[]string{"events", "list"}, "no events of tenant acme match"},
 	} {
 		if out, err := cmd(tc.args...); err != nil || !strings.Contains(out, tc.want) {
 			t.Errorf("%v on an empty memory = %v, want %q:\n%s", tc.args, err, tc.want, out)
 		}
+	}
+	t.Setenv("AGENTMEM_DATA_DIR", t.TempDir())
+	if out, err := run(t, "replay", "list", "--nats-url", url, "--tenant", "acme"); err != nil || out != "no replays of tenant acme on this deployment\n" {
+		t.Errorf("replay list with none = %v:\n%s", err, out)
 	}
 
 	if out, err := cmd("append", "--content", "Quarterly reports go to finance."); err != nil {
