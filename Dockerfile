@@ -39,6 +39,8 @@ WORKDIR /var/lib/agentmem
 # Local state of `agentmem up`; the distributed workers keep none (Qdrant, JetStream).
 ENV AGENTMEM_DATA_DIR=/var/lib/agentmem
 VOLUME ["/var/lib/agentmem"]
-# http.listen: /metrics, /healthz, /readyz.
+# http.listen: /metrics, /healthz, /readyz. The built-in default is loopback; in a
+# container the port is only reachable where it is published.
+ENV AGENTMEM_HTTP_LISTEN=:9090
 EXPOSE 9090
 CMD ["agentmem", "up"]

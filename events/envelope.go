@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -283,6 +284,9 @@ func checkSchemaVersion(raw json.RawMessage) error {
 		return fmt.Errorf("%w: schema_version is missing; this build reads version %d", ErrUnknownSchemaVersion, SchemaVersion)
 	case fmt.Sprint(SchemaVersion):
 		return nil
+	case strconv.Quote(fmt.Sprint(SchemaVersion)):
+		// "1" reads as the right version but is a JSON string: say what differs.
+		return fmt.Errorf("%w: schema_version is the string %s; this build reads the number %d", ErrUnknownSchemaVersion, v, SchemaVersion)
 	default:
 		return fmt.Errorf("%w: schema_version is %s; this build reads version %d", ErrUnknownSchemaVersion, v, SchemaVersion)
 	}

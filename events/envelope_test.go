@@ -289,6 +289,15 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// A version sent as the string "1" is refused saying that it is a string, not
+// as if "1" and 1 were different versions.
+func TestDecodeNamesAVersionSentAsAString(t *testing.T) {
+	_, err := Decode([]byte(strings.Replace(exampleEnded, `"schema_version":1`, `"schema_version":"1"`, 1)))
+	if want := `schema_version is the string "1"; this build reads the number 1`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Decode error %v, want it to say %q", err, want)
+	}
+}
+
 // Whitespace around the value is not trailing data, and a second Decode of the
 // same bytes gives the same envelope.
 func TestDecodeAcceptsSurroundingWhitespace(t *testing.T) {

@@ -79,7 +79,7 @@ func TestClientCommandsAgainstARunningStack(t *testing.T) {
 	if out, err := run(t, append([]string{"topic", "--topic", "../secrets"}, ns...)...); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("topic escape: err %v\n%s", err, out)
 	}
-	if out, err := run(t, append([]string{"search", "--query", "sales columns"}, ns...)...); err != nil || !strings.Contains(out, "results") {
+	if out, err := run(t, append([]string{"search", "--query", "sales columns"}, ns...)...); err != nil || !strings.Contains(out, "result(s)") {
 		t.Fatalf("search: %v\n%s", err, out)
 	}
 	if out, err := run(t, "observe", "--nats-url", url, "--tenant", "acme", "--user", "u.1", "--session", "s1", "--text", "x"); err == nil {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,6 +46,9 @@ func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *za
 // output, not the connection's info lines: it logs warnings and errors only (or
 // less, as the configuration says), everything with --verbose.
 func dial(g *globalFlags, tenant, hint string) (*nats.Conn, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
 	cfg, logger, err := loadConfig(g, map[string]string{})
 	if err != nil {
 		return nil, err
@@ -68,21 +72,39 @@ func dial(g *globalFlags, tenant, hint string) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// checkID vets the id given as --flag ("" is left to the flag's own rules), so
+// that a bad one is reported as the flag's, not as an invalid configuration.
+func checkID(flag, id string) error {
+	if id == "" {
+		return nil
+	}
+	return events.ValidateID("--"+flag, id)
+}
+
 // withClient runs do with a client for tenant and a bounded context, and closes the
-// connection afterwards.
+// connection afterwards. The client refuses events over the deployment's text
+// limit (limits.max_text_bytes of the configuration) before publishing them.
 func withClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *client.Client) error) error {
 	nc, err := dial(g, tenant, " (is `agentmem up` running? set --nats-url; with `up --auth`, AGENTMEM_NATS_CREDS_FILE)")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli"})
+	cfg, _, err := loadConfig(g, map[string]string{})
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli", MaxTextBytes: cfg.Limits.MaxTextBytes})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout()
 	defer cancel()
-	return do(ctx, cl)
+	err = do(ctx, cl)
+	if errors.Is(err, events.ErrTooLarge) {
+		return fmt.Errorf("%w (limits.max_text_bytes of the configuration; nothing was published)", err)
+	}
+	return err
 }
 
 // ids are the namespace flags of client commands.
@@ -122,6 +144,9 @@ func (c clientCommand) command(g *globalFlags) *cobra.Command {
 		Use:   c.use,
 		Short: c.short,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := errors.Join(checkID("user", id.user), checkID("session", id.session)); err != nil {
+				return err
+			}
 			if c.args != nil {
 				if err := c.args(args); err != nil {
 					return err
@@ -243,16 +268,18 @@ func contextCmd() clientCommand {
 
 func searchCmd() clientCommand {
 	var (
-		query string
-		limit int
-		types []string
+		query  string
+		limit  int
+		types  []string
+		asJSON bool
 	)
 	return clientCommand{
-		use: "search", short: "Search memories (Markdown chunks, episodic and semantic)",
+		use: "search", short: "Search memories (Markdown chunks, episodic and semantic): a table, or JSON with --json",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&query, "query", "", "search text (required)")
 			f.IntVar(&limit, "limit", 10, "at most this many results")
 			f.StringSliceVar(&types, "types", nil, "memory types: markdown, episodic, semantic, item (default all)")
+			f.BoolVar(&asJSON, "json", false, "print the whole reply as JSON (text unclipped, metadata included)")
 		},
 		required: []string{"query"},
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
@@ -264,9 +291,37 @@ func searchCmd() clientCommand {
 			if err != nil {
 				return err
 			}
-			return printJSON(out, reply)
+			if asJSON {
+				return printJSON(out, reply)
+			}
+			return writeSearchTable(out, reply)
 		},
 	}
+}
+
+// writeSearchTable prints a search reply for a person: one line per result, best
+// first, its text on one clipped line; then what cut or degraded the search.
+func writeSearchTable(out io.Writer, reply events.SearchReply) error {
+	if len(reply.Results) == 0 {
+		_, err := fmt.Fprintln(out, "no results")
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SCORE\tTYPE\tID\tSOURCE\tTEXT")
+	for _, r := range reply.Results {
+		fmt.Fprintf(w, "%.3f\t%s\t%s\t%s\t%s\n", r.Score, r.MemoryType, or(r.ID, "-"), or(r.Source, "-"), clip(r.Text, 80))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if reply.Truncated {
+		fmt.Fprintln(out, "(the lowest-ranked results were cut to fit one message)")
+	}
+	for _, d := range reply.Degraded {
+		fmt.Fprintf(out, "(degraded: %s)\n", d)
+	}
+	_, err := fmt.Fprintf(out, "%d result(s); --json for the whole reply\n", len(reply.Results))
+	return err
 }
 
 func appendCmd() clientCommand {
@@ -300,6 +355,10 @@ func topicCmd() clientCommand {
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
 			reply, err := cl.ReadTopic(ctx, events.TopicRequest{UserID: id.user, Topic: topic})
 			if err != nil {
+				return err
+			}
+			if reply.Content == "" {
+				_, err = fmt.Fprintf(out, "topic %s of user %s is empty\n", topic, id.user)
 				return err
 			}
 			_, err = fmt.Fprint(out, reply.Content)
@@ -348,8 +407,12 @@ reason class (--reason malformed|max_deliveries|retries_exhausted).`,
 			switch {
 			case reason != "" && !slices.Contains(bus.ReasonClasses, reason):
 				return fmt.Errorf("--reason %q: want one of %s", reason, strings.Join(bus.ReasonClasses, ", "))
-			case (all || reason != "") == (len(args) > 0):
-				return errors.New("name the dead letters by sequence, or give --all or --reason, not both")
+			case all && reason != "":
+				return errors.New("give --all or --reason, not both")
+			case (all || reason != "") && len(args) > 0:
+				return errors.New("name the dead letters by sequence or select them with --all or --reason, not both")
+			case !all && reason == "" && len(args) == 0:
+				return errors.New("which dead letters? name them by sequence (see `agentmem dlq list`), or give --all or --reason CLASS")
 			}
 			js, closeConn, err := jetStream(g)
 			if err != nil {

@@ -57,7 +57,7 @@ credential at once.`,
 		},
 	}
 	af := add.Flags()
-	af.StringVar(&dataDir, "data-dir", "", "the data directory of `agentmem up --auth` (default data_dir of the configuration); keys in DIR/auth")
+	af.StringVar(&dataDir, "data-dir", "", "the data directory of \"agentmem up --auth\" (default data_dir of the configuration); keys in DIR/auth")
 	af.StringVar(&tenant, "tenant", "", "tenant id")
 	af.BoolVar(&service, "service", false, "a credential for workers and the retriever: the whole account")
 	af.StringVar(&out, "out", "", "the .creds file to write (required)")
@@ -83,7 +83,7 @@ credential at once.`,
 			return os.WriteFile(confOut, []byte(trust.ServerConfig()), 0o644)
 		},
 	}
-	serverConfig.Flags().StringVar(&confDir, "data-dir", "", "as for `creds add`")
+	serverConfig.Flags().StringVar(&confDir, "data-dir", "", "as for \"creds add\"")
 	serverConfig.Flags().StringVar(&confOut, "out", "", "write it to this file instead of standard output")
 	creds.AddCommand(add, serverConfig)
 	return creds

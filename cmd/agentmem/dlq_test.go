@@ -49,9 +49,18 @@ func TestDLQReplayAllAndByReason(t *testing.T) {
 		}
 	}
 	list(3)
-	for _, args := range [][]string{{"replay"}, {"replay", "1", "--all"}, {"replay", "--reason", "bogus"}} {
-		if out, err := run(t, append(append([]string{"dlq"}, args...), "--nats-url", url)...); err == nil {
-			t.Fatalf("dlq %v succeeded:\n%s", args, out)
+	// Each wrong use is told what is wrong with it, not one message for all.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay"}, "which dead letters?"},
+		{[]string{"replay", "1", "--all"}, "by sequence or select them with --all or --reason, not both"},
+		{[]string{"replay", "--all", "--reason", bus.ClassMaxDeliveries}, "give --all or --reason, not both"},
+		{[]string{"replay", "--reason", "bogus"}, `--reason "bogus": want one of`},
+	} {
+		if out, err := run(t, append(append([]string{"dlq"}, tc.args...), "--nats-url", url)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("dlq %v = %v, want an error saying %q\n%s", tc.args, err, tc.want, out)
 		}
 	}
 	out, err := run(t, "dlq", "replay", "--reason", bus.ClassRetriesExhausted, "--nats-url", url)

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,8 +26,8 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 
 func newEvalLoCoMoCmd(g *globalFlags) *cobra.Command {
 	var (
-		data, ks, dataDir, questions string
-		asJSON                       bool
+		data, ks, dataDir, questions, samples string
+		asJSON                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "locomo --data FILE",
@@ -41,14 +43,19 @@ the keyword chunks of MEMORY.md. Baselines on the same data: BM25 over the raw t
 and keyword chunks of one MEMORY.md holding every turn. The paper's DRAGON retriever
 is printed beside them. Adversarial questions (category 5) are reported apart and
 left out of the overall recall. The configuration (--config, AGENTMEM_*) selects the
-models; storage is always a private directory.`,
+models; storage is always a private directory.
+
+The data is the official LoCoMo file, data/locomo10.json of
+https://github.com/snap-research/locomo (10 conversations, CC BY-NC 4.0);
+--samples conv-26,conv-30,conv-41,conv-42,conv-43 takes the five that
+BENCHMARKS.md's figures are measured on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			kList, err := parseKs(ks)
 			if err != nil {
 				return err
 			}
-			convs, err := loadLoCoMo(data)
+			convs, err := loadLoCoMo(data, samples)
 			if err != nil {
 				return err
 			}
@@ -76,7 +83,8 @@ models; storage is always a private directory.`,
 			return printReport(cmd, asJSON, rep)
 		},
 	}
-	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file (required)")
+	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file, such as the official locomo10.json (required)")
+	cmd.Flags().StringVar(&samples, "samples", "", samplesUsage)
 	cmd.Flags().StringVar(&ks, "k", "5,10,25,50", "cut-offs of recall@k, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
@@ -149,9 +157,9 @@ models; storage is always a private directory.`,
 
 func newEvalCompressCmd(g *globalFlags) *cobra.Command {
 	var (
-		locomo, scenarios, dataDir string
-		rounds                     int
-		asJSON                     bool
+		locomo, scenarios, dataDir, samples string
+		rounds                              int
+		asJSON                              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "compress [--locomo FILE] [--data DIR] [--rounds N]",
@@ -171,7 +179,7 @@ directory.`,
 			var convs []eval.Conversation
 			if locomo != "" {
 				var err error
-				if convs, err = loadLoCoMo(locomo); err != nil {
+				if convs, err = loadLoCoMo(locomo, samples); err != nil {
 					return err
 				}
 			}
@@ -194,6 +202,7 @@ directory.`,
 		},
 	}
 	cmd.Flags().StringVar(&locomo, "locomo", "", "LoCoMo-format JSON file whose conversations are replayed first")
+	cmd.Flags().StringVar(&samples, "samples", "", samplesUsage)
 	cmd.Flags().StringVar(&scenarios, "data", "testdata/scenarios", "directory of scenario files, replayed every round")
 	cmd.Flags().IntVar(&rounds, "rounds", 4, "how many times the scenarios are replayed, a week apart")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -201,8 +210,11 @@ directory.`,
 	return cmd
 }
 
-// loadLoCoMo reads a LoCoMo-format file.
-func loadLoCoMo(path string) ([]eval.Conversation, error) {
+const samplesUsage = "only these conversations of the file, by sample_id, comma-separated (default all)"
+
+// loadLoCoMo reads a LoCoMo-format file, keeping the conversations samples names
+// (sample_id, comma-separated; "" keeps all) in file order.
+func loadLoCoMo(path, samples string) ([]eval.Conversation, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -212,7 +224,27 @@ func loadLoCoMo(path string) ([]eval.Conversation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return convs, nil
+	if samples == "" {
+		return convs, nil
+	}
+	want := map[string]bool{}
+	for _, id := range strings.Split(samples, ",") {
+		want[strings.TrimSpace(id)] = true
+	}
+	var kept []eval.Conversation
+	var have []string
+	for _, c := range convs {
+		have = append(have, c.SampleID)
+		if want[c.SampleID] {
+			kept = append(kept, c)
+			delete(want, c.SampleID)
+		}
+	}
+	if len(want) > 0 {
+		missing := slices.Sorted(maps.Keys(want))
+		return nil, fmt.Errorf("--samples: %s has no sample %s (it has %s)", path, strings.Join(missing, ", "), strings.Join(have, ", "))
+	}
+	return kept, nil
 }
 
 // printReport prints an eval report as JSON or as its table.

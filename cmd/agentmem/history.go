@@ -96,6 +96,9 @@ func eventsListCmd(g *globalFlags) *cobra.Command {
 						return err
 					}
 				}
+				if len(rep.Events) == 0 {
+					_, err = fmt.Fprintf(out, "no events of tenant %s match\n", sel.tenant)
+				}
 				if rep.Truncated {
 					_, err = fmt.Fprintf(cmd.ErrOrStderr(), "(cut to fit one message: ask again with --offset %d)\n", offset+len(rep.Events))
 				}

@@ -44,7 +44,10 @@ func newBackupsCmd(g *globalFlags) *cobra.Command {
 						return err
 					}
 				}
-				return nil
+				if len(rep.Backups) == 0 {
+					_, err = fmt.Fprintf(out, "no backups for user %s (a compression or a restore makes one)\n", id.user)
+				}
+				return err
 			},
 		},
 		clientCommand{
@@ -88,17 +91,16 @@ func compressCmd() clientCommand {
 			if rep.Rejected != "" {
 				return fmt.Errorf("%w: %s (MEMORY.md unchanged)", errGuardRejected, rep.Rejected)
 			}
+			if rep.Skipped != "" {
+				_, err = fmt.Fprintf(out, "MEMORY.md not compressed: %s\n", rep.Skipped)
+				return err
+			}
+			verb := "compressed"
 			if dryRun {
+				verb = "would compress"
 				if _, err := fmt.Fprint(out, rep.Diff); err != nil {
 					return err
 				}
-			}
-			verb := "compressed"
-			switch {
-			case rep.Skipped != "":
-				verb = "not compressed: " + rep.Skipped + ";"
-			case dryRun:
-				verb = "would compress"
 			}
 			_, err = fmt.Fprintf(out, "%s MEMORY.md: %d -> %d chars (%s)%s\n", verb, rep.BeforeChars, rep.AfterChars, rep.ProcessedBy, backupNote(rep.Backup))
 			return err
@@ -166,7 +168,10 @@ func newPolicyCmd(g *globalFlags) *cobra.Command {
 						return err
 					}
 				}
-				return nil
+				if len(rep.Snapshots) == 0 {
+					_, err = fmt.Fprintf(out, "no policy snapshots for user %s (policy set and rollback make them)\n", id.user)
+				}
+				return err
 			},
 		},
 		clientCommand{

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 func main() {
@@ -16,7 +17,17 @@ func main() {
 		os.Exit(int(code))
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "agentmem:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is err as the command line reports it, prefixed with the program's
+// name unless the error already starts with it (the client's "agentmem search:
+// 400 …").
+func errorLine(err error) string {
+	if msg := err.Error(); strings.HasPrefix(msg, "agentmem ") {
+		return msg
+	}
+	return "agentmem: " + err.Error()
 }

@@ -55,7 +55,7 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 			}
 			defer nc.Close()
 			newClient := func(t string) (*client.Client, error) {
-				return client.New(nc, client.Config{Tenant: t, AgentID: agent})
+				return client.New(nc, client.Config{Tenant: t, AgentID: agent, MaxTextBytes: cfg.Limits.MaxTextBytes})
 			}
 			ctx, stop := app.SignalContext()
 			defer stop()
@@ -79,7 +79,7 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 	f.StringVar(&user, "user", "", "user id whose memory the tools use (stdio)")
 	f.StringVar(&agent, "agent", "mcp", "agent id put on the events the server publishes")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on host:port instead of stdio")
-	f.StringVar(&tokensFile, "tokens-file", "", "with --http: file of `<token> <tenant> <user>` lines (tokens are never logged)")
+	f.StringVar(&tokensFile, "tokens-file", "", "with --http: file of \"<token> <tenant> <user>\" lines (tokens are never logged)")
 	return cmd
 }
 

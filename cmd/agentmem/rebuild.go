@@ -23,7 +23,7 @@ func newRebuildCmd(g *globalFlags) *cobra.Command {
 		Use:   "rebuild",
 		Short: "Drop a user's (or a tenant's) derived memory and make it again from the event stream",
 		Long: `Replay the tenant's stream (or one user's part of it) with this configuration into a
-replay of its own under <data_dir>/replays — every worker, and every write request
+replay of its own under <data_dir>/replays/<deployment> — every worker, and every write request
 (append, add, items, policy, ...) applied again in stream order — then replace the
 namespace's Markdown, vector memories and items, and session state in the stores the
 configuration names by what the replay made, and drop the replay. Use it after a lost

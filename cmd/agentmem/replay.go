@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -33,13 +37,52 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// replayRoot is where replays live: <data_dir>/replays of the configuration.
+// replayRoot is where the replays of the configured deployment live:
+// <data_dir>/replays/<deployment>, the deployment named by its NATS URL
+// (nats.url, --nats-url). A replay belongs to the stream it read, so r1 of one
+// deployment is not r1 of another that the same client also speaks to.
 func replayRoot(g *globalFlags) (string, config.Config, error) {
 	cfg, _, err := loadConfig(g, map[string]string{})
 	if err != nil {
 		return "", cfg, err
 	}
-	return filepath.Join(cfg.DataDir, "replays"), cfg, nil
+	return filepath.Join(cfg.DataDir, "replays", deploymentDir(cfg.NATS.URL)), cfg, nil
+}
+
+// deploymentDir names the deployment at the NATS URL list urls as one path
+// element: its servers' host:port ("127.0.0.1_4222"; "localhost" is 127.0.0.1,
+// the scheme, credentials and a missing default port do not count), with every
+// character a file name should not carry replaced by "_".
+func deploymentDir(urls string) string {
+	var hosts []string
+	for _, s := range strings.Split(urls, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		host := s
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			host = u.Hostname()
+			if strings.EqualFold(host, "localhost") {
+				host = "127.0.0.1"
+			}
+			host = net.JoinHostPort(strings.ToLower(host), or(u.Port(), "4222"))
+		}
+		hosts = append(hosts, host)
+	}
+	name := strings.Map(func(r rune) rune {
+		if r < utf8.RuneSelf && (strings.ContainsRune(".-_+", r) || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return r
+		}
+		return '_'
+	}, strings.Join(hosts, "+"))
+	if strings.Trim(name, ".") == "" {
+		return "_" + name // never "", "." or "..": a path element of its own
+	}
+	return name
 }
 
 // signalContext ends on SIGINT or SIGTERM.
@@ -60,8 +103,9 @@ func newReplayCmd(g *globalFlags) *cobra.Command {
 		Short: "Re-run workers over part of a tenant's stream into a shadow namespace (list, drop; compare with `agentmem diff`)",
 		Long: `Re-run the workers (all, or those named) over a session, a user or a time range of a
 tenant's event stream into the shadow namespace NAME: a private stack under
-<data_dir>/replays/<tenant>/<NAME> with its own NATS server (no listener), Markdown
-and vector store, configured by --config and AGENTMEM_* like any other command. The
+<data_dir>/replays/<deployment>/<tenant>/<NAME> (the deployment named by its NATS
+URL, so each deployment has its own replays) with its own NATS server (no
+listener), Markdown and vector store, configured by --config and AGENTMEM_* like any other command. The
 live stream is only read; the live memory is never written. An interrupted replay
 resumes when started again with the same selection.`,
 		Args: cobra.NoArgs,
@@ -121,7 +165,7 @@ func replayListCmd(g *globalFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List a tenant's replays",
+		Short: "List a tenant's replays of the configured deployment (nats.url, --nats-url)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			root, _, err := replayRoot(g)
@@ -137,6 +181,10 @@ func replayListCmd(g *globalFlags) *cobra.Command {
 					list = []replay.Manifest{}
 				}
 				return printJSON(cmd.OutOrStdout(), list)
+			}
+			if len(list) == 0 {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "no replays of tenant %s on this deployment\n", tenant)
+				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATUS\tSELECTION\tWORKERS\tEVENTS\tMEMORIES\tFILES\tSTARTED")
@@ -214,7 +262,7 @@ endpoint) while the live stack runs, else from the stopped stack's stores.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := runDiff(g, tenant, user, name, against)
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "agentmem:", err)
+				fmt.Fprintln(cmd.ErrOrStderr(), errorLine(err))
 				return exitCode(2)
 			}
 			if asJSON {

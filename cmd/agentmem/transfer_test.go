@@ -108,10 +108,15 @@ func TestExportImportForgetCommands(t *testing.T) {
 		t.Fatalf("import of a corrupt archive: %v\n%s", err, out)
 	}
 
-	// Replays under the CLI's data directory: u1's and the tenant's hold u1.
-	root := filepath.Join(os.Getenv("AGENTMEM_DATA_DIR"), "replays")
-	for name, user := range map[string]string{"mine": "u1", "all": "", "theirs": "u2"} {
-		dir := replay.Dir(root, "acme", name)
+	// Replays under the CLI's data directory: of this deployment, u1's and the
+	// tenant's hold u1; "mine" of another deployment is another acme's.
+	root := filepath.Join(os.Getenv("AGENTMEM_DATA_DIR"), "replays", deploymentDir(srcURL))
+	elsewhere := filepath.Join(os.Getenv("AGENTMEM_DATA_DIR"), "replays", deploymentDir(dstURL))
+	for dir, user := range map[string]string{
+		replay.Dir(root, "acme", "mine"): "u1", replay.Dir(root, "acme", "all"): "", replay.Dir(root, "acme", "theirs"): "u2",
+		replay.Dir(elsewhere, "acme", "mine"): "u1",
+	} {
+		name := filepath.Base(dir)
 		data, _ := json.Marshal(replay.Manifest{Name: name, Tenant: "acme", User: user, Status: replay.StatusDone})
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -152,6 +157,9 @@ func TestExportImportForgetCommands(t *testing.T) {
 	}
 	if list, err := replay.List(root, "acme"); err != nil || len(list) != 1 || list[0].Name != "theirs" {
 		t.Fatalf("replays after forget: %+v, %v", list, err)
+	}
+	if list, err := replay.List(elsewhere, "acme"); err != nil || len(list) != 1 || list[0].Name != "mine" {
+		t.Fatalf("the forget on one deployment dropped the replays of another: %+v, %v", list, err)
 	}
 	out, err = run(t, "forget", "--nats-url", srcURL, "--tenant", "acme", "--user", "u1", "--yes")
 	if err != nil || !strings.Contains(out, "events        0") {

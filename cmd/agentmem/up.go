@@ -2,23 +2,25 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/demo"
 	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 func newUpCmd(g *globalFlags) *cobra.Command {
 	var (
-		dataDir, listen string
-		auth            bool
-		ui              bool
+		dataDir, listen, httpListen string
+		auth, ui                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -30,11 +32,19 @@ embedded vector store under --data-dir. Agents connect to the printed NATS URL.
 With --auth the NATS server refuses connections without a credential it trusts:
 issue one per tenant with "agentmem creds add --data-dir DIR --tenant T --out FILE"
 (the signing keys live in DIR/auth) and give it to the tenant's agents as
-AGENTMEM_NATS_CREDS_FILE.`,
+AGENTMEM_NATS_CREDS_FILE.
+
+The operations server (/metrics, /healthz, /readyz) and the inspector listen on
+--http-listen, else http.listen of the configuration (AGENTMEM_HTTP_LISTEN),
+loopback by default like NATS; "" turns the server off.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			overrides := map[string]string{"nats.embedded.listen": listen, "http.ui": strconv.FormatBool(ui)}
 			if dataDir != "" {
 				overrides["data_dir"] = dataDir
+			}
+			// Only when given: otherwise http.listen of the file or the environment applies.
+			if cmd.Flags().Changed("http-listen") {
+				overrides["http.listen"] = httpListen
 			}
 			cfg, logger, err := loadConfig(g, overrides)
 			if err != nil {
@@ -51,6 +61,9 @@ AGENTMEM_NATS_CREDS_FILE.`,
 				}
 			}
 			stack, err := app.Up(ctx, cfg, opts, logger)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%w (choose another address with --http-listen ADDR, http.listen or AGENTMEM_HTTP_LISTEN; \"\" turns the operations server off)", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -78,15 +91,21 @@ AGENTMEM_NATS_CREDS_FILE.`,
 			fmt.Fprintf(out, "Ctrl-C stops it (in-flight messages finish first).\n")
 			select {
 			case <-ctx.Done():
+				fmt.Fprintf(out, "stopping… (in-flight messages finish first)\n")
 			case err := <-stack.Done():
 				logger.Error("stack stopped", zap.Error(err))
 			}
-			return stack.Close()
+			if err := stack.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "stopped.\n")
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "where memory, vectors and JetStream data live (default data_dir of the configuration, ~/.agentmem)")
-	cmd.Flags().BoolVar(&auth, "auth", false, "require NATS credentials: one per tenant from `agentmem creds add`, limited to that tenant's subjects")
+	cmd.Flags().BoolVar(&auth, "auth", false, "require NATS credentials: one per tenant from \"agentmem creds add\", limited to that tenant's subjects")
 	cmd.Flags().BoolVar(&ui, "ui", true, "serve the web inspector at /ui/ on http.listen (sets http.ui)")
+	cmd.Flags().StringVar(&httpListen, "http-listen", config.Default().HTTP.Listen, "`ADDR` (host:port) of the operations server and the inspector (sets http.listen, AGENTMEM_HTTP_LISTEN; \"\" turns it off)")
 	cmd.Flags().StringVar(&listen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server's client listener (\"\" for in-process only)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,9 @@ import (
 type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
 	Volumes  map[string]any            `yaml:"volumes"`
+	Secrets  map[string]struct {
+		File string `yaml:"file"`
+	} `yaml:"secrets"`
 }
 
 type composeService struct {
@@ -25,6 +29,8 @@ type composeService struct {
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	Volumes     []string          `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
+	Secrets     []string          `yaml:"secrets"`
 	Healthcheck *struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
@@ -47,7 +53,19 @@ var composeVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*)
 // interpolate is what docker compose does to a value when no variable of the host is
 // set: ${VAR} becomes "", ${VAR:-default} and ${VAR-default} the default, $$ a "$".
 func interpolate(s string) (string, error) {
-	out := composeVar.ReplaceAllString(strings.ReplaceAll(s, "$$", "\x00"), "$3")
+	return interpolateWith(s, nil)
+}
+
+// interpolateWith is interpolate with the host's variables host: a set one
+// replaces its ${VAR...} (with ":-", only when not empty).
+func interpolateWith(s string, host map[string]string) (string, error) {
+	out := composeVar.ReplaceAllStringFunc(strings.ReplaceAll(s, "$$", "\x00"), func(m string) string {
+		sm := composeVar.FindStringSubmatch(m)
+		if v, set := host[sm[1]]; set && (v != "" || sm[2] != ":-") {
+			return v
+		}
+		return sm[3]
+	})
 	if strings.Contains(out, "${") {
 		return "", fmt.Errorf("unsupported interpolation in %q", s)
 	}
@@ -55,12 +73,12 @@ func interpolate(s string) (string, error) {
 }
 
 // composeConfig loads the configuration a compose service runs with (no config file,
-// only its environment).
-func composeConfig(t *testing.T, name string, s composeService) config.Config {
+// only its environment), the host's variables host interpolated.
+func composeConfig(t *testing.T, name string, s composeService, host map[string]string) config.Config {
 	t.Helper()
 	var env []string
 	for k, v := range s.Environment {
-		val, err := interpolate(v)
+		val, err := interpolateWith(v, host)
 		if err != nil {
 			t.Fatalf("service %s: %s: %v", name, k, err)
 		}
@@ -120,7 +138,7 @@ func TestComposeRunsTheDistributedPipeline(t *testing.T) {
 			continue
 		}
 		runs[s.Command[0]]++
-		cfg := composeConfig(t, name, s)
+		cfg := composeConfig(t, name, s, nil)
 		if cfg.Vector.Backend != config.VectorBackendQdrant || cfg.Memory.Backend != config.MemoryBackendJetStream {
 			t.Errorf("service %s: vector.backend %q, memory.backend %q; replicas need qdrant and jetstream", name, cfg.Vector.Backend, cfg.Memory.Backend)
 		}
@@ -147,6 +165,64 @@ func TestComposeRunsTheDistributedPipeline(t *testing.T) {
 	}
 }
 
+// Issue 35: the embedder the header offers works with nothing else set; the
+// inspector runs on one service, published on the host's loopback only, with a
+// password from a declared secret; the local state stays out of git and of the
+// image's build context.
+func TestComposeEmbedderInspectorAndLocalState(t *testing.T) {
+	c := loadCompose(t)
+	var ui []string
+	for name, s := range c.Services {
+		if name == "nats" || name == "qdrant" {
+			continue
+		}
+		cfg := composeConfig(t, name, s, map[string]string{"AGENTMEM_EMBED_PROVIDER": config.EmbedProviderUSELite})
+		if cfg.Embed.Dimensions != config.USELiteDimensions {
+			t.Errorf("service %s with AGENTMEM_EMBED_PROVIDER=use-lite: embed.dimensions %d, want %d", name, cfg.Embed.Dimensions, config.USELiteDimensions)
+		}
+		cfg = composeConfig(t, name, s, nil)
+		if !cfg.HTTP.UI {
+			continue
+		}
+		ui = append(ui, name)
+		port := strconv.Itoa(listenPort(t, cfg.HTTP.Listen))
+		if !slices.Contains(s.Ports, "127.0.0.1:"+port+":"+port) {
+			t.Errorf("service %s serves the inspector on %s but publishes %q, want 127.0.0.1:%s:%s", name, port, s.Ports, port, port)
+		}
+		secret, ok := strings.CutPrefix(cfg.HTTP.UIPasswordFile, "/run/secrets/")
+		if _, declared := c.Secrets[secret]; !ok || !declared || !slices.Contains(s.Secrets, secret) {
+			t.Errorf("service %s: http.ui_password_file %q is not a secret it mounts (%q)", name, cfg.HTTP.UIPasswordFile, s.Secrets)
+		} else if gitignored(t, c.Secrets[secret].File) == "" {
+			t.Errorf("the inspector's password file %s is not in .gitignore", c.Secrets[secret].File)
+		}
+	}
+	if len(ui) != 1 {
+		t.Errorf("the inspector runs in services %q, want one", ui)
+	}
+	if gitignored(t, "./data") == "" {
+		t.Error(".gitignore does not ignore ./data, the README's --data-dir")
+	}
+	ignore := string(readFile(t, filepath.Join(repoRoot(t), ".dockerignore")))
+	for _, want := range []string{".git", "/data"} {
+		if !slices.Contains(strings.Fields(ignore), want) {
+			t.Errorf(".dockerignore does not leave out %s", want)
+		}
+	}
+}
+
+// gitignored returns the line of .gitignore that ignores the repository path p
+// ("./data"), or "".
+func gitignored(t *testing.T, p string) string {
+	t.Helper()
+	p = "/" + strings.TrimPrefix(p, "./")
+	for _, line := range strings.Split(string(readFile(t, filepath.Join(repoRoot(t), ".gitignore"))), "\n") {
+		if line = strings.TrimSpace(line); line != "" && strings.TrimSuffix(line, "/") == p {
+			return line
+		}
+	}
+	return ""
+}
+
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
@@ -163,6 +239,18 @@ func TestInterpolateLikeCompose(t *testing.T) {
 	} {
 		if got, err := interpolate(in); err != nil || got != want {
 			t.Errorf("interpolate(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	host := map[string]string{"A": "a", "E": ""}
+	for in, want := range map[string]string{
+		"${A:-x}": "a",
+		"${A}":    "a",
+		"${E:-x}": "x",
+		"${E-x}":  "",
+		"${B:-x}": "x",
+	} {
+		if got, err := interpolateWith(in, host); err != nil || got != want {
+			t.Errorf("interpolateWith(%q, %v) = %q, %v; want %q", in, host, got, err, want)
 		}
 	}
 	if _, err := interpolate("${A:?required}"); err == nil {

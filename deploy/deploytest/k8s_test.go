@@ -55,6 +55,13 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 			t.Errorf("%s pins namespace %q, not the kustomization's %q", m, m.Metadata.Namespace, k.Namespace)
 		}
 	}
+	// Images are pinned to a release: a mutable "latest" lets the pods of one
+	// rollout run different builds.
+	for _, img := range k.Images {
+		if !releaseTag.MatchString(img.NewTag) {
+			t.Errorf("kustomization.yaml gives image %s the tag %q, want a release tag such as v1.2.3", img.Name, img.NewTag)
+		}
+	}
 	// Every image a worker runs is one the kustomization can retag.
 	for _, c := range k.workerContainers(t) {
 		if !slices.ContainsFunc(k.Images, func(i imageRef) bool { return i.Name == c.Image }) {

@@ -209,8 +209,12 @@ type kustomization struct {
 }
 
 type imageRef struct {
-	Name string `yaml:"name"`
+	Name   string `yaml:"name"`
+	NewTag string `yaml:"newTag"`
 }
+
+// releaseTag is a version tag, vMAJOR.MINOR.PATCH.
+var releaseTag = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 
 // repoRoot is the module root, two levels up from this package.
 func repoRoot(t *testing.T) string {

@@ -102,6 +102,13 @@ func TestNoSecretOutsideTheSecretTemplate(t *testing.T) {
 			if !secretName.MatchString(env) {
 				continue
 			}
+			if secret, ok := strings.CutPrefix(v, "/run/secrets/"); ok && strings.HasSuffix(env, "_FILE") {
+				// A path to a compose secret the service mounts is no credential.
+				if !slices.Contains(s.Secrets, secret) {
+					t.Errorf("compose service %s: %s = %q names a secret it does not mount", name, env, v)
+				}
+				continue
+			}
 			passed++
 			if !slices.Contains([]string{"${" + env + "}", "${" + env + ":-}"}, v) {
 				t.Errorf("compose service %s: %s = %q, want a pass-through ${%s:-}", name, env, v, env)

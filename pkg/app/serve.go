@@ -72,7 +72,7 @@ func Serve(ctx context.Context, rt *Runtime, names []string, onReady func()) err
 		return err
 	}
 	if err := ops.Start(); err != nil {
-		return err
+		return fmt.Errorf("http.listen: %w", err)
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

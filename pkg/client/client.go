@@ -85,11 +85,19 @@ type Config struct {
 	// RequestTimeout bounds each publish acknowledgement and each request;
 	// default DefaultRequestTimeout. A context deadline that comes earlier wins.
 	RequestTimeout time.Duration
+	// MaxTextBytes is the deployment's limit on each text of an event
+	// (limits.max_text_bytes, events.Envelope.CheckSize): an event over it is
+	// refused before publishing, with ErrInvalidEvent and events.ErrTooLarge.
+	// Default events.DefaultMaxTextBytes.
+	MaxTextBytes int
 }
 
 func (c Config) withDefaults() Config {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MaxTextBytes == 0 {
+		c.MaxTextBytes = events.DefaultMaxTextBytes
 	}
 	return c
 }
@@ -107,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("%w: RequestTimeout is %s; it must not be negative", ErrInvalidConfig, c.RequestTimeout)
+	}
+	if c.MaxTextBytes < 0 {
+		return fmt.Errorf("%w: MaxTextBytes is %d; it must not be negative", ErrInvalidConfig, c.MaxTextBytes)
 	}
 	return nil
 }

@@ -23,8 +23,13 @@ func (c *Client) Publish(ctx context.Context, env events.Envelope) error {
 		return fmt.Errorf("%w: tenant is %q but this client speaks for %q", ErrInvalidEvent, env.Tenant, c.cfg.Tenant)
 	}
 	subject, data, err := env.Encode()
+	if err == nil {
+		// The workers dead-letter an event over the limit; refuse it here instead, so
+		// the caller learns it before an id is handed out.
+		err = env.CheckSize(c.cfg.MaxTextBytes)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return &eventError{err}
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderMsgID, env.ID)
@@ -39,6 +44,13 @@ func (c *Client) Publish(ctx context.Context, env events.Envelope) error {
 	}
 	return nil
 }
+
+// eventError is an event the contract rejects: it matches ErrInvalidEvent and
+// the events error it carries, whose text already says "invalid event".
+type eventError struct{ err error }
+
+func (e *eventError) Error() string   { return "client: " + e.err.Error() }
+func (e *eventError) Unwrap() []error { return []error{ErrInvalidEvent, e.err} }
 
 // Observe publishes one observation of a session and returns the event's id.
 func (c *Client) Observe(ctx context.Context, userID, sessionID string, obs events.Observation) (string, error) {

@@ -253,6 +253,10 @@ func TestInvalidEventsAreRejectedBeforePublishing(t *testing.T) {
 	c := newClient(t, nc)
 	ctx := testContext(t)
 
+	small, err := client.New(nc, client.Config{Tenant: tenant, MaxTextBytes: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
 	other := events.New(events.TypeObservation, "globex", "u1", "", "s1")
 	other.Observation = &events.Observation{Role: events.RoleUser, Text: "hi"}
 	cases := []struct {
@@ -286,6 +290,15 @@ func TestInvalidEventsAreRejectedBeforePublishing(t *testing.T) {
 			return err
 		}, []error{events.ErrInvalidID}, "session_id"},
 		{"another tenant's envelope", func() error { return c.Publish(ctx, other) }, nil, "globex"},
+		// Ingest would dead-letter it after handing out an id (issue 35).
+		{"text over the default limit", func() error {
+			_, err := c.Say(ctx, "u1", "s1", events.RoleUser, strings.Repeat("x", events.DefaultMaxTextBytes+1), nil)
+			return err
+		}, []error{events.ErrInvalidEvent, events.ErrTooLarge}, "observation.text is 65537 bytes, limit 65536"},
+		{"tool output over a configured limit", func() error {
+			_, err := small.ToolResult(ctx, "u1", "s1", events.ToolResult{CallID: "c1", Output: "eleven char"})
+			return err
+		}, []error{events.ErrTooLarge}, "observation.tool_result.output is 11 bytes, limit 10"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -300,6 +313,9 @@ func TestInvalidEventsAreRejectedBeforePublishing(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.mention) {
 				t.Errorf("error %q does not name %q", err, tc.mention)
+			}
+			if strings.Count(err.Error(), "invalid event") > 1 {
+				t.Errorf("error %q says \"invalid event\" more than once", err)
 			}
 		})
 	}
@@ -329,6 +345,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"dotted tenant", nc, client.Config{Tenant: "ac.me"}, "Tenant"},
 		{"wildcard agent", nc, client.Config{Tenant: tenant, AgentID: "*"}, "AgentID"},
 		{"negative timeout", nc, client.Config{Tenant: tenant, RequestTimeout: -time.Second}, "RequestTimeout"},
+		{"negative text limit", nc, client.Config{Tenant: tenant, MaxTextBytes: -1}, "MaxTextBytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -345,8 +345,10 @@ func defaults() Config {
 		// Four batches in flight hide one batch's round trips behind the others'.
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},
 		Limits: Limits{MaxTextBytes: events.DefaultMaxTextBytes},
-		HTTP:   HTTP{Listen: ":9090"},
-		Log:    Log{Level: "info", Format: "json"},
+		// Loopback, like the embedded NATS server: /metrics and the inspector are
+		// for this host unless a deployment opens them (compose, deploy/k8s do).
+		HTTP: HTTP{Listen: "127.0.0.1:9090"},
+		Log:  Log{Level: "info", Format: "json"},
 		// A worker's live heap is small (tens of MiB) and its garbage plentiful: at
 		// GOGC=100 alone the collector ran every ~40 ms under load, and its mark
 		// phases set the context requests' p99 (BENCHMARKS.md).

@@ -92,7 +92,7 @@ func TestDefaults(t *testing.T) {
 		"ingest.batch_size":                 128,
 		"ingest.batch_linger":               5 * time.Millisecond,
 		"ingest.context_messages":           2,
-		"http.listen":                       ":9090",
+		"http.listen":                       "127.0.0.1:9090",
 		"log.level":                         "info",
 		"log.format":                        "json",
 		"runtime.gc_min_heap_mb":            128,
@@ -545,6 +545,13 @@ func TestUSELiteProvider(t *testing.T) {
 	}
 	if c := mustLoad(t, "", "AGENTMEM_EMBED_PROVIDER=use-lite"); c.Embed.Dimensions != USELiteDimensions || c.Embed.ModelDir != "" {
 		t.Errorf("use-lite without model_dir: dimensions %d, model_dir %q; want %d and the built-in weights", c.Embed.Dimensions, c.Embed.ModelDir, USELiteDimensions)
+	}
+	// docker-compose.yml passes the variable through, empty when the host has none.
+	if c := mustLoad(t, "", "AGENTMEM_EMBED_PROVIDER=use-lite", "AGENTMEM_EMBED_DIMENSIONS="); c.Embed.Dimensions != USELiteDimensions {
+		t.Errorf("use-lite with an empty AGENTMEM_EMBED_DIMENSIONS: dimensions %d, want %d", c.Embed.Dimensions, USELiteDimensions)
+	}
+	if c := mustLoad(t, "", "AGENTMEM_EMBED_DIMENSIONS="); c.Embed.Dimensions != 384 {
+		t.Errorf("local with an empty AGENTMEM_EMBED_DIMENSIONS: dimensions %d, want the default 384", c.Embed.Dimensions)
 	}
 	if c := mustLoad(t, ""); c.Embed.Dimensions != 384 {
 		t.Errorf("local: dimensions %d, want the default 384", c.Embed.Dimensions)

@@ -82,6 +82,11 @@ func load(path string, environ []string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	// An empty AGENTMEM_EMBED_DIMENSIONS (compose's ${VAR:-} pass-through) is
+	// unset: the length then follows the provider.
+	if v, inEnv := env["embed.dimensions"]; inEnv && v == "" {
+		delete(env, "embed.dimensions")
+	}
 	_, inEnv := env["embed.dimensions"]
 	dimensionsSet = dimensionsSet || inEnv
 	if err := ko.Load(flatMap(env), nil); err != nil {

@@ -334,7 +334,9 @@ func (r Result) Write(w io.Writer) error {
 	for _, c := range r.Changed {
 		fmt.Fprintf(&b, "~ memory %s %s: %s changed\n  - %q\n  + %q\n", c.Before.ID, c.Before.Type, strings.Join(c.Fields, ", "), clip(c.Before.Text), clip(c.After.Text))
 	}
-	if !r.Empty() {
+	if r.Empty() {
+		fmt.Fprintf(&b, "no difference between %s and %s\n", r.A, r.B)
+	} else {
 		fmt.Fprintf(&b, "%d files, %d memories added, %d removed, %d changed\n", len(r.Files), len(r.Added), len(r.Removed), len(r.Changed))
 	}
 	_, err := io.WriteString(w, b.String())

@@ -146,14 +146,17 @@ func (c *Compactor) run(ctx context.Context, ns docstore.Namespace, force, dryRu
 			}
 			return reply, nil
 		}
+		if out == cur {
+			reply.Skipped = "nothing to compress"
+			if dryRun {
+				return reply, nil // a dry run changes nothing, the stamp included
+			}
+			c.metrics.compression("skipped")
+			return reply, c.stamp(ctx, ns)
+		}
 		if dryRun {
 			reply.Diff = Diff(cur, out)
 			return reply, nil
-		}
-		if out == cur {
-			reply.Skipped = "nothing to compress"
-			c.metrics.compression("skipped")
-			return reply, c.stamp(ctx, ns)
 		}
 		backup, done, err := c.replace(ctx, ns, cur, out)
 		if err != nil {

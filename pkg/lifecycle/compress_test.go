@@ -254,6 +254,21 @@ func TestDryRunAndModelDown(t *testing.T) {
 	}
 }
 
+// A dry run of a file the compressor would leave as it is says so and carries no
+// diff (which would be the whole file, every line unchanged).
+func TestDryRunWithNothingToCompress(t *testing.T) {
+	ctx := context.Background()
+	clk := docstoretest.NewClock()
+	docs := fsStore(t, clk)
+	if _, err := docs.AppendEntries(ctx, ns, []markdown.Entry{entry(clk, "Quarterly reports go to finance.")}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := compactor(t, docs, clk, 0, nil).CompressNow(ctx, ns, true)
+	if err != nil || rep.Skipped != "nothing to compress" || rep.Diff != "" || rep.Compressed {
+		t.Fatalf("dry run of an incompressible file = %+v, %v; want skipped, no diff", rep, err)
+	}
+}
+
 // Property (SPEC B4): the offline compressor never loses a date, number, name,
 // file name or identifier of a kept entry, and never makes the file longer.
 func TestPropertyRuleCompressorLosesNoKeyTokenAndNeverGrows(t *testing.T) {

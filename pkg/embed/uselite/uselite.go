@@ -39,9 +39,9 @@ var (
 // Defaults.
 const (
 	// DefaultMaxChars is how much of a text is read, in UTF-16 code units as
-	// JavaScript counts them (the node server of the earlier measurement in
-	// BENCHMARKS.md cut at s.slice(0, 2000)); only the first 128 tokens reach
-	// the network anyway.
+	// JavaScript counts them (where the first LoCoMo measurement with the
+	// JavaScript model cut it, so that the figures compare); only the first 128
+	// tokens reach the network anyway.
 	DefaultMaxChars = 2000
 	// batchSize is how many texts go through the network together: their tokens
 	// share the dense products, and a call's batches run on GOMAXPROCS goroutines.
