@@ -7,19 +7,25 @@
 // kinds:
 //
 //   - the service user (workers and the retriever): no permissions, so everything
-//     in the AGENTMEM account, including replies to any tenant's inbox;
-//   - a tenant user: may publish only mem.<tenant>.obs.>, mem.<tenant>.ended.> and
-//     memrpc.<tenant>.>, and subscribe only to its own inbox prefix
-//     (_INBOX_<tenant>_<user public key>.>), where JetStream's publish
-//     acknowledgements and the retriever's replies arrive. Everything else ($JS.API,
-//     $KV, other tenants' subjects and inboxes) is refused by the server.
+//     in the AGENTMEM account, including replies to any tenant's inbox; which is
+//     why every responder checks a request's reply subject (ReplyAllowed);
+//   - a tenant user, of role agent or admin: may publish only mem.<tenant>.obs.>
+//     and mem.<tenant>.ended.>, request the memrpc.<tenant> endpoints of its role
+//     (an agent: events.AgentEndpoints; an admin: all), and subscribe only to its
+//     own inbox prefix (_INBOX_<tenant>_<user public key>.>), where JetStream's
+//     publish acknowledgements and the retriever's replies arrive. Everything else
+//     ($JS.API, $KV, the services' subjects, other tenants' subjects and inboxes)
+//     is refused by the server.
 //
 // The keys (nkey seeds) live in one directory, files mode 0600, created on first use;
 // issuing a credential is signing a user JWT with the account key, offline: the
 // server trusts every user the account key signs, so adding a tenant changes nothing
-// on the server. The inbox prefix is written in the credential itself (the tenant
-// user's only subscribe permission), so a client reads it from its .creds file
-// (ClientOptions) and needs no other setting.
+// on the server. Each credential issued is recorded in a register in the same
+// directory (List); a revocation is recorded there too (Revoke), signed into the
+// account JWT by Trust and pushed to a running server (Push). The inbox prefix is
+// written in the credential itself (the tenant user's only subscribe permission),
+// so a client reads it from its .creds file (ClientOptions) and needs no other
+// setting.
 package natsauth
 
 import (
