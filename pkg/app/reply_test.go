@@ -15,7 +15,6 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/app/apptest"
-	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
@@ -28,20 +27,11 @@ import (
 // inbox are still answered.
 func TestRepliesNeverLeaveTheRequestersInbox(t *testing.T) {
 	stack, _, auth := apptest.UpAuth(t)
-	url := stack.ClientURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	credsA := apptest.Creds(t, auth, "acme", natsauth.RoleAdmin)
-	ncA, err := client.Connect(url, credsA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ncA.Close)
-	acme, err := client.New(ncA, client.Config{Tenant: "acme", AgentID: "bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acme, ncA := apptest.CredsClient(t, stack, credsA, "acme")
 	added, err := acme.Add(ctx, events.AddRequest{UserID: "u1", Text: "My sales.csv has columns date, product and qty.", MemoryType: events.MemorySemantic})
 	if err != nil || len(added.MemoryIDs) == 0 {
 		t.Fatalf("acme adds a memory: %v %v", added, err)
@@ -102,16 +92,7 @@ func TestRepliesNeverLeaveTheRequestersInbox(t *testing.T) {
 	}
 	before := snapshot(t)
 
-	credsB := apptest.Creds(t, auth, "globex", natsauth.RoleAdmin)
-	ncB, err := client.Connect(url, credsB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ncB.Close)
-	globex, err := client.New(ncB, client.Config{Tenant: "globex", AgentID: "bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	globex, ncB := apptest.CredsClient(t, stack, apptest.Creds(t, auth, "globex", natsauth.RoleAdmin), "globex")
 	if _, err := globex.Search(ctx, events.SearchRequest{UserID: "u1", Query: "sales"}); err != nil {
 		t.Fatalf("globex's own request on its own inbox: %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/agentmem/agentmem/pkg/app/apptest"
-	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/mcpserver"
 	"github.com/agentmem/agentmem/pkg/natsauth"
 )
@@ -17,15 +16,7 @@ import (
 // and the agent's tools work.
 func TestAgentCredentialGetsTheAgentTools(t *testing.T) {
 	stack, _, auth := apptest.UpAuth(t)
-	nc, err := client.Connect(stack.ClientURL(), apptest.Creds(t, auth, "acme", natsauth.RoleAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	cl, err := client.New(nc, client.Config{Tenant: "acme", AgentID: "mcp"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, _ := apptest.CredsClient(t, stack, apptest.Creds(t, auth, "acme", natsauth.RoleAgent), "acme")
 	cs := connectWith(t, cl, mcpserver.Config{User: "u1", Agent: true})
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {

@@ -105,6 +105,22 @@ func Client(t testing.TB, stack *app.Stack, tenant string) *client.Client {
 	return cl
 }
 
+// CredsClient connects to the stack over TCP with the credentials file creds and
+// returns a client for tenant and its connection (closed when the test ends).
+func CredsClient(t testing.TB, stack *app.Stack, creds, tenant string) (*client.Client, *nats.Conn) {
+	t.Helper()
+	nc, err := client.Connect(stack.ClientURL(), creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "test-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, nc
+}
+
 // WaitIdle waits until the pipeline has handled everything published so far.
 func WaitIdle(t testing.TB, stack *app.Stack) {
 	t.Helper()
