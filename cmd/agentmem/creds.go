@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/spf13/cobra"
 
@@ -17,20 +21,33 @@ func newCredsCmd(g *globalFlags) *cobra.Command {
 		Use:   "creds",
 		Short: "Issue NATS credentials: one per tenant, and the workers' service credential",
 	}
-	var dataDir, tenant, out string
+	var dataDir, tenant, out, role string
 	var service bool
 	add := &cobra.Command{
 		Use:   "add",
-		Short: "Write a .creds file for a tenant (or, with --service, for workers and the retriever)",
+		Short: "Write a .creds file for a tenant's agent or admin (or, with --service, for workers and the retriever)",
 		Long: `add signs a new NATS user with the signing keys under DIR/auth (created on first
-use, mode 0600) and writes its credentials file (user JWT and nkey seed, mode 0600).
-A tenant's credential may publish only mem.<tenant>.obs.> and mem.<tenant>.ended.>,
-request memrpc.<tenant>.>, and receive on its own inbox prefix, which clients read
-from the file. No server is needed: one running with these keys accepts the
-credential at once.`,
+use, mode 0600), records it in DIR/auth/credentials.jsonl (creds list) and writes its
+credentials file (user JWT and nkey seed, mode 0600). A tenant's credential may
+publish only mem.<tenant>.obs.> and mem.<tenant>.ended.>, request the endpoints of
+its role on memrpc.<tenant>, and receive on its own inbox prefix, which clients read
+from the file:
+  --role agent (default)  observe, end sessions, context, search, topic, append, add,
+                          get, update, history, sessions and items; the server
+                          refuses forget, reset, delete, export/import, events,
+                          policy set/rollback, backups restore, compress, consolidate
+  --role admin            every endpoint of its tenant
+No server is needed: one running with these keys accepts the credential at once.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if service == (tenant != "") {
 				return errors.New("give exactly one of --tenant and --service")
+			}
+			r, err := natsauth.ParseRole(role)
+			if err != nil {
+				return err
+			}
+			if service && role != "" {
+				return errors.New("--role is for tenant credentials; --service is the whole account")
 			}
 			a, err := authority(g, dataDir)
 			if err != nil {
@@ -40,7 +57,7 @@ credential at once.`,
 			if service {
 				data, err = a.ServiceCreds()
 			} else {
-				data, err = a.TenantCreds(tenant)
+				data, err = a.TenantCreds(tenant, r)
 			}
 			if err != nil {
 				return err
@@ -50,7 +67,7 @@ credential at once.`,
 			}
 			who := "the service"
 			if tenant != "" {
-				who = "tenant " + tenant
+				who = "tenant " + tenant + " (" + string(r) + ")"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote credentials for %s to %s (export AGENTMEM_NATS_CREDS_FILE=%s)\n", who, out, out)
 			return nil
@@ -60,6 +77,7 @@ credential at once.`,
 	af.StringVar(&dataDir, "data-dir", "", "the data directory of \"agentmem up --auth\" (default data_dir of the configuration); keys in DIR/auth")
 	af.StringVar(&tenant, "tenant", "", "tenant id")
 	af.BoolVar(&service, "service", false, "a credential for workers and the retriever: the whole account")
+	af.StringVar(&role, "role", "", "agent (default) or admin: what the tenant's credential may request")
 	af.StringVar(&out, "out", "", "the .creds file to write (required)")
 	_ = add.MarkFlagRequired("out")
 
@@ -85,8 +103,79 @@ credential at once.`,
 	}
 	serverConfig.Flags().StringVar(&confDir, "data-dir", "", "as for \"creds add\"")
 	serverConfig.Flags().StringVar(&confOut, "out", "", "write it to this file instead of standard output")
-	creds.AddCommand(add, serverConfig)
+	creds.AddCommand(add, serverConfig, newCredsListCmd(g), newCredsRevokeCmd(g))
 	return creds
+}
+
+// newCredsListCmd is `agentmem creds list`: the register of issued credentials.
+func newCredsListCmd(g *globalFlags) *cobra.Command {
+	var dataDir, tenant string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the credentials issued with these keys: key, tenant, role, issued at, revoked at",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := authority(g, dataDir)
+			if err != nil {
+				return err
+			}
+			creds, err := a.List(tenant)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KEY\tTENANT\tROLE\tISSUED AT\tREVOKED AT")
+			for _, c := range creds {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Key, or(c.Tenant, "-"), or(string(c.Role), "-"), stamp(c.IssuedAt.UTC()), stamp(c.RevokedAt.UTC()))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&dataDir, "data-dir", "", "as for `creds add`")
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's credentials")
+	return list
+}
+
+// newCredsRevokeCmd is `agentmem creds revoke`: record the revocation, then push
+// it to the running server so that it applies at once.
+func newCredsRevokeCmd(g *globalFlags) *cobra.Command {
+	var dataDir, tenant, key string
+	revoke := &cobra.Command{
+		Use:   "revoke",
+		Short: "Revoke a credential: refused at its next connect, its connections closed now",
+		Long: `revoke records the key as revoked in DIR/auth/credentials.jsonl and sends the
+account, now revoking it, to the NATS server at --nats-url (nats.url) as a user of
+the system account: the server closes the credential's connections and refuses it
+from then on, without a restart. A server started later (up --auth) reads the
+revocation from the register; a nats-server run from a config file needs
+` + "`creds server-config`" + ` again in its Secret before its next restart.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := authority(g, dataDir)
+			if err != nil {
+				return err
+			}
+			if err := a.Revoke(tenant, key); err != nil {
+				return err
+			}
+			cfg, _, err := loadConfig(g, map[string]string{})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout()
+			defer cancel()
+			if err := a.Push(ctx, cfg.NATS.URL, nats.Timeout(5*time.Second)); err != nil {
+				return fmt.Errorf("revoked %s in the register, but the running server still accepts it: %w (rerun when the server is reachable, or restart it with the new trust)", key, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s of tenant %s; the server at %s closed its connections\n", key, tenant, cfg.NATS.URL)
+			return nil
+		},
+	}
+	f := revoke.Flags()
+	f.StringVar(&dataDir, "data-dir", "", "as for `creds add`")
+	f.StringVar(&tenant, "tenant", "", "the tenant the credential belongs to (required)")
+	f.StringVar(&key, "key", "", "the credential's user public key, as `creds list` shows it (required)")
+	_ = revoke.MarkFlagRequired("tenant")
+	_ = revoke.MarkFlagRequired("key")
+	return revoke
 }
 
 // authority loads (or creates) the signing keys of dataDir, or of data_dir of the

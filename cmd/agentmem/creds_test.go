@@ -5,12 +5,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // syncBuffer is a bytes.Buffer that `up`, running in a goroutine, writes while the
@@ -120,5 +122,37 @@ func TestUpWithAuthAndTenantCredentials(t *testing.T) {
 	}
 	if out, err := run(t, "context", "--nats-url", "nats://"+addr, "--tenant", "globex", "--user", "u1"); err == nil || !strings.Contains(err.Error(), `tenant "acme"`) {
 		t.Fatalf("acme's credential spoke for globex: %v\n%s", err, out)
+	}
+
+	// Roles, the register and revocation: the agent credential above is listed,
+	// revoked while `up` runs, and refused from then on; acme's admin credential
+	// keeps working.
+	admin := filepath.Join(t.TempDir(), "admin.creds")
+	if out, err := run(t, "creds", "add", "--data-dir", dir, "--tenant", "acme", "--role", "admin", "--out", admin); err != nil || !strings.Contains(out, "(admin)") {
+		t.Fatalf("creds add --role admin: %v\n%s", err, out)
+	}
+	if out, err := run(t, "creds", "add", "--data-dir", dir, "--tenant", "acme", "--role", "boss", "--out", admin+".x"); err == nil {
+		t.Fatalf("creds add --role boss succeeded:\n%s", out)
+	}
+	agentID, err := natsauth.InspectFile(creds)
+	if err != nil || agentID.Role != natsauth.RoleAgent {
+		t.Fatalf("the default role: %+v %v", agentID, err)
+	}
+	listed, err := run(t, "creds", "list", "--data-dir", dir, "--tenant", "acme")
+	if err != nil || !regexp.MustCompile(agentID.PublicKey+`\s+acme\s+agent\s+\d{4}-`).MatchString(listed) || strings.Contains(listed, "service") {
+		t.Fatalf("creds list --tenant acme: %v\n%s", err, listed)
+	}
+	if out, err := run(t, "creds", "revoke", "--data-dir", dir, "--tenant", "acme", "--key", agentID.PublicKey, "--nats-url", "nats://"+addr); err != nil {
+		t.Fatalf("creds revoke: %v\n%s", err, out)
+	}
+	if out, err := run(t, append([]string{"observe", "--session", "s2", "--text", "after the revocation"}, ns...)...); err == nil {
+		t.Fatalf("the revoked credential still observes:\n%s", out)
+	}
+	t.Setenv("AGENTMEM_NATS_CREDS_FILE", admin)
+	if out, err := run(t, append([]string{"observe", "--session", "s2", "--text", "the admin observes"}, ns...)...); err != nil {
+		t.Fatalf("the admin credential: %v\n%s", err, out)
+	}
+	if listed, err := run(t, "creds", "list", "--data-dir", dir); err != nil || !regexp.MustCompile(agentID.PublicKey+`\s+acme\s+agent\s+\S+\s+\d{4}-`).MatchString(listed) || !strings.Contains(listed, "service") {
+		t.Fatalf("creds list after the revocation: %v\n%s", err, listed)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/mcpserver"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 func newMCPCmd(g *globalFlags) *cobra.Command {
@@ -33,7 +34,9 @@ over NATS like any other client.
                                               token picks the tenant and user
 
 tokens.txt has one line per client: <token> <tenant> <user>. The tools have no
-tenant or user argument: a model can only reach the memory of the user it was given.`,
+tenant or user argument: a model can only reach the memory of the user it was given.
+With a tenant agent's credential (nats.creds_file), memory_delete is not offered: the
+server refuses an agent the delete endpoint.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if httpAddr == "" && (tenant == "" || user == "") {
 				return errors.New("stdio needs --tenant and --user (or --http ADDR --tokens-file FILE)")
@@ -49,6 +52,16 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 				return err
 			}
 			defer func() { _ = logger.Sync() }()
+			// An agent's credential cannot request the admin endpoints: their tools
+			// are left out rather than offered and refused.
+			agentCred := false
+			if cfg.NATS.CredsFile != "" {
+				id, err := natsauth.InspectFile(cfg.NATS.CredsFile)
+				if err != nil {
+					return err
+				}
+				agentCred = id.Role == natsauth.RoleAgent
+			}
 			nc, err := app.Connect(cfg.NATS, "agentmem-mcp", logger)
 			if err != nil {
 				return fmt.Errorf("%w (is `agentmem up` running? set --nats-url)", err)
@@ -64,14 +77,14 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 				if err != nil {
 					return err
 				}
-				s, err := mcpserver.New(mcpserver.Config{User: user}, cl, logger)
+				s, err := mcpserver.New(mcpserver.Config{User: user, Agent: agentCred}, cl, logger)
 				if err != nil {
 					return err
 				}
 				logger.Info("mcp server on stdio", zap.String("tenant", tenant), zap.String("user", user))
 				return s.Run(ctx, &mcp.StdioTransport{})
 			}
-			return serveMCPHTTP(ctx, httpAddr, tokensFile, newClient, logger)
+			return serveMCPHTTP(ctx, httpAddr, tokensFile, mcpserver.HTTPConfig{NewClient: newClient, Agent: agentCred}, logger)
 		},
 	}
 	f := cmd.Flags()
@@ -83,7 +96,7 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 	return cmd
 }
 
-func serveMCPHTTP(ctx context.Context, addr, tokensFile string, newClient func(string) (*client.Client, error), logger *zap.Logger) error {
+func serveMCPHTTP(ctx context.Context, addr, tokensFile string, hc mcpserver.HTTPConfig, logger *zap.Logger) error {
 	f, err := os.Open(tokensFile)
 	if err != nil {
 		return fmt.Errorf("tokens file: %w", err)
@@ -93,7 +106,8 @@ func serveMCPHTTP(ctx context.Context, addr, tokensFile string, newClient func(s
 	if err != nil {
 		return fmt.Errorf("tokens file %s: %w", tokensFile, err)
 	}
-	h, err := mcpserver.Handler(mcpserver.HTTPConfig{Tokens: tokens, NewClient: newClient}, logger)
+	hc.Tokens = tokens
+	h, err := mcpserver.Handler(hc, logger)
 	if err != nil {
 		return err
 	}

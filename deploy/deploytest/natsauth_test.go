@@ -1,12 +1,15 @@
 package deploytest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentmem/agentmem/pkg/natsauth"
 )
@@ -44,6 +47,27 @@ func TestNATSRunsOperatorModeFromTheSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := natsOptions(t, conf, trust)
+	if len(opts.TrustedOperators) != 1 || opts.SystemAccount != trust.SystemAccount || len(opts.Users)+len(opts.Nkeys) != 0 {
+		t.Errorf("operator mode: %d operators, system account %q, %d users", len(opts.TrustedOperators), opts.SystemAccount, len(opts.Users)+len(opts.Nkeys))
+	}
+	if !strings.Contains(trust.ServerConfig(), trust.Account) {
+		t.Error("server-config does not name the AGENTMEM account the KEDA triggers need")
+	}
+
+	wc, ok := k.find("ConfigMap", "agentmem-config")
+	if !ok {
+		t.Fatal("no ConfigMap agentmem-config")
+	}
+	if !strings.Contains(decodeAs[dataObject](t, wc).Data["agentmem.yaml"], "creds_file: /etc/agentmem/secrets/nats-service-creds") {
+		t.Error("the workers do not connect with the service credential from the Secret")
+	}
+}
+
+// natsOptions lays nats.conf and the trust out as the StatefulSet mounts them and
+// lets nats-server parse them.
+func natsOptions(t *testing.T, conf string, trust natsauth.Trust) *server.Options {
+	t.Helper()
 	root := t.TempDir()
 	for path, text := range map[string]string{"nats/nats.conf": conf, "nats-auth/nats-auth.conf": trust.ServerConfig()} {
 		p := filepath.Join(root, path)
@@ -59,18 +83,86 @@ func TestNATSRunsOperatorModeFromTheSecret(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nats.conf with the trust: %v", err)
 	}
-	if len(opts.TrustedOperators) != 1 || opts.SystemAccount != trust.SystemAccount || len(opts.Users)+len(opts.Nkeys) != 0 {
-		t.Errorf("operator mode: %d operators, system account %q, %d users", len(opts.TrustedOperators), opts.SystemAccount, len(opts.Users)+len(opts.Nkeys))
-	}
-	if !strings.Contains(trust.ServerConfig(), trust.Account) {
-		t.Error("server-config does not name the AGENTMEM account the KEDA triggers need")
-	}
+	return opts
+}
 
-	wc, ok := k.find("ConfigMap", "agentmem-config")
+// The NATS server of deploy/k8s, run from its nats.conf and a trust printed after
+// a revocation, refuses the revoked credential; a credential revoked while it runs
+// is cut off by `creds revoke`'s push, with no restart (deploy/README.md
+// "Revoking a credential").
+func TestK8sNATSHonoursRevocations(t *testing.T) {
+	k := loadK8s(t)
+	cm, ok := k.find("ConfigMap", "nats-config")
 	if !ok {
-		t.Fatal("no ConfigMap agentmem-config")
+		t.Fatal("no ConfigMap nats-config")
 	}
-	if !strings.Contains(decodeAs[dataObject](t, wc).Data["agentmem.yaml"], "creds_file: /etc/agentmem/secrets/nats-service-creds") {
-		t.Error("the workers do not connect with the service credential from the Secret")
+	a, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsFile := func(name string) (string, natsauth.Identity) {
+		creds, err := a.TenantCreds("acme", natsauth.RoleAgent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), name)
+		if err := natsauth.WriteCreds(path, creds); err != nil {
+			t.Fatal(err)
+		}
+		id, err := natsauth.InspectFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path, id
+	}
+	before, beforeID := credsFile("before.creds")
+	live, liveID := credsFile("live.creds")
+	if err := a.Revoke("acme", beforeID.PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	trust, err := a.Trust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := natsOptions(t, decodeAs[dataObject](t, cm).Data["nats.conf"], trust)
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
+	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server from the manifests is not ready")
+	}
+	connect := func(creds string) (*nats.Conn, error) {
+		copts, err := natsauth.ClientOptions(creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nats.Connect(srv.ClientURL(), append(copts, nats.NoReconnect())...)
+	}
+	if nc, err := connect(before); err == nil {
+		nc.Close()
+		t.Fatal("a credential revoked before the trust was printed connected")
+	}
+	nc, err := connect(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := a.Revoke("acme", liveID.PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Push(ctx, srv.ClientURL()); err != nil {
+		t.Fatalf("push to the manifests' server: %v", err)
+	}
+	for start := time.Now(); !nc.IsClosed(); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the revoked credential's connection is still open 5s after the push")
+		}
 	}
 }

@@ -55,7 +55,7 @@ func TestUpWithAuthServesTenantsInIsolation(t *testing.T) {
 
 	tenantClient := func(tenant string, timeout time.Duration) *client.Client {
 		t.Helper()
-		creds, err := auth.TenantCreds(tenant)
+		creds, err := auth.TenantCreds(tenant, natsauth.RoleAgent)
 		if err != nil {
 			t.Fatal(err)
 		}

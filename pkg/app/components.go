@@ -368,6 +368,10 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 	if err != nil {
 		return nil, err
 	}
+	rpcMetrics, err := obs.NewRPCMetrics(rt.Registry)
+	if err != nil {
+		return nil, err
+	}
 	m := rt.Config.Memory
 	return retrieve.New(retrieve.Config{
 		Policy:        m.Policy,
@@ -382,6 +386,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
 		Memories: mem, Consolidator: runner, Compressor: compactor, Transfer: moves, Summarize: extract.SummarizeSession, Gate: rt.Priority,
+		Metrics: rpcMetrics,
 	}, p.logger)
 }
 

@@ -84,6 +84,8 @@ type HTTPConfig struct {
 	// NewClient returns the agentmem client of a tenant; required. It is called once
 	// per tenant.
 	NewClient func(tenant string) (*client.Client, error)
+	// Agent is Config.Agent of every server.
+	Agent bool
 }
 
 // Handler serves MCP over streamable HTTP (stateless: every request carries its
@@ -115,7 +117,7 @@ func Handler(cfg HTTPConfig, logger *zap.Logger) (http.Handler, error) {
 			}
 			clients[id.Tenant] = cl
 		}
-		s, err := New(Config{User: id.User}, cl, logger)
+		s, err := New(Config{User: id.User, Agent: cfg.Agent}, cl, logger)
 		if err != nil {
 			return nil, err
 		}

@@ -53,6 +53,10 @@ type Config struct {
 	User string
 	// Name is the implementation name reported to clients; default "agentmem".
 	Name string
+	// Agent says the client's credential is a tenant agent's (natsauth.RoleAgent):
+	// the tools of admin endpoints (memory_delete) are left out, since the NATS
+	// server refuses their requests.
+	Agent bool
 }
 
 func (c Config) withDefaults() Config {
@@ -89,7 +93,7 @@ func New(cfg Config, cl *client.Client, logger *zap.Logger) (*mcp.Server, error)
 			"learn what is known about the user and the task; memory_search to look something up; memory_append or " +
 			"memory_add to remember a lasting fact; session_end when the conversation is over so that it is turned into memory.",
 	})
-	h := &handlers{cl: cl, user: cfg.User, logger: logger.With(zap.String("tenant", cl.Tenant()), zap.String("user", cfg.User))}
+	h := &handlers{cl: cl, user: cfg.User, agent: cfg.Agent, logger: logger.With(zap.String("tenant", cl.Tenant()), zap.String("user", cfg.User))}
 	h.addTools(s)
 	h.addResources(s)
 	return s, nil
@@ -98,6 +102,7 @@ func New(cfg Config, cl *client.Client, logger *zap.Logger) (*mcp.Server, error)
 type handlers struct {
 	cl     *client.Client
 	user   string
+	agent  bool // no tools of admin endpoints
 	logger *zap.Logger
 }
 
@@ -263,23 +268,9 @@ func (h *handlers) addTools(s *mcp.Server) {
 		return r, nil, err
 	})
 
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        ToolDelete,
-		Description: "Delete memories by id, for good. Use it only when the user asks to forget something. Returns {\"deleted\": n}.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), IdempotentHint: true},
-		InputSchema: object(map[string]any{
-			"ids": map[string]any{"type": "array", "minItems": 1, "maxItems": 100, "items": memoryID, "description": "The ids of the memories to delete."},
-		}, "ids"),
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
-		IDs []string `json:"ids"`
-	}) (*mcp.CallToolResult, any, error) {
-		rep, err := h.cl.Delete(ctx, events.DeleteRequest{UserID: h.user, IDs: a.IDs})
-		if err != nil {
-			return nil, nil, h.failed(ToolDelete, err)
-		}
-		r, err := jsonResult(rep)
-		return r, nil, err
-	})
+	if !h.agent {
+		h.addDelete(s)
+	}
 
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        ToolHistory,
@@ -312,6 +303,28 @@ func (h *handlers) addTools(s *mcp.Server) {
 			return nil, nil, h.failed(ToolEndSess, err)
 		}
 		return text(fmt.Sprintf("Session %s ended (event %s); it will be turned into memory shortly.", a.SessionID, id)), nil, nil
+	})
+}
+
+// addDelete adds memory_delete: the delete endpoint is an admin one
+// (events.AdminEndpoints).
+func (h *handlers) addDelete(s *mcp.Server) {
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        ToolDelete,
+		Description: "Delete memories by id, for good. Use it only when the user asks to forget something. Returns {\"deleted\": n}.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), IdempotentHint: true},
+		InputSchema: object(map[string]any{
+			"ids": map[string]any{"type": "array", "minItems": 1, "maxItems": 100, "items": memoryID, "description": "The ids of the memories to delete."},
+		}, "ids"),
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
+		IDs []string `json:"ids"`
+	}) (*mcp.CallToolResult, any, error) {
+		rep, err := h.cl.Delete(ctx, events.DeleteRequest{UserID: h.user, IDs: a.IDs})
+		if err != nil {
+			return nil, nil, h.failed(ToolDelete, err)
+		}
+		r, err := jsonResult(rep)
+		return r, nil, err
 	})
 }
 

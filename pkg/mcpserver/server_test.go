@@ -26,7 +26,13 @@ var allTools = []string{
 // connect runs a server for user of cl's tenant over the SDK's in-memory transport.
 func connect(t *testing.T, cl *client.Client, user string) *mcp.ClientSession {
 	t.Helper()
-	s, err := mcpserver.New(mcpserver.Config{User: user}, cl, nil)
+	return connectWith(t, cl, mcpserver.Config{User: user})
+}
+
+// connectWith is connect with a Config of the test's own.
+func connectWith(t *testing.T, cl *client.Client, cfg mcpserver.Config) *mcp.ClientSession {
+	t.Helper()
+	s, err := mcpserver.New(cfg, cl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,19 +7,25 @@
 // kinds:
 //
 //   - the service user (workers and the retriever): no permissions, so everything
-//     in the AGENTMEM account, including replies to any tenant's inbox;
-//   - a tenant user: may publish only mem.<tenant>.obs.>, mem.<tenant>.ended.> and
-//     memrpc.<tenant>.>, and subscribe only to its own inbox prefix
-//     (_INBOX_<tenant>_<user public key>.>), where JetStream's publish
-//     acknowledgements and the retriever's replies arrive. Everything else ($JS.API,
-//     $KV, other tenants' subjects and inboxes) is refused by the server.
+//     in the AGENTMEM account, including replies to any tenant's inbox; which is
+//     why every responder checks a request's reply subject (ReplyAllowed);
+//   - a tenant user, of role agent or admin: may publish only mem.<tenant>.obs.>
+//     and mem.<tenant>.ended.>, request the memrpc.<tenant> endpoints of its role
+//     (an agent: events.AgentEndpoints; an admin: all), and subscribe only to its
+//     own inbox prefix (_INBOX_<tenant>_<user public key>.>), where JetStream's
+//     publish acknowledgements and the retriever's replies arrive. Everything else
+//     ($JS.API, $KV, the services' subjects, other tenants' subjects and inboxes)
+//     is refused by the server.
 //
 // The keys (nkey seeds) live in one directory, files mode 0600, created on first use;
 // issuing a credential is signing a user JWT with the account key, offline: the
 // server trusts every user the account key signs, so adding a tenant changes nothing
-// on the server. The inbox prefix is written in the credential itself (the tenant
-// user's only subscribe permission), so a client reads it from its .creds file
-// (ClientOptions) and needs no other setting.
+// on the server. Each credential issued is recorded in a register in the same
+// directory (List); a revocation is recorded there too (Revoke), signed into the
+// account JWT by Trust and pushed to a running server (Push). The inbox prefix is
+// written in the credential itself (the tenant user's only subscribe permission),
+// so a client reads it from its .creds file (ClientOptions) and needs no other
+// setting.
 package natsauth
 
 import (
@@ -29,6 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -48,6 +55,8 @@ var (
 	ErrInvalidTenant = errors.New("natsauth: invalid tenant")
 	// ErrCreds: a credentials file that cannot be read, parsed or written.
 	ErrCreds = errors.New("natsauth: credentials")
+	// ErrInvalidRole: a role that is not agent or admin.
+	ErrInvalidRole = errors.New("natsauth: invalid role")
 )
 
 // Names of the accounts and of the key files in Config.Dir.
@@ -63,6 +72,9 @@ const (
 
 	// tenantTag marks a tenant user's JWT; its name is the tenant id.
 	tenantTag = "agentmem-tenant"
+	// roleTag+role marks a tenant user's role; a tenant JWT without one predates
+	// roles and may request every endpoint (RoleAdmin).
+	roleTag = "agentmem-role-"
 	// serviceTag marks the service user's JWT.
 	serviceTag = "agentmem-service"
 	// inboxPrefixStart starts every tenant inbox prefix.
@@ -202,15 +214,49 @@ func (a *Authority) AccountPublicKey() string {
 	return pub
 }
 
-// TenantPermissions are a tenant user's permissions: publish its events and
-// requests, subscribe to its inbox prefix, nothing else.
-func TenantPermissions(tenant, inboxPrefix string) jwt.Permissions {
+// Role is what a tenant credential may do in its tenant.
+type Role string
+
+// Roles of tenant credentials.
+const (
+	// RoleAgent observes, ends sessions and requests events.AgentEndpoints: what
+	// an agent needs, nothing that erases or exports the tenant.
+	RoleAgent Role = "agent"
+	// RoleAdmin requests every endpoint of its tenant.
+	RoleAdmin Role = "admin"
+	// RoleService is the service credential's: the whole account.
+	RoleService Role = "service"
+)
+
+// ParseRole parses a tenant credential's role; "" is RoleAgent.
+func ParseRole(s string) (Role, error) {
+	switch Role(s) {
+	case "", RoleAgent:
+		return RoleAgent, nil
+	case RoleAdmin:
+		return RoleAdmin, nil
+	}
+	return "", fmt.Errorf("%w: %q (want %s or %s)", ErrInvalidRole, s, RoleAgent, RoleAdmin)
+}
+
+// TenantPermissions are a tenant user's permissions: publish its observations
+// and session ends (never the subjects the services publish: write, hit,
+// written, summary, consolidate), request the endpoints of its role, subscribe
+// to its inbox prefix, nothing else.
+func TenantPermissions(tenant, inboxPrefix string, role Role) jwt.Permissions {
+	pub := jwt.StringList{
+		"mem." + tenant + ".obs.>",
+		"mem." + tenant + ".ended.>",
+	}
+	if role == RoleAdmin {
+		pub.Add("memrpc." + tenant + ".>")
+	} else {
+		for _, ep := range events.AgentEndpoints {
+			pub.Add(events.RPCPrefix + "." + tenant + "." + ep)
+		}
+	}
 	return jwt.Permissions{
-		Pub: jwt.Permission{Allow: jwt.StringList{
-			"mem." + tenant + ".obs.>",
-			"mem." + tenant + ".ended.>",
-			"memrpc." + tenant + ".>",
-		}},
+		Pub: jwt.Permission{Allow: pub},
 		Sub: jwt.Permission{Allow: jwt.StringList{inboxPrefix + ".>"}},
 	}
 }
@@ -221,24 +267,28 @@ func InboxPrefixFor(tenant, userPub string) string {
 }
 
 // TenantCreds issues a new credential (.creds file content: user JWT and nkey seed)
-// for tenant. Each call makes a new user with its own key and inbox prefix.
-func (a *Authority) TenantCreds(tenant string) ([]byte, error) {
+// for tenant with role (RoleAgent or RoleAdmin). Each call makes a new user with
+// its own key and inbox prefix, recorded in the register (List).
+func (a *Authority) TenantCreds(tenant string, role Role) ([]byte, error) {
 	if err := events.ValidateID("tenant", tenant); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidTenant, err)
 	}
-	return a.issue(tenant, func(uc *jwt.UserClaims, pub string) {
-		uc.Tags.Add(tenantTag)
-		uc.Permissions = TenantPermissions(tenant, InboxPrefixFor(tenant, pub))
+	if role != RoleAgent && role != RoleAdmin {
+		return nil, fmt.Errorf("%w: %q is not a tenant role", ErrInvalidRole, role)
+	}
+	return a.issue(tenant, role, func(uc *jwt.UserClaims, pub string) {
+		uc.Tags.Add(tenantTag, roleTag+string(role))
+		uc.Permissions = TenantPermissions(tenant, InboxPrefixFor(tenant, pub), role)
 	})
 }
 
 // ServiceCreds issues a new credential for workers and the retriever: the whole
 // AGENTMEM account.
 func (a *Authority) ServiceCreds() ([]byte, error) {
-	return a.issue(serviceUserName, func(uc *jwt.UserClaims, _ string) { uc.Tags.Add(serviceTag) })
+	return a.issue(serviceUserName, RoleService, func(uc *jwt.UserClaims, _ string) { uc.Tags.Add(serviceTag) })
 }
 
-func (a *Authority) issue(name string, shape func(*jwt.UserClaims, string)) ([]byte, error) {
+func (a *Authority) issue(name string, role Role, shape func(*jwt.UserClaims, string)) ([]byte, error) {
 	user, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, fmt.Errorf("%w: create user key: %w", ErrCreds, err)
@@ -261,6 +311,13 @@ func (a *Authority) issue(name string, shape func(*jwt.UserClaims, string)) ([]b
 	creds, err := jwt.FormatUserConfig(token, seed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: format: %w", ErrCreds, err)
+	}
+	tenant := ""
+	if role != RoleService {
+		tenant = name
+	}
+	if err := a.record(entry{Key: pub, Tenant: tenant, Role: role, IssuedAt: time.Unix(uc.IssuedAt, 0).UTC()}); err != nil {
+		return nil, err
 	}
 	return creds, nil
 }
@@ -311,6 +368,9 @@ type Identity struct {
 	// InboxPrefix is the prefix the client must use for its inboxes; "" when the
 	// credential may use the default _INBOX.
 	InboxPrefix string
+	// Role is the tenant credential's role, RoleService for the service's, ""
+	// for a credential issued by someone else.
+	Role Role
 }
 
 // Inspect reads the user JWT of creds (the content of a .creds file) without
@@ -325,8 +385,14 @@ func Inspect(creds []byte) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: user JWT: %w", ErrCreds, err)
 	}
 	id := Identity{PublicKey: uc.Subject}
-	if uc.Tags.Contains(tenantTag) {
-		id.Tenant = uc.Name
+	switch {
+	case uc.Tags.Contains(tenantTag):
+		id.Tenant, id.Role = uc.Name, RoleAdmin
+		if uc.Tags.Contains(roleTag + string(RoleAgent)) {
+			id.Role = RoleAgent
+		}
+	case uc.Tags.Contains(serviceTag):
+		id.Role = RoleService
 	}
 	if allow := uc.Sub.Allow; len(allow) == 1 && strings.HasPrefix(allow[0], inboxPrefixStart) && strings.HasSuffix(allow[0], ".>") {
 		id.InboxPrefix = strings.TrimSuffix(allow[0], ".>")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"pgregory.net/rapid"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/natsauth"
@@ -39,8 +41,15 @@ func startAuthServer(t testing.TB, a *natsauth.Authority) *server.Server {
 	return bustest.StartServerWith(t, bus.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Auth: &trust})
 }
 
-// credsFile issues creds (a tenant's, or the service's for tenant "") into a file.
+// credsFile issues creds (a tenant's admin, or the service's for tenant "") into a file.
 func credsFile(t testing.TB, a *natsauth.Authority, tenant string) string {
+	t.Helper()
+	return roleCredsFile(t, a, tenant, natsauth.RoleAdmin)
+}
+
+// roleCredsFile issues a credential of tenant with role (the service's for tenant
+// "") into a file.
+func roleCredsFile(t testing.TB, a *natsauth.Authority, tenant string, role natsauth.Role) string {
 	t.Helper()
 	var (
 		creds []byte
@@ -49,7 +58,7 @@ func credsFile(t testing.TB, a *natsauth.Authority, tenant string) string {
 	if tenant == "" {
 		creds, err = a.ServiceCreds()
 	} else {
-		creds, err = a.TenantCreds(tenant)
+		creds, err = a.TenantCreds(tenant, role)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -237,21 +246,26 @@ func TestConnectionWithoutATrustedCredentialIsRefused(t *testing.T) {
 	}
 }
 
-// For any two different tenants, none of B's permissions reaches A's subjects or
-// inbox, and A's own permissions cover them.
+// For any two different tenants and roles, none of B's permissions reaches A's
+// subjects or inbox; neither role may publish its own tenant's internal subjects
+// (the services'), the dead letters, JetStream or KV; an agent may request
+// exactly events.AgentEndpoints and an admin every endpoint; A's own permissions
+// cover its observations, session ends and inbox.
 func TestTenantPermissionsNeverReachAnotherTenant(t *testing.T) {
 	id := rapid.StringMatching(`[A-Za-z0-9_-]{1,20}`)
 	key := rapid.StringMatching(`U[A-Z2-7]{55}`)
 	token := rapid.StringMatching(`[A-Za-z0-9_-]{1,12}`)
+	roles := rapid.SampledFrom([]natsauth.Role{natsauth.RoleAgent, natsauth.RoleAdmin})
 	rapid.Check(t, func(t *rapid.T) {
 		ta, tb := id.Draw(t, "a"), id.Draw(t, "b")
 		if ta == tb {
 			t.Skip("same tenant")
 		}
 		ka, kb := key.Draw(t, "keyA"), key.Draw(t, "keyB")
-		permA := natsauth.TenantPermissions(ta, natsauth.InboxPrefixFor(ta, ka))
-		permB := natsauth.TenantPermissions(tb, natsauth.InboxPrefixFor(tb, kb))
-		u, s, e := token.Draw(t, "user"), token.Draw(t, "session"), token.Draw(t, "endpoint")
+		roleA, roleB := roles.Draw(t, "roleA"), roles.Draw(t, "roleB")
+		permA := natsauth.TenantPermissions(ta, natsauth.InboxPrefixFor(ta, ka), roleA)
+		permB := natsauth.TenantPermissions(tb, natsauth.InboxPrefixFor(tb, kb), roleB)
+		u, s, e := token.Draw(t, "user"), token.Draw(t, "session"), rapid.SampledFrom(events.Endpoints).Draw(t, "endpoint")
 		pubA := []string{"mem." + ta + ".obs." + u + "." + s, "mem." + ta + ".ended." + u + "." + s, "memrpc." + ta + "." + e}
 		inboxA := natsauth.InboxPrefixFor(ta, ka) + "." + token.Draw(t, "inbox") + ".1"
 		matches := func(allow []string, subject string) bool {
@@ -272,10 +286,24 @@ func TestTenantPermissionsNeverReachAnotherTenant(t *testing.T) {
 				t.Fatalf("tenant %q may subscribe %s", tb, subj)
 			}
 		}
-		for _, subj := range pubA {
+		internal := []string{
+			"mem." + ta + ".write." + u, "mem." + ta + ".hit." + u, "mem." + ta + ".written." + u,
+			"mem." + ta + ".summary." + u + "." + s, "mem." + ta + ".consolidate." + u,
+			"memdlq." + u, "$JS.API.STREAM.PURGE.AGENTMEM", "$KV.agentmem_sessions." + u,
+		}
+		for _, subj := range internal {
+			if matches(permA.Pub.Allow, subj) {
+				t.Fatalf("tenant %q (%s) may publish its internal subject %s", ta, roleA, subj)
+			}
+		}
+		for _, subj := range pubA[:2] {
 			if !matches(permA.Pub.Allow, subj) {
 				t.Fatalf("tenant %q may not publish its own %s", ta, subj)
 			}
+		}
+		wantRPC := roleA == natsauth.RoleAdmin || slices.Contains(events.AgentEndpoints, e)
+		if matches(permA.Pub.Allow, pubA[2]) != wantRPC {
+			t.Fatalf("tenant %q (%s) may request %s: %v, want %v", ta, roleA, pubA[2], !wantRPC, wantRPC)
 		}
 		if !matches(permA.Sub.Allow, inboxA) {
 			t.Fatalf("tenant %q may not receive on its inbox %s", ta, inboxA)
@@ -294,8 +322,8 @@ func TestKeysPersistPrivately(t *testing.T) {
 		t.Fatal("the account key changed between loads")
 	}
 	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) != 3 {
-		t.Fatalf("key directory holds %v (%v), want 3 keys", entries, err)
+	if err != nil || len(entries) != 4 {
+		t.Fatalf("key directory holds %v (%v), want 3 keys and the register", entries, err)
 	}
 	for _, e := range entries {
 		fi, err := e.Info()
@@ -327,7 +355,7 @@ func TestInvalidInputIsRefused(t *testing.T) {
 	}
 	a := authority(t, t.TempDir())
 	for _, tenant := range []string{"", "a.b", "a*", "a>", "../x", "a b"} {
-		if _, err := a.TenantCreds(tenant); !errors.Is(err, natsauth.ErrInvalidTenant) {
+		if _, err := a.TenantCreds(tenant, natsauth.RoleAgent); !errors.Is(err, natsauth.ErrInvalidTenant) {
 			t.Errorf("tenant %q: %v, want ErrInvalidTenant", tenant, err)
 		}
 	}

@@ -23,7 +23,8 @@ type Trust struct {
 }
 
 // Trust signs the operator and account JWTs from the keys. AGENTMEM has JetStream
-// without limits; SYS has none.
+// without limits and revokes every credential the register says is revoked; SYS
+// has none.
 func (a *Authority) Trust() (Trust, error) {
 	opPub, err := a.operator.PublicKey()
 	if err != nil {
@@ -50,8 +51,15 @@ func (a *Authority) Trust() (Trust, error) {
 		return Trust{}, fmt.Errorf("%w: sign account %s: %w", ErrKeys, SystemAccountName, err)
 	}
 
+	revoked, err := a.revocations()
+	if err != nil {
+		return Trust{}, err
+	}
 	ac := jwt.NewAccountClaims(accPub)
 	ac.Name = AccountName
+	for key, at := range revoked {
+		ac.RevokeAt(key, at)
+	}
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit, Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
 	accJWT, err := ac.Encode(a.operator)
 	if err != nil {

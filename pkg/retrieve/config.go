@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -220,7 +221,9 @@ type Deps struct {
 	// Gate, when set, marks every request as foreground work, so that background
 	// work of the process that waits on it (ingest batches) lets reads go first.
 	Gate *priority.Gate
-	Now  func() time.Time // default time.Now
+	// Metrics counts refused requests; nil counts them in a registry of their own.
+	Metrics *obs.RPCMetrics
+	Now     func() time.Time // default time.Now
 }
 
 // Summarizer summarises a conversation in at most maxChars bytes.

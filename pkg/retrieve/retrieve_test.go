@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/zap"
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
@@ -104,7 +105,13 @@ func (r *rig) start(cfg Config) *Service {
 // startWith is start with deps of the test's own.
 func (r *rig) startWith(cfg Config, deps Deps) *Service {
 	r.t.Helper()
-	svc, err := New(cfg, deps, nil)
+	return r.startLogged(cfg, deps, nil)
+}
+
+// startLogged is startWith with the retriever logging to logger.
+func (r *rig) startLogged(cfg Config, deps Deps, logger *zap.Logger) *Service {
+	r.t.Helper()
+	svc, err := New(cfg, deps, logger)
 	must(r.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

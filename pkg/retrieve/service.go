@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
@@ -22,6 +23,8 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/natsauth"
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -55,6 +58,10 @@ type Service struct {
 	// writeLocks keep one namespace's writes in stream order.
 	writes     *writes.Applier
 	writeLocks [namespaceLocks]sync.Mutex
+	// metrics counts refused replies; refusedBy remembers the tenants whose
+	// refused requests were logged, so that a client repeating one is logged once.
+	metrics   *obs.RPCMetrics
+	refusedBy *lru.Cache[string, struct{}]
 }
 
 // endpointFunc serves one endpoint: it decodes and validates data itself and
@@ -86,14 +93,26 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: DigestCacheSize: %w", ErrInvalidConfig, err)
 	}
+	metrics := deps.Metrics
+	if metrics == nil {
+		if metrics, err = obs.NewRPCMetrics(prometheus.NewRegistry()); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	refusedBy, err := lru.New[string, struct{}](refusedLogSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	s := &Service{
-		cfg:      cfg,
-		deps:     deps,
-		logger:   logger.Named("retriever"),
-		policies: policies,
-		docs:     docs,
-		keyLines: keyLines,
-		slots:    make(chan struct{}, cfg.Concurrency),
+		metrics:   metrics,
+		refusedBy: refusedBy,
+		cfg:       cfg,
+		deps:      deps,
+		logger:    logger.Named("retriever"),
+		policies:  policies,
+		docs:      docs,
+		keyLines:  keyLines,
+		slots:     make(chan struct{}, cfg.Concurrency),
 	}
 	s.hits = newHitPublisher(deps.JS, s.logger, cfg.DrainTimeout)
 	if s.writes, err = writes.New(writes.Deps{
@@ -303,6 +322,9 @@ func (s *Service) Info() (micro.Info, bool) {
 // would race. It answers on the reply subject through the connection instead.
 func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 	return micro.HandlerFunc(func(mreq micro.Request) {
+		if !s.replyAllowed(endpoint, mreq.Subject(), mreq.Reply()) {
+			return
+		}
 		s.received.Add(1)
 		s.inflight.Add(1)
 		s.slots <- struct{}{}
@@ -318,7 +340,31 @@ func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 	})
 }
 
-// handle answers one request.
+// refusedLogSize bounds the tenants remembered as already logged for a refused reply.
+const refusedLogSize = 1024
+
+// replyAllowed reports whether a request may be served: only when its reply subject
+// is an inbox of the tenant its subject names (natsauth.ReplyAllowed). Otherwise
+// the request is not served at all, since its answer would be published with the
+// service's rights to a subject the requester chose (another tenant's forget, its
+// stream, KV): it is counted, and logged once per requesting tenant, the only
+// identity a request carries.
+func (s *Service) replyAllowed(endpoint, subject, reply string) bool {
+	tenant := ""
+	if sub, err := events.ParseSubject(subject); err == nil {
+		tenant = sub.Tenant
+	}
+	if natsauth.ReplyAllowed(tenant, reply) {
+		return true
+	}
+	s.metrics.RefusedReply(endpoint)
+	if seen, _ := s.refusedBy.ContainsOrAdd(tenant, struct{}{}); !seen {
+		s.logger.Warn("refused a request whose reply subject is outside the requester's inbox; further ones of this tenant are only counted (agentmem_rpc_refused_replies_total)",
+			zap.String("tenant", tenant), zap.String("subject", subject), zap.String("reply", reply))
+	}
+	return false
+}
+
 // request is what an answer needs of a micro request, copied before the handler
 // returns.
 type request struct {

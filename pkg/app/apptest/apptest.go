@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 	"github.com/agentmem/agentmem/pkg/pipeline"
 )
 
@@ -32,6 +34,19 @@ func Up(t testing.TB, env ...string) (*app.Stack, config.Config) {
 // closes without failing the test.
 func UpLogged(t testing.TB, logger *zap.Logger, env ...string) (*app.Stack, config.Config) {
 	t.Helper()
+	stack, cfg, _ := up(t, logger, false, env...)
+	return stack, cfg
+}
+
+// UpAuth runs the stack as `agentmem up --auth` does: keys under the data
+// directory's auth/, every client needs a credential (Creds).
+func UpAuth(t testing.TB, env ...string) (*app.Stack, config.Config, *natsauth.Authority) {
+	t.Helper()
+	return up(t, nil, true, env...)
+}
+
+func up(t testing.TB, logger *zap.Logger, auth bool, env ...string) (*app.Stack, config.Config, *natsauth.Authority) {
+	t.Helper()
 	cfg, err := config.Load("", append([]string{
 		"AGENTMEM_DATA_DIR=" + t.TempDir(),
 		"AGENTMEM_HTTP_LISTEN=",
@@ -40,9 +55,15 @@ func UpLogged(t testing.TB, logger *zap.Logger, env ...string) (*app.Stack, conf
 	if err != nil {
 		t.Fatal(err)
 	}
+	var opts app.UpOptions
+	if auth {
+		if opts.Auth, err = natsauth.New(natsauth.Config{Dir: natsauth.KeyDir(cfg.DataDir)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stack, err := app.Up(ctx, cfg, app.UpOptions{}, logger)
+	stack, err := app.Up(ctx, cfg, opts, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +72,22 @@ func UpLogged(t testing.TB, logger *zap.Logger, env ...string) (*app.Stack, conf
 			t.Errorf("stack close: %v", err)
 		}
 	})
-	return stack, cfg
+	return stack, cfg, opts.Auth
+}
+
+// Creds issues a credential of tenant with role into a file of the test and
+// returns its path.
+func Creds(t testing.TB, auth *natsauth.Authority, tenant string, role natsauth.Role) string {
+	t.Helper()
+	creds, err := auth.TenantCreds(tenant, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), tenant+".creds")
+	if err := natsauth.WriteCreds(path, creds); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Client connects to the stack over TCP and returns a client for tenant.
@@ -67,6 +103,22 @@ func Client(t testing.TB, stack *app.Stack, tenant string) *client.Client {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// CredsClient connects to the stack over TCP with the credentials file creds and
+// returns a client for tenant and its connection (closed when the test ends).
+func CredsClient(t testing.TB, stack *app.Stack, creds, tenant string) (*client.Client, *nats.Conn) {
+	t.Helper()
+	nc, err := client.Connect(stack.ClientURL(), creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "test-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, nc
 }
 
 // WaitIdle waits until the pipeline has handled everything published so far.
