@@ -434,7 +434,7 @@ func (s *Service) Forget(ctx context.Context, tenant string, req events.ForgetRe
 		}
 		rep.WorkerKeys += n
 	}
-	if _, rep.History, err = kvcas.PurgeStream(ctx, s.deps.JS, s.cfg.HistoryStream, memory.HistoryUserFilter(tenant, user)); err != nil {
+	if _, rep.History, err = kvcas.EraseStream(ctx, s.deps.JS, s.cfg.HistoryStream, memory.HistoryUserFilter(tenant, user)); err != nil {
 		return rep, err
 	}
 	s.logger.Info("forgot user", zap.String("tenant", tenant), zap.String("user", user), zap.Any("removed", rep))
