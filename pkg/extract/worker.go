@@ -127,6 +127,9 @@ type WorkerDeps struct {
 	// Evolver, when set, reflects on the session after its summary_due (SPEC
 	// B5): about every 20 messages, in namespaces with evolution_enabled.
 	Evolver *lifecycle.Evolver
+	// Keyring seals each extraction record, which holds what the session said,
+	// with its user's key (kvcas.Sealed); nil keeps them plain.
+	Keyring *kvcas.Keyring
 }
 
 func (d WorkerDeps) validate() error {
@@ -223,7 +226,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("extract: %w", err)
 	}
-	w.state = kv
+	w.state = kvcas.Sealed(kv, w.deps.Keyring, kvcas.OwnerAt(0))
 	return w.pipe.Run(ctx)
 }
 
