@@ -262,6 +262,7 @@ type storedFact struct {
 	FirstSeen      time.Time        `json:"first_seen"`
 	SourceEventIDs []string         `json:"source_event_ids"`
 	SourceMeta     []map[string]any `json:"source_meta,omitempty"`
+	ProcessedBy    string           `json:"processed_by,omitempty"`
 }
 
 // handle processes one session_ended event; see Worker.
@@ -512,7 +513,7 @@ func (w *Worker) facts(ctx context.Context, env events.Envelope, conv []Message,
 	}
 	out := make([]storedFact, 0, len(found))
 	for _, f := range found {
-		sf := storedFact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen}
+		sf := storedFact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen, ProcessedBy: f.ProcessedBy}
 		// Writers report a fact's first episode by its time; every episode said at
 		// that instant is a source. A fact matching none is credited to all of them.
 		for _, ep := range episodes {
@@ -591,7 +592,7 @@ func (w *Worker) upsertFacts(ctx context.Context, env events.Envelope, facts []s
 	recs := make([]vectorstore.Record, len(facts))
 	ids := make([]string, len(facts))
 	for i, f := range facts {
-		rec := records.FactRecord(env.Tenant, env.UserID, records.Fact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen})
+		rec := records.FactRecord(env.Tenant, env.UserID, records.Fact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen, ProcessedBy: f.ProcessedBy})
 		rec.Metadata[records.MetaSourceEventIDs] = records.ToAnyList(f.SourceEventIDs)
 		if len(f.SourceMeta) > 0 {
 			metas := make([]any, len(f.SourceMeta))

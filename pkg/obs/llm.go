@@ -28,7 +28,7 @@ func NewLLMMetrics(reg prometheus.Registerer) (*LLMMetrics, error) {
 	calls, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "llm_calls_total",
-		Help:      "Chat-model requests, by agentmem step (decide, extract, semantic, ...) and outcome (ok, bad_reply, unavailable, rejected, canceled).",
+		Help:      "Chat-model requests, by agentmem step (decide, extract, semantic, ...) and outcome (ok, bad_reply, unavailable, rejected, canceled; fallback: the step's offline twin stood in for the model).",
 	}, []string{"step", "outcome"}))
 	if err != nil {
 		return nil, err
