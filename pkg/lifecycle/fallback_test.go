@@ -34,31 +34,6 @@ func observedClient(t *testing.T, m *llmtest.Model, reg prometheus.Registerer) *
 	return c
 }
 
-// fallbacks is agentmem_llm_calls_total{step, outcome="fallback"}.
-func fallbacks(t *testing.T, reg *prometheus.Registry, step string) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		if mf.GetName() != "agentmem_llm_calls_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["step"] == step && labels["outcome"] == llm.OutcomeFallback {
-				n += int(m.GetCounter().GetValue())
-			}
-		}
-	}
-	return n
-}
-
 // SPEC C9: summarize, compress and reflect answer with their offline twin on a
 // reply that is not JSON or not of the schema (a summary without "summary"),
 // mark it rules_fallback, log it once and count it once; none fails (which the
@@ -134,8 +109,8 @@ func TestLifecycleStepsFallBackOnUnusableReplies(t *testing.T) {
 			}
 
 			for _, step := range []string{lifecycle.StepSummarize, lifecycle.StepCompress, lifecycle.StepReflect} {
-				if n := fallbacks(t, reg, step); n != 1 {
-					t.Errorf("%s: agentmem_llm_calls_total{outcome=\"fallback\"} = %d, want 1", step, n)
+				if n := obsFallbacks(t, reg)[step]; n != 1 {
+					t.Errorf("%s: agentmem_llm_calls_total{outcome=\"fallback\"} = %v, want 1", step, n)
 				}
 				if n := logged(step); n != 1 {
 					t.Errorf("%s: %d fallback warnings, want 1", step, n)
@@ -143,4 +118,14 @@ func TestLifecycleStepsFallBackOnUnusableReplies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// obsFallbacks is agentmem_llm_calls_total{outcome="fallback"} per step.
+func obsFallbacks(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	n, err := obs.LLMOutcomeCounts(reg, llm.OutcomeFallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -27,31 +27,6 @@ var unusableReplies = []struct {
 	{"wrong schema", func(m *llmtest.Model) { m.SetWrongSchema(true) }},
 }
 
-// fallbackCount reads agentmem_llm_calls_total{step, outcome="fallback"}.
-func fallbackCount(t *testing.T, reg prometheus.Gatherer, step string) int {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, f := range families {
-		if f.GetName() != "agentmem_llm_calls_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["step"] == step && labels["outcome"] == llm.OutcomeFallback {
-				n += int(m.GetCounter().GetValue())
-			}
-		}
-	}
-	return n
-}
-
 // Each processor step answers with its rule-based twin's result, marked
 // rules_fallback where the result has room for it, logs it once and counts it
 // once as outcome "fallback", on a reply that is not JSON or not of the schema.
@@ -127,8 +102,8 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: got %+v\nwant the rule-based %+v", c.step, got, want)
 				}
-				if n := fallbackCount(t, reg, c.step); n != 1 {
-					t.Errorf("%s: agentmem_llm_calls_total{outcome=\"fallback\"} = %d, want 1", c.step, n)
+				if n := obsFallbacks(t, reg)[c.step]; n != 1 {
+					t.Errorf("%s: agentmem_llm_calls_total{outcome=\"fallback\"} = %v, want 1", c.step, n)
 				}
 				if entries := logs.FilterMessage("LLM reply unusable, using the rule-based default").All(); len(entries) != 1 || entries[0].ContextMap()["processor"] != c.step {
 					t.Errorf("%s: want one fallback warning, got %d", c.step, len(entries))
@@ -136,4 +111,14 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// obsFallbacks is agentmem_llm_calls_total{outcome="fallback"} per step.
+func obsFallbacks(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	n, err := obs.LLMOutcomeCounts(reg, llm.OutcomeFallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
