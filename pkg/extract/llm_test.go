@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/markdown"
-	"github.com/agentmem/agentmem/pkg/obs"
 )
 
 func newLLMExtractor(t *testing.T, srv *llmtest.Server, logger *zap.Logger) *extract.LLMExtractor {
@@ -179,32 +177,15 @@ func TestLLMExtractorFallbackIsCounted(t *testing.T) {
 	if err != nil || len(want) == 0 {
 		t.Fatalf("the rules find %v (%v) in the test session; want some entries", want, err)
 	}
-	for name, set := range map[string]func(*llmtest.Model){
-		"invalid JSON": func(m *llmtest.Model) { m.SetInvalidJSON(true) },
-		"wrong schema": func(m *llmtest.Model) { m.SetWrongSchema(true) },
-	} {
-		t.Run(name, func(t *testing.T) {
-			model := llmtest.NewModel(t)
-			set(model)
-			reg := prometheus.NewRegistry()
-			metrics, err := obs.NewLLMMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client, err := llm.New(llm.Config{BaseURL: model.URL(), Model: "m", MaxRetries: -1, Observer: metrics}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, sw := range llmtest.UnusableReplies {
+		t.Run(sw.Name, func(t *testing.T) {
+			client, fallbacks := sw.Start(t)
 			got, err := extract.NewLLM(client, nil).ExtractReport(context.Background(), session)
 			if err != nil || !reflect.DeepEqual(got.Entries, want) || got.ProcessedBy != extract.ProcessedByRulesFallback {
 				t.Fatalf("got %+v, %v; want the rules' %+v marked %s", got, err, want, extract.ProcessedByRulesFallback)
 			}
-			counted, err := obs.LLMOutcomeCounts(reg, llm.OutcomeFallback)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if counted[extract.StepExtract] != 1 {
-				t.Errorf("agentmem_llm_calls_total{step=extract,outcome=fallback} = %v, want 1", counted[extract.StepExtract])
+			if n := fallbacks()[extract.StepExtract]; n != 1 {
+				t.Errorf("agentmem_llm_calls_total{step=extract,outcome=fallback} = %v, want 1", n)
 			}
 		})
 	}

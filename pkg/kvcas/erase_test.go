@@ -35,14 +35,21 @@ func onDisk(t *testing.T, dir, s string) bool {
 	return found
 }
 
-// EraseStream leaves no byte of the erased subjects' messages in the stream's
-// files, and keeps every message of the other subjects.
-func TestEraseStreamOverwrites(t *testing.T) {
-	dir := t.TempDir()
+// jsIn is JetStream on a server storing in dir.
+func jsIn(t *testing.T, dir string) jetstream.JetStream {
+	t.Helper()
 	js, err := jetstream.New(bustest.Connect(t, bustest.StartServerIn(t, dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// EraseStream leaves no byte of the erased subjects' messages in the stream's
+// files, and keeps every message of the other subjects.
+func TestEraseStreamOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	js := jsIn(t, dir)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ev", Subjects: []string{"ev.>"}, Storage: jetstream.FileStorage}); err != nil {
@@ -84,10 +91,7 @@ func TestEraseStreamOverwrites(t *testing.T) {
 // values as missing while the other user's stay.
 func TestSealedKV(t *testing.T) {
 	dir := t.TempDir()
-	js, err := jetstream.New(bustest.Connect(t, bustest.StartServerIn(t, dir)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsIn(t, dir)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	raw, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: "state", Storage: jetstream.FileStorage})

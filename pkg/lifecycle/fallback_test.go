@@ -4,35 +4,17 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/agentmem/agentmem/pkg/docstore/docstoretest"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
-	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
-	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/session"
 )
-
-// observedClient is a client of m whose calls are counted in reg.
-func observedClient(t *testing.T, m *llmtest.Model, reg prometheus.Registerer) *llm.Client {
-	t.Helper()
-	metrics, err := obs.NewLLMMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := llm.New(llm.Config{BaseURL: m.URL(), Model: "fake", MaxRetries: -1, Timeout: 5 * time.Second, Observer: metrics}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // SPEC C9: summarize, compress and reflect answer with their offline twin on a
 // reply that is not JSON or not of the schema (a summary without "summary"),
@@ -40,18 +22,9 @@ func observedClient(t *testing.T, m *llmtest.Model, reg prometheus.Registerer) *
 // extractor would dead-letter).
 func TestLifecycleStepsFallBackOnUnusableReplies(t *testing.T) {
 	ctx := context.Background()
-	for _, sw := range []struct {
-		name string
-		set  func(*llmtest.Model)
-	}{
-		{"invalid JSON", func(m *llmtest.Model) { m.SetInvalidJSON(true) }},
-		{"wrong schema", func(m *llmtest.Model) { m.SetWrongSchema(true) }},
-	} {
-		t.Run(sw.name, func(t *testing.T) {
-			model := llmtest.NewModel(t)
-			sw.set(model)
-			reg := prometheus.NewRegistry()
-			client := observedClient(t, model, reg)
+	for _, sw := range llmtest.UnusableReplies {
+		t.Run(sw.Name, func(t *testing.T) {
+			client, fallbacks := sw.Start(t)
 			core, logs := observer.New(zapcore.WarnLevel)
 			logged := func(step string) int {
 				return logs.FilterField(zap.String("step", step)).FilterField(zap.String("processed_by", lifecycle.ByRulesFallback)).Len()
@@ -109,7 +82,7 @@ func TestLifecycleStepsFallBackOnUnusableReplies(t *testing.T) {
 			}
 
 			for _, step := range []string{lifecycle.StepSummarize, lifecycle.StepCompress, lifecycle.StepReflect} {
-				if n := obsFallbacks(t, reg)[step]; n != 1 {
+				if n := fallbacks()[step]; n != 1 {
 					t.Errorf("%s: agentmem_llm_calls_total{outcome=\"fallback\"} = %v, want 1", step, n)
 				}
 				if n := logged(step); n != 1 {
@@ -118,14 +91,4 @@ func TestLifecycleStepsFallBackOnUnusableReplies(t *testing.T) {
 			}
 		})
 	}
-}
-
-// obsFallbacks is agentmem_llm_calls_total{outcome="fallback"} per step.
-func obsFallbacks(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	n, err := obs.LLMOutcomeCounts(reg, llm.OutcomeFallback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

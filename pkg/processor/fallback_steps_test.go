@@ -6,26 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
-	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
-
-// unusableReplies are llmtest.Model's switches for a reply no step can use.
-var unusableReplies = []struct {
-	name string
-	set  func(*llmtest.Model)
-}{
-	{"invalid JSON", func(m *llmtest.Model) { m.SetInvalidJSON(true) }},
-	{"wrong schema", func(m *llmtest.Model) { m.SetWrongSchema(true) }},
-}
 
 // Each processor step answers with its rule-based twin's result, marked
 // rules_fallback where the result has room for it, logs it once and counts it
@@ -41,19 +29,9 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 		ep.ProcessedBy = records.ProcessedByRulesFallback
 		return ep
 	}
-	for _, sw := range unusableReplies {
-		t.Run(sw.name, func(t *testing.T) {
-			model := llmtest.NewModel(t)
-			sw.set(model)
-			reg := prometheus.NewRegistry()
-			metrics, err := obs.NewLLMMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client, err := llm.New(llm.Config{BaseURL: model.URL(), Model: "m", MaxRetries: -1, Observer: metrics}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, sw := range llmtest.UnusableReplies {
+		t.Run(sw.Name, func(t *testing.T) {
+			client, fallbacks := sw.Start(t)
 			core, logs := observer.New(zapcore.WarnLevel)
 			cfg := LLMConfig{Client: client}
 			decider, _ := NewLLMDecider(cfg, zap.New(core))
@@ -102,7 +80,7 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: got %+v\nwant the rule-based %+v", c.step, got, want)
 				}
-				if n := obsFallbacks(t, reg)[c.step]; n != 1 {
+				if n := fallbacks()[c.step]; n != 1 {
 					t.Errorf("%s: agentmem_llm_calls_total{outcome=\"fallback\"} = %v, want 1", c.step, n)
 				}
 				if entries := logs.FilterMessage("LLM reply unusable, using the rule-based default").All(); len(entries) != 1 || entries[0].ContextMap()["processor"] != c.step {
@@ -111,14 +89,4 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 			}
 		})
 	}
-}
-
-// obsFallbacks is agentmem_llm_calls_total{outcome="fallback"} per step.
-func obsFallbacks(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	n, err := obs.LLMOutcomeCounts(reg, llm.OutcomeFallback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
