@@ -263,7 +263,7 @@ func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, er
 	return extract.NewWorker(rt.extractorConfig(), extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
-		Summaries: summaries, Evolver: evolver,
+		Summaries: summaries, Evolver: evolver, Keyring: rt.Keyring,
 	}, p.logger)
 }
 
@@ -398,7 +398,7 @@ func (rt *Runtime) transfer(conn *nats.Conn) (*transfer.Service, error) {
 		PageBytes: int(conn.MaxPayload()) * 7 / 10,
 		// The workers' per-namespace state, keyed "<tenant>.<user>[.…]".
 		WorkerBuckets: []string{extract.DefaultStateBucket, consolidate.DefaultStateBucket, consolidate.DefaultNamespacesBucket, consolidate.DefaultLeaseBucket},
-	}, transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events}, rt.Logger)
+	}, transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events, Keyring: rt.Keyring}, rt.Logger)
 }
 
 // Writes is the applier of write events over the runtime's stores, as the

@@ -18,7 +18,7 @@ func mountInspector(rt *Runtime, ops *obs.Server) error {
 	if err != nil {
 		return fmt.Errorf("app: inspector: %w", err)
 	}
-	in, err := inspector.New(inspector.Config{Password: pw, EventStream: bus.DefaultStream, DLQStream: bus.DefaultDLQStream},
+	in, err := inspector.New(inspector.Config{Password: pw, Hosts: rt.Config.HTTP.UIHosts, EventStream: bus.DefaultStream, DLQStream: bus.DefaultDLQStream},
 		inspector.Deps{Conn: rt.Conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Vectors: rt.Vectors}, rt.Logger)
 	if err != nil {
 		return fmt.Errorf("app: inspector: %w", err)

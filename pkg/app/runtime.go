@@ -25,6 +25,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/embed/uselite"
 	"github.com/agentmem/agentmem/pkg/eventstore"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/memory"
@@ -48,6 +49,9 @@ type Runtime struct {
 	Docs     *docstore.Store
 	Events   *eventstore.Store
 	Sessions *session.Store
+	// Keyring holds each user's data key, which seals their values in the KV
+	// buckets and which forget erases.
+	Keyring  *kvcas.Keyring
 	Vectors  vectorstore.Store
 	Embedder embed.Embedder
 	LLM      *llm.Client // nil: offline, rule-based processors
@@ -117,7 +121,10 @@ func (rt *Runtime) open(ctx context.Context) error {
 	if rt.Events, err = eventstore.New(eventstore.Config{}, rt.JS, rt.Logger); err != nil {
 		return err
 	}
-	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: rt.Config.NATS.Stream.Replicas}, rt.JS, rt.Logger); err != nil {
+	if rt.Keyring, err = kvcas.NewKeyring(ctx, rt.JS, kvcas.KeyringConfig{Replicas: rt.Config.NATS.Stream.Replicas}); err != nil {
+		return err
+	}
+	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: rt.Config.NATS.Stream.Replicas, Keyring: rt.Keyring}, rt.JS, rt.Logger); err != nil {
 		return err
 	}
 	if rt.Docs, err = rt.newDocs(ctx); err != nil {

@@ -268,6 +268,11 @@ type HTTP struct {
 	// UIPasswordFile holds the inspector's HTTP basic-auth password; without one the
 	// inspector serves loopback clients only.
 	UIPasswordFile string `koanf:"ui_password_file"`
+	// UIHosts are the host names, besides loopback ones (localhost, 127.0.0.1,
+	// [::1]), under which the inspector answers (exact names, port ignored): a
+	// request naming any other Host is refused, so that a DNS-rebinding page cannot
+	// reach it. In the environment: "mem.example.com,inspector.local".
+	UIHosts []string `koanf:"ui_hosts"`
 }
 
 // Log selects the zap logger.

@@ -217,6 +217,9 @@ func envValue(t *rapid.T, key string, def any) (string, any) {
 			parts[i] = x.String()
 		}
 		return strings.Join(parts, ","), v
+	case []string:
+		v := rapid.SliceOfN(rapid.StringMatching(`[a-z][a-z0-9-]{0,10}(\.[a-z]{2,5}){0,2}`), 1, 4).Draw(t, key)
+		return strings.Join(v, ","), v
 	}
 	t.Fatalf("%s: no generator for %T", key, def)
 	return "", nil
@@ -315,6 +318,7 @@ func TestBadValuesNameTheirKey(t *testing.T) {
 			"AGENTMEM_INGEST_BATCH_LINGER=0s",
 			"AGENTMEM_INGEST_CONTEXT_MESSAGES=-2",
 			"AGENTMEM_HTTP_LISTEN=9090",
+			"AGENTMEM_HTTP_UI_HOSTS=mem.example.com,http://mem.example.com:9090",
 			"AGENTMEM_LOG_LEVEL=loud",
 			"AGENTMEM_LOG_FORMAT=xml",
 			"AGENTMEM_RUNTIME_GC_MIN_HEAP_MB=-1",
@@ -323,7 +327,8 @@ func TestBadValuesNameTheirKey(t *testing.T) {
 			"nats.url: ", "nats.user: ", "nats.stream.replicas: ", "nats.consumer.backoff: ", "nats.tls.cert_file: ",
 			"llm.model: ", "embed.provider: ", "vector.qdrant.addr: ", "vector.separate_threshold: ",
 			"ingest.concurrency: must be >= 64", "ingest.batch_linger: ", "ingest.context_messages: must be >= -1",
-			"http.listen: ", "log.level: ", "log.format: ", "runtime.gc_min_heap_mb: must be >= 0",
+			"http.listen: ", `http.ui_hosts: must be host names or IP addresses without port, scheme or wildcard, got "http://mem.example.com:9090"`,
+			"log.level: ", "log.format: ", "runtime.gc_min_heap_mb: must be >= 0",
 		}},
 	}
 	for _, tc := range cases {

@@ -247,6 +247,13 @@ func (c Config) Validate() error {
 	}
 
 	p.hostPort("http.listen", c.HTTP.Listen)
+	for _, h := range c.HTTP.UIHosts {
+		// An exact host name: a port, a scheme or a wildcard here would never match
+		// a request's Host, and the operator would be refused without knowing why.
+		if h == "" || net.ParseIP(h) == nil && strings.ContainsAny(h, ":/*@[] \t") {
+			p.add("http.ui_hosts", "must be host names or IP addresses without port, scheme or wildcard, got %q", h)
+		}
+	}
 	if lvl, err := zapcore.ParseLevel(c.Log.Level); err != nil || lvl > zapcore.ErrorLevel {
 		p.add("log.level", "must be one of debug, info, warn, error, got %q", c.Log.Level)
 	}

@@ -220,7 +220,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, user, session string)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: delete session: %w", err)
 	}
-	_, n, err := kvcas.PurgeStream(ctx, s.js, s.stream, subject)
+	_, n, err := kvcas.EraseStream(ctx, s.js, s.stream, subject)
 	if err != nil {
 		return 0, fmt.Errorf("eventstore: delete session: %w", err)
 	}
@@ -251,7 +251,7 @@ func (s *Store) DeleteUser(ctx context.Context, tenant, user string) (int, error
 	}
 	total := 0
 	for _, f := range filters {
-		_, n, err := kvcas.PurgeStream(ctx, s.js, s.stream, f)
+		_, n, err := kvcas.EraseStream(ctx, s.js, s.stream, f)
 		if err != nil {
 			return total, fmt.Errorf("eventstore: delete user: %w", err)
 		}

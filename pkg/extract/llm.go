@@ -109,6 +109,8 @@ func (x *LLMExtractor) ExtractReport(ctx context.Context, conversation []Message
 		if rerr != nil {
 			return Report{}, rerr
 		}
+		// The worker logs it, naming the session.
+		x.client.ObserveFallback(StepExtract)
 		return Report{Entries: entries, ProcessedBy: ProcessedByRulesFallback, Reason: err.Error()}, nil
 	}
 	if err != nil {

@@ -168,3 +168,25 @@ func TestLLMExtractorWithoutClient(t *testing.T) {
 		t.Fatal("an extractor without a client returned no error")
 	}
 }
+
+// Issue 28: with llmtest.Model's unparsable and off-schema switches, the
+// extraction is the rules', marked rules_fallback and counted once as
+// agentmem_llm_calls_total{step="extract", outcome="fallback"}.
+func TestLLMExtractorFallbackIsCounted(t *testing.T) {
+	want, err := extract.NewRules(nil).Extract(context.Background(), session)
+	if err != nil || len(want) == 0 {
+		t.Fatalf("the rules find %v (%v) in the test session; want some entries", want, err)
+	}
+	for _, sw := range llmtest.UnusableReplies {
+		t.Run(sw.Name, func(t *testing.T) {
+			client, fallbacks := sw.Start(t)
+			got, err := extract.NewLLM(client, nil).ExtractReport(context.Background(), session)
+			if err != nil || !reflect.DeepEqual(got.Entries, want) || got.ProcessedBy != extract.ProcessedByRulesFallback {
+				t.Fatalf("got %+v, %v; want the rules' %+v marked %s", got, err, want, extract.ProcessedByRulesFallback)
+			}
+			if n := fallbacks()[extract.StepExtract]; n != 1 {
+				t.Errorf("agentmem_llm_calls_total{step=extract,outcome=fallback} = %v, want 1", n)
+			}
+		})
+	}
+}

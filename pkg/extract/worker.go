@@ -127,6 +127,9 @@ type WorkerDeps struct {
 	// Evolver, when set, reflects on the session after its summary_due (SPEC
 	// B5): about every 20 messages, in namespaces with evolution_enabled.
 	Evolver *lifecycle.Evolver
+	// Keyring seals each extraction record, which holds what the session said,
+	// with its user's key (kvcas.Sealed); nil keeps them plain.
+	Keyring *kvcas.Keyring
 }
 
 func (d WorkerDeps) validate() error {
@@ -223,7 +226,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("extract: %w", err)
 	}
-	w.state = kv
+	w.state = kvcas.Sealed(kv, w.deps.Keyring, kvcas.OwnerAt(0))
 	return w.pipe.Run(ctx)
 }
 
@@ -259,6 +262,7 @@ type storedFact struct {
 	FirstSeen      time.Time        `json:"first_seen"`
 	SourceEventIDs []string         `json:"source_event_ids"`
 	SourceMeta     []map[string]any `json:"source_meta,omitempty"`
+	ProcessedBy    string           `json:"processed_by,omitempty"`
 }
 
 // handle processes one session_ended event; see Worker.
@@ -509,7 +513,7 @@ func (w *Worker) facts(ctx context.Context, env events.Envelope, conv []Message,
 	}
 	out := make([]storedFact, 0, len(found))
 	for _, f := range found {
-		sf := storedFact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen}
+		sf := storedFact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen, ProcessedBy: f.ProcessedBy}
 		// Writers report a fact's first episode by its time; every episode said at
 		// that instant is a source. A fact matching none is credited to all of them.
 		for _, ep := range episodes {
@@ -588,7 +592,7 @@ func (w *Worker) upsertFacts(ctx context.Context, env events.Envelope, facts []s
 	recs := make([]vectorstore.Record, len(facts))
 	ids := make([]string, len(facts))
 	for i, f := range facts {
-		rec := records.FactRecord(env.Tenant, env.UserID, records.Fact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen})
+		rec := records.FactRecord(env.Tenant, env.UserID, records.Fact{Fact: f.Fact, SourceChatID: f.SourceChatID, FirstSeen: f.FirstSeen, ProcessedBy: f.ProcessedBy})
 		rec.Metadata[records.MetaSourceEventIDs] = records.ToAnyList(f.SourceEventIDs)
 		if len(f.SourceMeta) > 0 {
 			metas := make([]any, len(f.SourceMeta))

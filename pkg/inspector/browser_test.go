@@ -378,6 +378,7 @@ func TestAccess(t *testing.T) {
 	get := func(h http.Handler, remote, password string) int {
 		r := httptest.NewRequest("GET", "/ui/", nil)
 		r.RemoteAddr = remote
+		r.Host = "localhost:9090"
 		if password != "" {
 			r.SetBasicAuth("admin", password)
 		}
@@ -402,6 +403,7 @@ func TestAccess(t *testing.T) {
 	}
 	r := httptest.NewRequest("POST", "/ui/dlq/replay", strings.NewReader("seq=1"))
 	r.RemoteAddr = "127.0.0.1:5000"
+	r.Host = "localhost:9090"
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	r.Header.Set("Sec-Fetch-Site", "cross-site")
 	w := httptest.NewRecorder()

@@ -13,14 +13,18 @@
 package inspector
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +56,9 @@ type Config struct {
 	// ListLimit bounds every list on a page (memories, events, dead letters);
 	// default 500.
 	ListLimit int
+	// Hosts are the host names, besides loopback ones, a request's Host header
+	// may name (exact, case-insensitive, port ignored): http.ui_hosts.
+	Hosts []string
 }
 
 func (c Config) withDefaults() Config {
@@ -91,6 +98,10 @@ type Inspector struct {
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
 
+	// csrf is the token every state-changing form carries: random per process,
+	// so only a page the inspector rendered (same origin, right Host) knows it.
+	csrf string
+
 	mu      sync.Mutex
 	clients map[string]*client.Client
 }
@@ -107,11 +118,16 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Inspector, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	pages, err := parsePages()
+	token := make([]byte, 32)
+	if _, err := rand.Read(token); err != nil {
+		return nil, fmt.Errorf("inspector: csrf token: %w", err)
+	}
+	csrf := hex.EncodeToString(token)
+	pages, err := parsePages(csrf)
 	if err != nil {
 		return nil, err
 	}
-	in := &Inspector{cfg: cfg, deps: deps, logger: logger.Named("inspector"), pages: pages, clients: map[string]*client.Client{}}
+	in := &Inspector{cfg: cfg, deps: deps, logger: logger.Named("inspector"), pages: pages, csrf: csrf, clients: map[string]*client.Client{}}
 	in.routes()
 	return in, nil
 }
@@ -131,9 +147,16 @@ func (in *Inspector) client(tenant string) (*client.Client, error) {
 	return c, nil
 }
 
-// ServeHTTP authenticates the request, then serves the page. State-changing
-// requests (POST) must also come from the inspector's own origin.
+// ServeHTTP checks the Host, authenticates the request, then serves the page.
+// State-changing requests (POST) must also come from the inspector's own origin
+// and carry its CSRF token.
 func (in *Inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !in.knownHost(r.Host) {
+		// A DNS-rebinding page reaches a loopback server under its own name: the
+		// browser then treats it as same-origin, so only the Host tells it apart.
+		http.Error(w, fmt.Sprintf("forbidden: host %q is not a loopback name nor in http.ui_hosts", r.Host), http.StatusForbidden)
+		return
+	}
 	if !in.authorized(r) {
 		if in.cfg.Password == "" {
 			http.Error(w, "forbidden: the inspector has no password (http.ui_password_file), so it only serves loopback clients", http.StatusForbidden)
@@ -149,6 +172,37 @@ func (in *Inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.mux.ServeHTTP(w, r)
 }
 
+// knownHost reports whether the Host header names a loopback host (localhost,
+// *.localhost, a loopback IP) or one of cfg.Hosts.
+func (in *Inspector) knownHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return slices.ContainsFunc(in.cfg.Hosts, func(h string) bool { return strings.EqualFold(h, host) })
+}
+
+// checkCSRF refuses a POST whose form does not carry the inspector's token.
+func (in *Inspector) checkCSRF(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && subtle.ConstantTimeCompare([]byte(r.PostFormValue(csrfField)), []byte(in.csrf)) != 1 {
+			http.Error(w, "forbidden: missing or wrong CSRF token (reload the page and submit again)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// csrfField is the form field that carries the CSRF token.
+const csrfField = "csrf"
+
 func (in *Inspector) authorized(r *http.Request) bool {
 	if in.cfg.Password != "" {
 		_, pw, ok := r.BasicAuth()
@@ -162,7 +216,8 @@ func (in *Inspector) authorized(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func parsePages() (map[string]*template.Template, error) {
+// parsePages parses every page; a form writes its CSRF token with {{csrf}}.
+func parsePages(csrf string) (map[string]*template.Template, error) {
 	names, err := fs.Glob(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("inspector: templates: %w", err)
@@ -172,7 +227,7 @@ func parsePages() (map[string]*template.Template, error) {
 		if name == "templates/layout.html" {
 			continue
 		}
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", name)
+		t, err := template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{"csrf": func() string { return csrf }}).ParseFS(files, "templates/layout.html", name)
 		if err != nil {
 			return nil, fmt.Errorf("inspector: parse %s: %w", name, err)
 		}

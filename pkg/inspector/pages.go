@@ -45,9 +45,10 @@ func (in *Inspector) routes() {
 	m.HandleFunc("POST /ui/dlq/replay", in.replay)
 	m.HandleFunc("GET /ui/tail", in.tail)
 	m.HandleFunc("GET /ui/tail/events", in.tailEvents)
-	// POSTs change state: they must come from a page of the inspector itself.
+	// POSTs change state: they must come from a page of the inspector itself
+	// (same origin, and a form it rendered with its CSRF token).
 	in.mux = http.NewServeMux()
-	in.mux.Handle("/", http.NewCrossOriginProtection().Handler(m))
+	in.mux.Handle("/", http.NewCrossOriginProtection().Handler(in.checkCSRF(m)))
 }
 
 // page is what every template gets.

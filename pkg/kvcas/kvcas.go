@@ -142,12 +142,17 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	return Bounded(kv), nil
 }
 
-// PurgeStream removes every message of stream whose subject matches filter
+// EraseStream removes every message of stream whose subject matches filter
 // (wildcards allowed), history and delete markers included, and returns how many
-// subjects and messages it removed. A missing stream has nothing to remove.
-// The counts are read just before the purge: a message published in between is
-// purged without being counted.
-func PurgeStream(ctx context.Context, js jetstream.JetStream, stream, filter string) (subjects, msgs int, err error) {
+// subjects and messages it removed. Where the stream allows deleting messages,
+// each is first erased (JetStream's secure delete overwrites its record in the
+// block file with random bytes: a plain delete or purge only marks it, and its
+// bytes stay on disk until the server compacts the block); then the filter is
+// purged, for what arrived meanwhile. A KV bucket's stream denies deletes, for
+// good: its messages are purged only. A missing stream has nothing to remove.
+// The counts are read first: a message published in between is removed without
+// being counted.
+func EraseStream(ctx context.Context, js jetstream.JetStream, stream, filter string) (subjects, msgs int, err error) {
 	s, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, 0, nil
@@ -166,11 +171,60 @@ func PurgeStream(ctx context.Context, js jetstream.JetStream, stream, filter str
 	if msgs == 0 {
 		return 0, 0, nil
 	}
+	if !info.Config.DenyDelete {
+		if err := eraseMsgs(ctx, s, filter, msgs); err != nil {
+			return 0, 0, fmt.Errorf("kvcas: erase %s from stream %s: %w", filter, stream, err)
+		}
+	}
 	if err := s.Purge(ctx, jetstream.WithPurgeSubject(filter)); err != nil {
 		return 0, 0, fmt.Errorf("kvcas: purge %s from stream %s: %w", filter, stream, err)
 	}
 	return subjects, msgs, nil
 }
+
+// eraseMsgs securely deletes the messages of s on filter, up to want of them,
+// found with an ordered consumer that delivers headers only.
+func eraseMsgs(ctx context.Context, s jetstream.Stream, filter string, want int) error {
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, HeadersOnly: true})
+	if err != nil {
+		return err
+	}
+	for erased := 0; erased < want; {
+		batch, err := c.Fetch(min(want-erased, eraseBatch), jetstream.FetchMaxWait(eraseFetchWait))
+		if err != nil {
+			return err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			if err := s.SecureDeleteMsg(ctx, md.Sequence.Stream); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return fmt.Errorf("message %d: %w", md.Sequence.Stream, err)
+			}
+			n++
+			if md.NumPending == 0 {
+				return batch.Error()
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil // removed meanwhile (a concurrent erase or the stream's limits)
+		}
+		erased += n
+	}
+	return nil
+}
+
+// eraseBatch is how many message headers eraseMsgs fetches at a time;
+// eraseFetchWait how long it waits for them.
+const (
+	eraseBatch     = 256
+	eraseFetchWait = 5 * time.Second
+)
 
 // PurgeKeys removes the keys of bucket that match each filter (KV key patterns
 // with * and >), with their whole history and no delete marker left behind, and
@@ -178,7 +232,7 @@ func PurgeStream(ctx context.Context, js jetstream.JetStream, stream, filter str
 func PurgeKeys(ctx context.Context, js jetstream.JetStream, bucket string, filters ...string) (int, error) {
 	total := 0
 	for _, f := range filters {
-		n, _, err := PurgeStream(ctx, js, "KV_"+bucket, "$KV."+bucket+"."+f)
+		n, _, err := EraseStream(ctx, js, "KV_"+bucket, "$KV."+bucket+"."+f)
 		if err != nil {
 			return total, err
 		}

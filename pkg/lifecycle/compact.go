@@ -252,7 +252,9 @@ func (c *Compactor) compress(ctx context.Context, doc string, log *zap.Logger) (
 		if ctx.Err() != nil || !(errors.Is(err, llm.ErrUnavailable) || errors.Is(err, llm.ErrBadReply)) {
 			return "", "", err
 		}
-		log.Warn("model compression failed; the rule compressor stands in", zap.Error(err))
+		fallenBack(c.model, StepCompress, log, err)
+		out, err = c.rules.Compress(ctx, doc)
+		return out, ByRulesFallback, err
 	}
 	out, err := c.rules.Compress(ctx, doc)
 	return out, ByRules, err

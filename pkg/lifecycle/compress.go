@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/records"
 )
 
 // Sentinel errors; every returned error wraps one of them or a dependency's.
@@ -28,11 +31,25 @@ const (
 	StepReflect   = "reflect"
 )
 
-// Who did a step, as replies and logs say it.
+// Who did a step, as replies and logs say it: ByRulesFallback when the rules
+// stood in for a configured model whose reply was unusable or which was
+// unavailable.
 const (
-	ByLLM   = "llm"
-	ByRules = "rules"
+	ByLLM           = "llm"
+	ByRules         = "rules"
+	ByRulesFallback = records.ProcessedByRulesFallback
 )
+
+// fallenBack logs, once, and counts (agentmem_llm_calls_total{step,
+// outcome="fallback"}) that step's rules stood in for model, which failed with
+// err.
+func fallenBack(model any, step string, log *zap.Logger, err error) {
+	log.Warn("model reply unusable or model unavailable; the offline rules stand in",
+		zap.String("step", step), zap.String("processed_by", ByRulesFallback), zap.Error(err))
+	if m, ok := model.(interface{ client() *llm.Client }); ok && m.client() != nil {
+		m.client().ObserveFallback(step)
+	}
+}
 
 // Compressor shortens a whole MEMORY.md.
 type Compressor interface {
@@ -179,6 +196,8 @@ func jaccard(a, b map[string]bool) float64 {
 type LLMCompressor struct {
 	Client *llm.Client
 }
+
+func (c LLMCompressor) client() *llm.Client { return c.Client }
 
 // Compress implements Compressor.
 func (c LLMCompressor) Compress(ctx context.Context, doc string) (string, error) {

@@ -243,7 +243,7 @@ func TestDryRunAndModelDown(t *testing.T) {
 	c := compactor(t, docs, clk, 0, lifecycle.LLMCompressor{Client: modelClient(t, m)})
 	before := read(t, docs)
 	rep, err := c.CompressNow(ctx, ns, true)
-	if err != nil || rep.Compressed || !strings.Contains(rep.Diff, "- Sales files have columns") || rep.ProcessedBy != lifecycle.ByRules {
+	if err != nil || rep.Compressed || !strings.Contains(rep.Diff, "- Sales files have columns") || rep.ProcessedBy != lifecycle.ByRulesFallback {
 		t.Fatalf("dry run = %+v, %v", rep, err)
 	}
 	if read(t, docs) != before {

@@ -107,6 +107,8 @@ type LLMReflector struct {
 
 var reflectPrompt = llm.MustLoadPrompt(promptFS, "prompts", "reflect")
 
+func (l LLMReflector) client() *llm.Client { return l.Client }
+
 // Reflect implements Reflector.
 func (l LLMReflector) Reflect(ctx context.Context, r Reflection) (Proposal, error) {
 	pol, err := json.Marshal(r.Policy)
@@ -318,9 +320,9 @@ func (e *Evolver) Reflect(ctx context.Context, tenant, user, sessionID string) (
 	}()
 	r := Reflection{Policy: pol, Messages: st.Messages, Recent: st.Recent[max(0, len(st.Recent)-e.cfg.Recent):]}
 	p, err := e.model.Reflect(ctx, r)
-	if errors.Is(err, llm.ErrBadReply) {
+	if errors.Is(err, llm.ErrBadReply) && ctx.Err() == nil {
 		// The model answered, unusably: asking again would likely be as bad.
-		log.Warn("unusable policy reflection from the model; the rules stand in", zap.Error(err))
+		fallenBack(e.model, StepReflect, log, err)
 		p, err = RuleReflector{}.Reflect(ctx, r)
 	}
 	if err != nil {

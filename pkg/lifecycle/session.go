@@ -37,6 +37,8 @@ var summarizePrompt = llm.MustLoadPrompt(promptFS, "prompts", "summarize")
 // By implements SessionSummarizer.
 func (LLMSessionSummarizer) By() string { return session.SummaryByLLM }
 
+func (s LLMSessionSummarizer) client() *llm.Client { return s.Client }
+
 // SummarizeSession implements SessionSummarizer.
 func (s LLMSessionSummarizer) SummarizeSession(ctx context.Context, previous string, msgs []session.Message) (string, error) {
 	system, user, err := summarizePrompt.Render(struct {
@@ -302,6 +304,13 @@ func (s *SessionSummaries) Summarize(ctx context.Context, tenant, user, sessionI
 	log := s.logger.With(obs.Tenant(tenant), obs.User(user), obs.Session(sessionID))
 	text, err := s.model.SummarizeSession(ctx, sum.Text, todo)
 	by := s.model.By()
+	if errors.Is(err, llm.ErrBadReply) && ctx.Err() == nil {
+		// SPEC C9: an unusable reply falls back to the offline summary, never
+		// to a dead letter. (An unavailable model is retried: the event is
+		// redelivered, and the emergency path below bounds the session.)
+		fallenBack(s.model, StepSummarize, log, err)
+		text, err, by = SummarizeExtractive(sum.Text, todo, 0), nil, session.SummaryByRulesFallback
+	}
 	if err != nil {
 		tokens := session.EstimateTokens(sum.Text)
 		for _, m := range pending {

@@ -312,6 +312,11 @@ func (c *Client) complete(ctx context.Context, step, system, user string) (strin
 	return "", openai.Usage{}, c.fail(lastStatus, fmt.Errorf("%w after %d attempts: %s", ErrUnavailable, c.cfg.MaxRetries+1, lastErr))
 }
 
+// ObserveFallback tells the Observer that step used its offline twin in place
+// of the model's answer (an unparsable or off-schema reply, or an unavailable
+// endpoint), as outcome OutcomeFallback.
+func (c *Client) ObserveFallback(step string) { c.observe(step, OutcomeFallback, openai.Usage{}) }
+
 func (c *Client) observe(step, outcome string, u openai.Usage) {
 	if c.observer != nil {
 		c.observer.ObserveLLMCall(step, outcome, u.PromptTokens, u.CompletionTokens)

@@ -9,6 +9,9 @@ const (
 	OutcomeUnavailable = "unavailable" // network error, timeout, 429 or 5xx: retried
 	OutcomeRejected    = "rejected"    // any other 4xx: not retried
 	OutcomeCanceled    = "canceled"    // the caller's context ended first
+	// OutcomeFallback is not an attempt: the step used its offline twin in
+	// place of the model's answer (ObserveFallback).
+	OutcomeFallback = "fallback"
 )
 
 // StepUnknown is the step of a call whose context names none.

@@ -28,7 +28,7 @@ func NewLLMMetrics(reg prometheus.Registerer) (*LLMMetrics, error) {
 	calls, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "llm_calls_total",
-		Help:      "Chat-model requests, by agentmem step (decide, extract, semantic, ...) and outcome (ok, bad_reply, unavailable, rejected, canceled).",
+		Help:      "Chat-model requests, by agentmem step (decide, extract, semantic, ...) and outcome (ok, bad_reply, unavailable, rejected, canceled; fallback: the step's offline twin stood in for the model).",
 	}, []string{"step", "outcome"}))
 	if err != nil {
 		return nil, err
@@ -57,7 +57,16 @@ func (m *LLMMetrics) ObserveLLMCall(step, outcome string, promptTokens, completi
 
 // LLMCallCounts gathers agentmem_llm_calls_total from g: calls per step, every
 // outcome summed. Steps never called are absent.
-func LLMCallCounts(g prometheus.Gatherer) (map[string]float64, error) {
+func LLMCallCounts(g prometheus.Gatherer) (map[string]float64, error) { return llmCalls(g, "") }
+
+// LLMOutcomeCounts gathers agentmem_llm_calls_total from g for one outcome
+// (e.g. "fallback"): count per step. Steps without it are absent.
+func LLMOutcomeCounts(g prometheus.Gatherer, outcome string) (map[string]float64, error) {
+	return llmCalls(g, outcome)
+}
+
+// llmCalls sums agentmem_llm_calls_total per step, of outcome ("" for all).
+func llmCalls(g prometheus.Gatherer, outcome string) (map[string]float64, error) {
 	families, err := g.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("obs: gather: %w", err)
@@ -68,10 +77,17 @@ func LLMCallCounts(g prometheus.Gatherer) (map[string]float64, error) {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			step, ok := "", outcome == ""
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "step" {
-					out[l.GetValue()] += m.GetCounter().GetValue()
+				switch l.GetName() {
+				case "step":
+					step = l.GetValue()
+				case "outcome":
+					ok = ok || l.GetValue() == outcome
 				}
+			}
+			if ok && step != "" {
+				out[step] += m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -97,6 +97,7 @@ func TestDecideBatchFallsBackPerMissingMessage(t *testing.T) {
 		t.Errorf("answered message: %+v, want the model's write", got[0])
 	}
 	ruled, _ := NewRuleDecider().Decide(context.Background(), obs[1])
+	ruled.ProcessedBy = records.ProcessedByRulesFallback
 	if got[1] != ruled {
 		t.Errorf("left-out message: %+v, want the rules' %+v", got[1], ruled)
 	}

@@ -19,6 +19,9 @@ import (
 // Completer is the part of *llm.Client the LLM processors use.
 type Completer interface {
 	CompleteJSON(ctx context.Context, system, user string, schema []byte, out any) error
+	// ObserveFallback counts a step answered by its rule-based twin in the
+	// model's place (agentmem_llm_calls_total{outcome="fallback"}).
+	ObserveFallback(step string)
 }
 
 // LLMConfig configures the LLM processors.
@@ -103,9 +106,13 @@ func (c llmCaller) ask(ctx context.Context, p llm.Prompt, data, out any) (fallba
 	return false, nil
 }
 
+// badReply logs and counts, once, that the processor of p uses its rule-based
+// twin because the model's reply was unusable (err); its result is marked
+// records.ProcessedByRulesFallback where it has room for it.
 func (c llmCaller) badReply(p llm.Prompt, err error) {
 	c.logger.Warn("LLM reply unusable, using the rule-based default",
-		zap.String("processor", p.Name), zap.Error(err))
+		zap.String("processor", p.Name), zap.String("processed_by", records.ProcessedByRulesFallback), zap.Error(err))
+	c.client.ObserveFallback(p.Name)
 }
 
 // promptRecord is the view of a record a prompt shows.
@@ -247,7 +254,11 @@ func (d *LLMDecider) episode(p llm.Prompt, obs records.Observation, ruled record
 		d.c.badReply(p, fmt.Errorf("%w: write without a thing", errUnusable))
 		fallback = true
 	}
-	if fallback || (ruled.Reason == ReasonRemember && !reply.Write) {
+	if fallback {
+		ruled.ProcessedBy = records.ProcessedByRulesFallback
+		return ruled
+	}
+	if ruled.Reason == ReasonRemember && !reply.Write {
 		return ruled
 	}
 	ep := records.Episode{Write: reply.Write, Who: ruled.Who, Time: obs.TS, Reason: "model: " + reply.Reason}
@@ -307,7 +318,7 @@ func (w *LLMSemanticWriter) Facts(ctx context.Context, episodes []vectorstore.Re
 		return nil, err
 	}
 	if fallback {
-		return w.rules.Facts(ctx, episodes, known)
+		return w.ruledFacts(ctx, episodes, known)
 	}
 	seen := knownFacts(known)
 	var out []records.Fact
@@ -315,7 +326,7 @@ func (w *LLMSemanticWriter) Facts(ctx context.Context, episodes []vectorstore.Re
 		ep, ok := byID[f.EpisodeID]
 		if !ok {
 			w.c.badReply(semanticPrompt, fmt.Errorf("%w: fact %q names unknown episode %q", errUnusable, f.Fact, f.EpisodeID))
-			return w.rules.Facts(ctx, episodes, known)
+			return w.ruledFacts(ctx, episodes, known)
 		}
 		if n := textnorm.Normalize(f.Fact); n != "" && !seen[n] {
 			seen[n] = true
@@ -323,6 +334,15 @@ func (w *LLMSemanticWriter) Facts(ctx context.Context, episodes []vectorstore.Re
 		}
 	}
 	return out, nil
+}
+
+// ruledFacts are the rule-based facts, marked as standing in for the model's.
+func (w *LLMSemanticWriter) ruledFacts(ctx context.Context, episodes, known []vectorstore.Record) ([]records.Fact, error) {
+	facts, err := w.rules.Facts(ctx, episodes, known)
+	for i := range facts {
+		facts[i].ProcessedBy = records.ProcessedByRulesFallback
+	}
+	return facts, err
 }
 
 // LLMMerger merges with a model; on a bad reply the rule-based merge (which keeps
@@ -350,7 +370,11 @@ func (m *LLMMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string,
 	if err != nil {
 		return "", err
 	}
-	if fallback || strings.TrimSpace(reply.Text) == "" {
+	if !fallback && strings.TrimSpace(reply.Text) == "" {
+		m.c.badReply(mergePrompt, fmt.Errorf("%w: empty text", errUnusable))
+		fallback = true
+	}
+	if fallback {
 		return m.rules.Merge(ctx, a, b)
 	}
 	return strings.TrimSpace(reply.Text), nil

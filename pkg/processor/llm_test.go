@@ -97,6 +97,7 @@ func TestLLMDeciderFallsBackToRulesOnBadReplies(t *testing.T) {
 				t.Fatal(err)
 			}
 			want, _ := NewRuleDecider().Decide(context.Background(), obs)
+			want.ProcessedBy = records.ProcessedByRulesFallback
 			if ep != want {
 				t.Fatalf("got %+v, want the rule-based %+v", ep, want)
 			}
@@ -170,7 +171,7 @@ func TestLLMSemanticWriterFallsBackOnUnknownEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(facts) != 1 || facts[0] != (records.Fact{Fact: "User lives in Lisbon.", SourceChatID: "c1", FirstSeen: obsTS}) {
+	if len(facts) != 1 || facts[0] != (records.Fact{Fact: "User lives in Lisbon.", SourceChatID: "c1", FirstSeen: obsTS, ProcessedBy: records.ProcessedByRulesFallback}) {
 		t.Fatalf("facts %v, want the rule-based fact", facts)
 	}
 	assertFellBack(t, logs, "semantic")

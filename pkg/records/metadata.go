@@ -340,7 +340,7 @@ func speakerName(who, role string) string {
 // vector. The id is deterministic from the normalised fact, so the same fact found
 // twice (even by two consolidators at once) upserts one record (SPEC C8).
 func FactRecord(tenant, userID string, f Fact) vectorstore.Record {
-	return vectorstore.Record{
+	rec := vectorstore.Record{
 		ID:         vectorstore.DeterministicID("semantic", tenant, userID, textnorm.Normalize(f.Fact)),
 		Tenant:     tenant,
 		UserID:     userID,
@@ -354,6 +354,10 @@ func FactRecord(tenant, userID string, f Fact) vectorstore.Record {
 			MetaFirstSeen:    FormatTime(f.FirstSeen),
 		},
 	}
+	if f.ProcessedBy != "" {
+		rec.Metadata[MetaProcessedBy] = f.ProcessedBy
+	}
+	return rec
 }
 
 // StringList reads a metadata list of strings, as written ([]string, []any) or

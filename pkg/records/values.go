@@ -50,4 +50,7 @@ type Fact struct {
 	Fact         string
 	SourceChatID string
 	FirstSeen    time.Time
+	// ProcessedBy is ProcessedByRulesFallback when the rules found the fact in
+	// the model's place; it becomes metadata MetaProcessedBy.
+	ProcessedBy string
 }

@@ -67,6 +67,9 @@ type Config struct {
 	// read and a compare-and-set (default 1024).
 	CachedStates int
 	Replicas     int // KV replicas, default 1
+	// Keyring seals every value of a user in both buckets with the user's key,
+	// which forget erases (kvcas.Sealed); nil keeps the values plain.
+	Keyring *kvcas.Keyring
 }
 
 func (c *Config) setDefaults() {
@@ -164,6 +167,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if err != nil {
 		return nil, fmt.Errorf("session: turn bucket: %w", err)
 	}
+	state, turns = kvcas.Sealed(state, cfg.Keyring, stateOwner), kvcas.Sealed(turns, cfg.Keyring, kvcas.OwnerAt(0))
 	cache, err := newStateCache(cfg.CachedStates)
 	if err != nil {
 		return nil, err

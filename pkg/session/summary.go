@@ -23,6 +23,9 @@ const (
 	SummaryByLLM       = "llm"
 	SummaryByRules     = "rules"
 	SummaryByEmergency = "emergency" // the oldest half dropped, nothing summarised
+	// SummaryByRulesFallback: the offline summary, made because the model's reply
+	// was unusable or the model unavailable (records.ProcessedByRulesFallback).
+	SummaryByRulesFallback = "rules_fallback"
 )
 
 // Summary is a session's running summary (SPEC B2). It stands for every message
@@ -42,7 +45,8 @@ type Summary struct {
 	ThroughTS    time.Time `json:"through_ts"`
 	Messages     int       `json:"messages"`
 	Dropped      int       `json:"dropped,omitempty"`
-	// By is who wrote the latest part: SummaryByLLM, SummaryByRules or SummaryByEmergency.
+	// By is who wrote the latest part: SummaryByLLM, SummaryByRules,
+	// SummaryByRulesFallback or SummaryByEmergency.
 	By        string    `json:"by"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// DueID is the summary_due event the latest part was written for: its

@@ -25,6 +25,18 @@ var statePrefixes = map[string]string{
 	events.SessionKVReflected: "reflected.",
 }
 
+// stateOwner names the user of a state bucket key (statePrefixes).
+func stateOwner(key string) (tenant, user string, ok bool) {
+	p := strings.Split(key, ".")
+	switch len(p) {
+	case 3:
+		return p[0], p[1], true
+	case 4:
+		return p[1], p[2], true
+	}
+	return "", "", false
+}
+
 // UserKeys lists the user's session values (without Value), sorted by kind,
 // session and turn.
 func (s *Store) UserKeys(ctx context.Context, tenant, user string) ([]events.SessionKV, error) {

@@ -83,6 +83,10 @@ type Deps struct {
 	Embedder embed.Embedder
 	Sessions *session.Store
 	Events   *eventstore.Store
+	// Keyring, when set, holds the keys that seal the users' KV values: forget
+	// erases the user's, so what the buckets' files still hold of them is
+	// unreadable.
+	Keyring *kvcas.Keyring
 }
 
 // Service serves the export, import and forget endpoints on the stores,
@@ -434,8 +438,13 @@ func (s *Service) Forget(ctx context.Context, tenant string, req events.ForgetRe
 		}
 		rep.WorkerKeys += n
 	}
-	if _, rep.History, err = kvcas.PurgeStream(ctx, s.deps.JS, s.cfg.HistoryStream, memory.HistoryUserFilter(tenant, user)); err != nil {
+	if _, rep.History, err = kvcas.EraseStream(ctx, s.deps.JS, s.cfg.HistoryStream, memory.HistoryUserFilter(tenant, user)); err != nil {
 		return rep, err
+	}
+	if s.deps.Keyring != nil {
+		if err := s.deps.Keyring.Erase(ctx, tenant, user); err != nil {
+			return rep, err
+		}
 	}
 	s.logger.Info("forgot user", zap.String("tenant", tenant), zap.String("user", user), zap.Any("removed", rep))
 	return rep, nil

@@ -57,6 +57,7 @@ type Model struct {
 	status      int  // non-zero: every request fails with it
 	down        bool // every connection is dropped without an answer
 	invalidJSON bool
+	wrongSchema bool
 	calls       map[string]int
 	decisions   int // messages asked about by StepDecide and StepDecideBatch
 	apiKeys     []string
@@ -125,6 +126,14 @@ func (m *Model) SetInvalidJSON(invalid bool) {
 	m.invalidJSON = invalid
 }
 
+// SetWrongSchema makes chat completions answer JSON that matches no step's
+// schema (none of the properties they require).
+func (m *Model) SetWrongSchema(wrong bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wrongSchema = wrong
+}
+
 // Calls returns how many requests of step were answered (or failed) so far.
 func (m *Model) Calls(step string) int {
 	m.mu.Lock()
@@ -186,7 +195,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		m.decisions += len(batchMessageRe.FindAllStringIndex(userPrompt(chat), -1))
 	}
 	m.apiKeys = append(m.apiKeys, r.Header.Get("Authorization"))
-	latency, status, down, invalid, embedding := m.chatLatency, m.status, m.down, m.invalidJSON, m.embedding
+	latency, status, down, invalid, wrong, embedding := m.chatLatency, m.status, m.down, m.invalidJSON, m.wrongSchema, m.embedding
 	if step == StepEmbed {
 		latency = m.embLatency
 	}
@@ -216,7 +225,10 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	content := "this is not JSON"
-	if !invalid {
+	switch {
+	case wrong:
+		content = `{"answer": "off the schema"}`
+	case !invalid:
 		content = m.answerOf(step, chat)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -310,7 +310,10 @@ func (s *backend) open() error {
 		// 64 KiB SQLite spills it to a temporary file, a write syscall per page that
 		// cost more than the statement saved. Nothing else here makes temporary data
 		// (a VACUUM, which copies the whole file, now would in memory).
-		"&_pragma=temp_store(memory)"
+		"&_pragma=temp_store(memory)" +
+		// secure_delete: a deleted row's bytes are overwritten with zeros, not left in
+		// a free page or cell for the file to keep (agentmem forget erases).
+		"&_pragma=secure_delete(on)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return err
@@ -957,10 +960,16 @@ func (s *backend) Delete(ctx context.Context, f vectorstore.Filter) (int, error)
 	return n, s.Wrap("delete", err)
 }
 
-// DeleteByFilter implements vectorstore.Backend.
+// DeleteByFilter implements vectorstore.Backend. It is an erasure (a user's or
+// a tenant's memory): once rows went, the WAL, which still holds the pages as
+// they were before, is checkpointed and truncated, so that with secure_delete
+// no byte of them is left in either file.
 func (s *backend) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
 	n, err := s.deleteWhere(ctx, f)
-	return n, s.Wrap("delete by filter", err)
+	if err != nil || n == 0 {
+		return n, s.Wrap("delete by filter", err)
+	}
+	return n, s.Checkpoint(ctx)
 }
 
 // TermDocs implements vectorstore.Backend from the partition's keyword index.
