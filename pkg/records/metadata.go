@@ -162,17 +162,34 @@ const (
 	UpdateTS           = "ts"
 	UpdateContext      = "context"
 	UpdatePreviousText = "previous_text"
+	// UpdatePreviousContext is the context a reconsolidation replaced.
+	UpdatePreviousContext = "previous_context"
 )
 
 // AppendUpdate is rec's MetaUpdates list with one more entry, as a fresh list:
 // rec's text was rewritten at ts because of why, and the entry keeps the text it
 // had. Reconsolidation, separation and the memory API's update all write it.
 func AppendUpdate(rec vectorstore.Record, ts time.Time, why string) []any {
-	return append(AnyList(rec.Metadata[MetaUpdates]), map[string]any{
+	return append(AnyList(rec.Metadata[MetaUpdates]), updateEntry(rec, ts, why))
+}
+
+// AppendContextUpdate is AppendUpdate for a reconsolidation of rec for
+// newContext, which replaces rec's context: the entry keeps the context it
+// replaces as well as the text.
+func AppendContextUpdate(rec vectorstore.Record, ts time.Time, newContext string) []any {
+	entry := updateEntry(rec, ts, newContext)
+	if prev, ok := rec.Metadata[MetaContext].(string); ok {
+		entry[UpdatePreviousContext] = prev
+	}
+	return append(AnyList(rec.Metadata[MetaUpdates]), entry)
+}
+
+func updateEntry(rec vectorstore.Record, ts time.Time, why string) map[string]any {
+	return map[string]any{
 		UpdateTS:           FormatTime(ts),
 		UpdateContext:      why,
 		UpdatePreviousText: rec.Text,
-	})
+	}
 }
 
 // FormatTime is the one time format written into metadata: RFC 3339 with

@@ -1,0 +1,154 @@
+package app_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/records"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+// Issue 28: the memory stays true while it is used.
+
+// fewChecks runs the rapid properties of a test n times unless -rapid.checks
+// says otherwise: each check drives the whole stack.
+func fewChecks(t *testing.T, n int) {
+	t.Helper()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if set {
+		return
+	}
+	old := flag.Lookup("rapid.checks").Value.String()
+	if err := flag.Set("rapid.checks", fmt.Sprint(n)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = flag.Set("rapid.checks", old) })
+}
+
+// unrelated are statements no two of which share a content word.
+var unrelated = []string{
+	"Remember: my charts use teal as the main colour.",
+	"Remember: the label on the archive box says Orion.",
+	"Remember: the quarterly report is due on 14 March.",
+	"Remember: my manager is called Beatrix Holm.",
+	"Remember: the printer in room 204 jams on glossy paper.",
+	"Remember: our VPN password rotates every 30 days.",
+}
+
+// rememberAll says statements as the user in one session and ends it.
+func (r rig) rememberAll(t *testing.T, user, session string, statements []string) {
+	t.Helper()
+	for _, s := range statements {
+		r.say(t, user, session, events.RoleUser, s)
+	}
+	if _, err := r.client.EndSession(context.Background(), user, session); err != nil {
+		t.Fatal(err)
+	}
+	r.waitIdle(t)
+}
+
+// memories reads every record of user straight from the vector store, by id.
+func (r rig) memories(t testing.TB, user string) map[string]vectorstore.Record {
+	t.Helper()
+	out := map[string]vectorstore.Record{}
+	offset := ""
+	for {
+		recs, next, err := r.stack.Runtime().Vectors.Scroll(context.Background(), vectorstore.Filter{Tenant: "acme", UserID: user}, offset, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			out[rec.ID] = rec
+		}
+		if next == "" {
+			return out
+		}
+		offset = next
+	}
+}
+
+// usedMetadata are the metadata keys a use may change: the hit bookkeeping and
+// what SPEC C5's reconsolidation records.
+var usedMetadata = []string{records.MetaContext, records.MetaUpdates, records.MetaHitEvents,
+	records.MetaReconsolidatedAt, records.MetaReconsolidatedSessions}
+
+// Item 1: under the offline processors, any sequence of context and search
+// requests leaves the text (and vector, time, chat, speaker, every other
+// metadata field) of every memory as it was; a use changes only the hit count,
+// context, updates and the history, and a used episode still gets an updates
+// entry for its new context (SPEC C5).
+func TestReadsNeverRewriteTheMemory(t *testing.T) {
+	fewChecks(t, 15)
+	r := upStack(t)
+	ctx := context.Background()
+	const user = "reader"
+	r.rememberAll(t, user, "s0", unrelated[:4])
+	r.say(t, user, "s0b", events.RoleUser, "My sales files have the columns region, month and revenue.")
+	r.rememberAll(t, user, "s0b", nil)
+	original := r.memories(t, user)
+	if len(original) < 4 {
+		t.Fatalf("want the statements stored, got %d memories", len(original))
+	}
+	queries := []string{"which columns do my sales files have?", "what colour are my charts?",
+		"who is my manager?", "when is the report due?", "anything about the archive label?", "tell me about the weather"}
+	rapid.Check(t, func(rt *rapid.T) {
+		before := r.memories(t, user)
+		used := map[string]int{}
+		for range rapid.IntRange(1, 6).Draw(rt, "requests") {
+			q := rapid.SampledFrom(queries).Draw(rt, "query")
+			if rapid.Bool().Draw(rt, "search") {
+				if _, err := r.client.Search(ctx, events.SearchRequest{UserID: user, Query: q}); err != nil {
+					rt.Fatal(err)
+				}
+				continue
+			}
+			session := rapid.SampledFrom([]string{"", "s1", "s2", "s3"}).Draw(rt, "session")
+			pack, err := r.client.Context(ctx, events.ContextRequest{UserID: user, SessionID: session, Query: q})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			for _, it := range slices.Concat(pack.EpisodicItems, pack.SemanticItems) {
+				used[it.ID]++
+			}
+		}
+		r.waitIdle(t)
+		after := r.memories(t, user)
+		if !slices.Equal(slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(original))) {
+			rt.Fatalf("memories changed: %v, want %v", slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(original)))
+		}
+		for id, a := range after {
+			o, b := original[id], before[id]
+			if a.Text != o.Text {
+				rt.Fatalf("memory %s: text rewritten by a read:\n got %q\nwant %q", id, a.Text, o.Text)
+			}
+			if !reflect.DeepEqual(a.Vector, o.Vector) || !a.TS.Equal(o.TS) || a.ChatID != o.ChatID || a.Who != o.Who {
+				rt.Fatalf("memory %s: vector, time, chat or speaker changed by a read", id)
+			}
+			if a.HitCount != b.HitCount+used[id] {
+				rt.Fatalf("memory %s: hit count %d after %d uses, was %d", id, a.HitCount, used[id], b.HitCount)
+			}
+			for k, v := range o.Metadata {
+				if !slices.Contains(usedMetadata, k) && !reflect.DeepEqual(a.Metadata[k], v) {
+					rt.Fatalf("memory %s: metadata %s changed by a read: %v, was %v", id, k, a.Metadata[k], v)
+				}
+			}
+			for k := range a.Metadata {
+				if _, ok := o.Metadata[k]; !ok && !slices.Contains(usedMetadata, k) {
+					rt.Fatalf("memory %s: a read added metadata %s = %v", id, k, a.Metadata[k])
+				}
+			}
+			if a.MemoryType == vectorstore.Episodic && a.HitCount > 0 && len(records.AnyList(a.Metadata[records.MetaUpdates])) == 0 {
+				rt.Fatalf("memory %s: used %d times and no updates entry (SPEC C5)", id, a.HitCount)
+			}
+		}
+	})
+}
