@@ -4,14 +4,20 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/consolidate"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -151,4 +157,78 @@ func TestReadsNeverRewriteTheMemory(t *testing.T) {
 			}
 		}
 	})
+}
+
+// ops lists the history operations of a memory, oldest first.
+func (r rig) ops(t *testing.T, user, id string) []string {
+	t.Helper()
+	h, err := r.client.History(context.Background(), events.HistoryRequest{UserID: user, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, c := range h.Changes {
+		ops = append(ops, c.Op)
+	}
+	return ops
+}
+
+// Item 2: looking is not using. A context request with "record_hits": false,
+// and the inspector's "Show context" (which sends it), count no hit and write
+// no history; the default request, an agent's, still does (SPEC C4).
+func TestLookingIsNotUsing(t *testing.T) {
+	addr := bustest.FreeAddr(t)
+	r := upStackWith(t, "AGENTMEM_HTTP_LISTEN="+addr, "AGENTMEM_HTTP_UI=true")
+	ctx := context.Background()
+	const user = "looker"
+	r.rememberAll(t, user, "s0", unrelated[:4])
+	before := r.memories(t, user)
+	historyOf := func() map[string][]string {
+		out := map[string][]string{}
+		for id := range before {
+			out[id] = r.ops(t, user, id)
+		}
+		return out
+	}
+	history := historyOf()
+
+	const query = "who is my manager?"
+	pack, err := r.client.Context(ctx, events.ContextRequest{UserID: user, SessionID: "s1", Query: query, RecordHits: events.NoHits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := slices.Concat(pack.EpisodicItems, pack.SemanticItems)
+	if len(used) == 0 {
+		t.Fatalf("the preview found no memory for %q: nothing to count", query)
+	}
+	resp, err := http.Get("http://" + addr + "/ui/t/acme/u/" + user + "/search?q=" + url.QueryEscape(query))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "Beatrix") {
+		t.Fatalf("inspector search: %d, the memory asked for is not shown:\n%s", resp.StatusCode, page)
+	}
+	r.waitIdle(t)
+	for id, rec := range r.memories(t, user) {
+		if rec.HitCount != 0 || len(records.AnyList(rec.Metadata[records.MetaUpdates])) != 0 {
+			t.Errorf("memory %s after previews: hit count %d, updates %v; want none", id, rec.HitCount, rec.Metadata[records.MetaUpdates])
+		}
+	}
+	if got := historyOf(); !reflect.DeepEqual(got, history) {
+		t.Errorf("previews wrote history: %v, was %v", got, history)
+	}
+
+	// An agent's request (record_hits absent) uses what it gets.
+	if _, err := r.client.Context(ctx, events.ContextRequest{UserID: user, SessionID: "s1", Query: query}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitIdle(t)
+	after := r.memories(t, user)
+	for _, it := range used {
+		if after[it.ID].HitCount != 1 || !slices.Contains(r.ops(t, user, it.ID), consolidate.OpHit) {
+			t.Errorf("memory %s after an agent's request: hit count %d, history %v; want 1 and a hit", it.ID, after[it.ID].HitCount, r.ops(t, user, it.ID))
+		}
+	}
 }

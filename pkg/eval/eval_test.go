@@ -14,6 +14,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 )
 
 // fixture is a tiny LoCoMo-format file: two conversations, three sessions, 17
@@ -341,7 +343,8 @@ func TestTenantIDs(t *testing.T) {
 func TestRunEndToEnd(t *testing.T) {
 	convs := parseFixture(t)
 	var progress, traces bytes.Buffer
-	ev, err := New(Config{Ks: []int{1, 5, 50}, DataDir: t.TempDir(), Progress: &progress, IdleTimeout: time.Minute, Questions: &traces}, nil)
+	dir := t.TempDir()
+	ev, err := New(Config{Ks: []int{1, 5, 50}, DataDir: dir, Progress: &progress, IdleTimeout: time.Minute, Questions: &traces}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,6 +355,10 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
+	// Issue 28: the questions only look at the memory (record_hits false).
+	if hits := publishedHits(t, dir); hits != 0 {
+		t.Errorf("the questions published %d memory_hit events, want none", hits)
+	}
 	if rep.Embedder != "local-hash-v2-384" || rep.Fusion != "keyword only" {
 		t.Errorf("embedder %q, fusion %q; want the local embedder's name and keyword recall", rep.Embedder, rep.Fusion)
 	}
@@ -468,4 +475,28 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("JSON lacks %q: %s", key, data)
 		}
 	}
+}
+
+// publishedHits counts the memory_hit events in the event stream of the stack
+// whose data is in dir, started again on it.
+func publishedHits(t *testing.T, dir string) int {
+	t.Helper()
+	cfg, err := scenarioStackConfig("", nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	n := 0
+	for _, e := range bustest.StreamEvents(t, st.Runtime().JS, "mem.") {
+		if e.Type == events.TypeMemoryHit {
+			n++
+		}
+	}
+	return n
 }

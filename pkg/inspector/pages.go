@@ -532,7 +532,7 @@ func (in *Inspector) search(w http.ResponseWriter, r *http.Request) {
 			in.fail(w, r, err)
 			return
 		}
-		pack, err := cl.Context(r.Context(), events.ContextRequest{UserID: n.User, Query: d.Query})
+		pack, err := cl.Context(r.Context(), events.ContextRequest{UserID: n.User, Query: d.Query, RecordHits: events.NoHits()})
 		if err != nil {
 			d.Err = err.Error()
 		} else {
