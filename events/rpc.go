@@ -115,12 +115,15 @@ type SearchReply struct {
 
 // SearchResult is one found memory.
 type SearchResult struct {
-	ID         string         `json:"id"`
-	MemoryType MemoryType     `json:"memory_type"`
-	Text       string         `json:"text"`
-	Score      float64        `json:"score"`
-	Metadata   map[string]any `json:"metadata,omitempty"`
-	Source     string         `json:"source,omitempty"` // Markdown file name, or the vector collection
+	ID         string     `json:"id"`
+	MemoryType MemoryType `json:"memory_type"`
+	Text       string     `json:"text"`
+	// Context is an episodic memory's context, as in PackItem: Text is its
+	// statement alone.
+	Context  []string       `json:"context,omitempty"`
+	Score    float64        `json:"score"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+	Source   string         `json:"source,omitempty"` // Markdown file name, or the vector collection
 }
 
 // Slot is where memory_append writes.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,8 +49,13 @@ var unrelated = []string{
 	"Remember: the quarterly report is due on 14 March.",
 	"Remember: my manager is called Beatrix Holm.",
 	"Remember: the printer in room 204 jams on glossy paper.",
-	"Remember: our VPN password rotates every 30 days.",
+	"Remember: the office wifi network is called Heron.",
 }
+
+// plain are unrelated personal statements: they become episodic memories and
+// facts, not entries of MEMORY.md (which the pack shows first, and then leaves
+// out the episodes that repeat it).
+var plain = []string{"I moved to Lisbon in 2019.", "My cat is named Pixel.", "I play the cello on weekends."}
 
 // rememberAll says statements as the user in one session and ends it.
 func (r rig) rememberAll(t *testing.T, user, session string, statements []string) {
@@ -231,4 +238,97 @@ func TestLookingIsNotUsing(t *testing.T) {
 			t.Errorf("memory %s after an agent's request: hit count %d, history %v; want 1 and a hit", it.ID, after[it.ID].HitCount, r.ops(t, user, it.ID))
 		}
 	}
+}
+
+// markers name each statement of unrelated and plain by a word no other one
+// holds.
+var markers = []string{"teal", "Orion", "quarterly", "Beatrix", "printer", "Heron", "Lisbon", "Pixel", "cello"}
+
+// factsIn lists the markers text holds.
+func factsIn(text string) []string {
+	var out []string
+	for _, m := range markers {
+		if strings.Contains(strings.ToLower(text), strings.ToLower(m)) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// inspectorMemories are the texts the inspector's memory list shows.
+var inspectorMemories = regexp.MustCompile(`<a class="memory" href="[^"]*">([^<]*)</a>`)
+
+// Item 3: one memory shows one fact. After unrelated "Remember: …" requests and
+// personal statements in one session, no search result, context-pack item, line of the pack's prompt
+// or memory of the inspector's list shows two of them; the earlier messages an
+// episode keeps are shown apart, as its context.
+func TestOneMemoryShowsOneFact(t *testing.T) {
+	fewChecks(t, 5)
+	addr := bustest.FreeAddr(t)
+	r := upStackWith(t, "AGENTMEM_HTTP_LISTEN="+addr, "AGENTMEM_HTTP_UI=true")
+	ctx := context.Background()
+	check := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		check++
+		user := fmt.Sprintf("one%d", check)
+		remember := rapid.Permutation(slices.Clone(unrelated)).Draw(rt, "remember")
+		said := rapid.Permutation(slices.Concat(remember[:rapid.IntRange(1, len(remember)).Draw(rt, "n")], plain)).Draw(rt, "said")
+		r.rememberAll(t, user, "s0", said)
+		one := func(where, text string) {
+			if fs := factsIn(text); len(fs) > 1 {
+				rt.Fatalf("%s shows %d facts %v as one memory: %q", where, len(fs), fs, text)
+			}
+		}
+		withContext, packedWithContext := 0, 0
+		for _, s := range said {
+			marker := factsIn(s)[0]
+			rep, err := r.client.Search(ctx, events.SearchRequest{UserID: user, Query: marker})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			found := false
+			for _, res := range rep.Results {
+				one("search result", res.Text)
+				found = found || slices.Contains(factsIn(res.Text), marker)
+				if res.MemoryType == events.MemoryEpisodic && len(res.Context) > 0 {
+					withContext++
+				}
+			}
+			if !found {
+				rt.Fatalf("a search for %q finds no memory of it: %+v", marker, rep.Results)
+			}
+			pack, err := r.client.Context(ctx, events.ContextRequest{UserID: user, Query: marker, RecordHits: events.NoHits()})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			for _, it := range slices.Concat(pack.EpisodicItems, pack.SemanticItems) {
+				one("context pack item", it.Text)
+				if len(it.Context) > 0 {
+					packedWithContext++
+				}
+			}
+			for l := range strings.Lines(pack.Prompt) {
+				if strings.HasPrefix(l, "- ") {
+					one("prompt line", l)
+				}
+			}
+		}
+		// The second statement on keeps the ones before it, as context.
+		if withContext == 0 || packedWithContext == 0 {
+			rt.Fatalf("no episode shows the messages said before it as its context: %d search results, %d pack items", withContext, packedWithContext)
+		}
+		resp, err := http.Get("http://" + addr + "/ui/t/acme/u/" + user + "/memories")
+		if err != nil {
+			rt.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		rows := inspectorMemories.FindAllStringSubmatch(string(page), -1)
+		if len(rows) < len(said) {
+			rt.Fatalf("the inspector lists %d memories for %d statements:\n%s", len(rows), len(said), page)
+		}
+		for _, row := range rows {
+			one("the inspector's memory list", html.UnescapeString(row[1]))
+		}
+	})
 }

@@ -346,7 +346,8 @@ func (s *Service) recall(ctx context.Context, tenant string, req events.ContextR
 	items := make([]events.PackItem, 0, len(ranked))
 	pack.EpisodicItems, pack.SemanticItems = items[:0:nEpisodic], items[nEpisodic:nEpisodic:len(ranked)]
 	for _, r := range ranked {
-		item := events.PackItem{ID: r.Record.ID, Text: r.Record.Text, Score: r.Score, Source: provenance(r.Record)}
+		item := events.PackItem{ID: r.Record.ID, Score: r.Score, Source: provenance(r.Record)}
+		item.Text, item.Context = records.SplitContext(r.Record)
 		switch r.Record.MemoryType {
 		case vectorstore.Episodic:
 			item.Kind = events.PackKindEpisodic
