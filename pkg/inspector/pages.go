@@ -314,9 +314,9 @@ type memoryData struct {
 	Statement string
 	Context   []string
 	Metadata  string
-	Prov     provenance
-	History  []events.Change
-	HistErr  string
+	Prov      provenance
+	History   []events.Change
+	HistErr   string
 }
 
 func (in *Inspector) memory(w http.ResponseWriter, r *http.Request) {
