@@ -244,7 +244,7 @@ func TestPackItemsOrder(t *testing.T) {
 		return p
 	}
 	pack := events.ContextPack{
-		EpisodicItems: []events.PackItem{{ID: "e1", Score: 0.9, Text: "abcd", Source: prov("D1:1")}, {ID: "e2", Score: 0.5, Source: prov("D1:2")}},
+		EpisodicItems: []events.PackItem{{ID: "e1", Score: 0.9, Text: "abcd", Source: prov("D1:1")}, {ID: "e2", Score: 0.5, Context: []string{"A: hello", "B: hi there"}, Source: prov("D1:2")}},
 		SemanticItems: []events.PackItem{{ID: "s1", Score: 0.7, Source: prov("D2:1", "D2:2", "D2:1")}, {ID: "s0", Score: 0.5, Source: prov("D2:3")}},
 		Chunks:        []events.PackItem{{ID: "MEMORY.md#L1-2", Score: 9, Text: "abcde"}},
 		Core:          &events.PackItem{Text: "core", Source: prov("D9:9")},
@@ -253,7 +253,7 @@ func TestPackItemsOrder(t *testing.T) {
 	want := []Item{
 		{DiaIDs: []string{"D1:1"}, Tokens: 1},
 		{DiaIDs: []string{"D2:1", "D2:2"}},
-		{DiaIDs: []string{"D1:2"}}, // ties by id: e2 before s0
+		{DiaIDs: []string{"D1:2"}, Tokens: 2 + 3}, // ties by id: e2 before s0; the context shown with it counts
 		{DiaIDs: []string{"D2:3"}},
 		{Tokens: 2},
 	}
