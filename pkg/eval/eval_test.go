@@ -14,7 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
-	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 )
 
@@ -481,17 +481,7 @@ func TestRunEndToEnd(t *testing.T) {
 // whose data is in dir, started again on it.
 func publishedHits(t *testing.T, dir string) int {
 	t.Helper()
-	cfg, err := scenarioStackConfig("", nil, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := app.Up(ctx, cfg, app.UpOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	st, _ := apptest.Up(t, "AGENTMEM_DATA_DIR="+dir)
 	n := 0
 	for _, e := range bustest.StreamEvents(t, st.Runtime().JS, "mem.") {
 		if e.Type == events.TypeMemoryHit {
