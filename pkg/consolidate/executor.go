@@ -265,8 +265,9 @@ func (e *Executor) embed(ctx context.Context, texts ...string) ([][]float32, err
 // {ts, context, previous_text, previous_context} is appended, the text (and
 // vector) become r's rewrite of the base text (records.MetaBaseText, so rewrites
 // never stack) when r rewrites it (the offline reconsolidator does not), and
-// time, chat, speaker and the statement (thing) are never touched. A rewrite that loses a number, date or entity of the
-// statement is rejected and logged; that memory keeps its text. Semantic and item records among ids are left alone: a fact is not an
+// time, chat, speaker and the statement (thing) are never touched. A rewrite
+// that loses a number, date or entity of the statement is rejected and logged;
+// that memory keeps its text. Semantic and item records among ids are left alone: a fact is not an
 // experience to re-live, and its text is what deduplicates it. Ids that are not
 // stored are reported with vectorstore.ErrNotFound after the others are done. A
 // nil r takes the rule-based reconsolidator.

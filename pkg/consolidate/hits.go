@@ -213,10 +213,10 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 // the new context and the one it replaced, and the text only when the patch
 // rewrote it (a copy of an unchanged text per use would fill the history).
 func reconsolidationChange(rec vectorstore.Record, patch vectorstore.Patch, now time.Time) events.Change {
-	c := events.Change{TS: now, Op: OpReconsolidate, Detail: map[string]any{
-		records.UpdateContext:         patch.Metadata[records.MetaContext],
-		records.UpdatePreviousContext: rec.Metadata[records.MetaContext],
-	}}
+	c := events.Change{TS: now, Op: OpReconsolidate, Detail: map[string]any{records.UpdateContext: patch.Metadata[records.MetaContext]}}
+	if prev, ok := rec.Metadata[records.MetaContext]; ok {
+		c.Detail[records.UpdatePreviousContext] = prev
+	}
 	if patch.Text != nil {
 		c.Text = *patch.Text
 		c.Detail[records.UpdatePreviousText] = rec.Text
