@@ -341,11 +341,15 @@ func (p *Provenance) validate(path string) error {
 
 // PackItem is one piece of text in a context pack, with its provenance.
 type PackItem struct {
-	ID     string       `json:"id,omitempty"` // memory id; required for episodic and semantic (hit counting)
-	Kind   PackItemKind `json:"kind"`
-	Text   string       `json:"text"`
-	Score  float64      `json:"score,omitempty"`
-	Source Provenance   `json:"source"`
+	ID   string       `json:"id,omitempty"` // memory id; required for episodic and semantic (hit counting)
+	Kind PackItemKind `json:"kind"`
+	Text string       `json:"text"`
+	// Context, for an episodic memory, is what was said just before its
+	// statement ("Who: text" each, oldest first): shown apart from Text, the
+	// statement, as the situation it was said in, not as more facts.
+	Context []string   `json:"context,omitempty"`
+	Score   float64    `json:"score,omitempty"`
+	Source  Provenance `json:"source"`
 }
 
 func (it *PackItem) validate(path string, want PackItemKind) error {

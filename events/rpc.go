@@ -36,6 +36,21 @@ type ContextRequest struct {
 	Query       string `json:"query,omitempty"` // empty: the whole core memory plus recent notes
 	Lightweight bool   `json:"lightweight,omitempty"`
 	MaxTokens   int    `json:"max_tokens,omitempty"` // 0: the retriever's default
+	// RecordHits false asks for a preview: the pack's memories are not counted
+	// as used (no memory_hit, so no hit count, reconsolidation or history
+	// entry; SPEC C4 counts memories used). Absent means true: agents use what
+	// they ask for; the inspector and the evals only look.
+	RecordHits *bool `json:"record_hits,omitempty"`
+}
+
+// RecordsHits reports whether the pack's memories count as used: RecordHits,
+// true when absent.
+func (r ContextRequest) RecordsHits() bool { return r.RecordHits == nil || *r.RecordHits }
+
+// NoHits is the RecordHits value of a preview.
+func NoHits() *bool {
+	no := false
+	return &no
 }
 
 // Validate checks the request; errors wrap ErrInvalidRequest and name the field.
@@ -100,12 +115,15 @@ type SearchReply struct {
 
 // SearchResult is one found memory.
 type SearchResult struct {
-	ID         string         `json:"id"`
-	MemoryType MemoryType     `json:"memory_type"`
-	Text       string         `json:"text"`
-	Score      float64        `json:"score"`
-	Metadata   map[string]any `json:"metadata,omitempty"`
-	Source     string         `json:"source,omitempty"` // Markdown file name, or the vector collection
+	ID         string     `json:"id"`
+	MemoryType MemoryType `json:"memory_type"`
+	Text       string     `json:"text"`
+	// Context is an episodic memory's context, as in PackItem: Text is its
+	// statement alone.
+	Context  []string       `json:"context,omitempty"`
+	Score    float64        `json:"score"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+	Source   string         `json:"source,omitempty"` // Markdown file name, or the vector collection
 }
 
 // Slot is where memory_append writes.

@@ -125,6 +125,28 @@ func TestContextRequestDesignExample(t *testing.T) {
 	}
 }
 
+// Issue 28: record_hits is true unless a request says false; a preview's false
+// survives the wire.
+func TestContextRequestRecordHitsDefaultsToTrue(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"user_id":"u1"}`:                     true,
+		`{"user_id":"u1","record_hits":true}`:  true,
+		`{"user_id":"u1","record_hits":false}`: false,
+	} {
+		var r ContextRequest
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.RecordsHits() != want {
+			t.Errorf("%s: records hits %v, want %v", body, r.RecordsHits(), want)
+		}
+	}
+	data, err := json.Marshal(ContextRequest{UserID: "u1", RecordHits: NoHits()})
+	if err != nil || !strings.Contains(string(data), `"record_hits":false`) {
+		t.Fatalf("a preview encodes as %s (%v)", data, err)
+	}
+}
+
 // genArchive draws a valid archive: events and turns of one session.
 func genArchive() *rapid.Generator[SessionArchive] {
 	return rapid.Custom(func(t *rapid.T) SessionArchive {

@@ -209,6 +209,7 @@ func describeViolations(err error) string {
 // it tokens.
 type searchHit struct {
 	Text       string            `json:"text"`
+	Context    []string          `json:"context,omitempty"` // an episode's earlier messages, apart from its statement
 	MemoryType events.MemoryType `json:"memory_type"`
 	Score      float64           `json:"score"`
 	Source     string            `json:"source,omitempty"`
@@ -228,7 +229,7 @@ func runSearch(ctx context.Context, c *Client, userID string, args []byte) (stri
 	}
 	hits := make([]searchHit, 0, len(rep.Results))
 	for _, r := range rep.Results {
-		hits = append(hits, searchHit{Text: r.Text, MemoryType: r.MemoryType, Score: r.Score, Source: r.Source})
+		hits = append(hits, searchHit{Text: r.Text, Context: r.Context, MemoryType: r.MemoryType, Score: r.Score, Source: r.Source})
 	}
 	out, err := json.Marshal(map[string][]searchHit{"results": hits})
 	if err != nil {

@@ -62,6 +62,24 @@ func rewriteFromBase(ctx context.Context, r processor.Reconsolidator, rec vector
 	return text, nil
 }
 
+// reconsolidationPatch is the patch of rec's reconsolidation for newContext at
+// now, text being the reconsolidator's rewrite (SPEC C5): newContext becomes
+// the record's context and an updates entry keeps the text and context it had.
+// The text (then its base text too, what later rewrites start from) is in the
+// patch only when a model rewrote it: the offline reconsolidator keeps it as it
+// is, so a read writes nothing into a memory that the user did not say.
+func reconsolidationPatch(rec vectorstore.Record, text, newContext string, now time.Time) vectorstore.Patch {
+	p := vectorstore.Patch{Metadata: map[string]any{
+		records.MetaContext: newContext,
+		records.MetaUpdates: records.AppendContextUpdate(rec, now, newContext),
+	}}
+	if text != rec.Text {
+		p.Text = &text
+		p.Metadata[records.MetaBaseText] = baseText(rec)
+	}
+	return p
+}
+
 // reconsolidatedIn is the bookkeeping metadata of a reconsolidation of rec at
 // now for a pack of session (a session key, "" for none), which mayReconsolidate
 // reads.

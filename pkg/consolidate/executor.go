@@ -261,11 +261,13 @@ func (e *Executor) embed(ctx context.Context, texts ...string) ([][]float32, err
 }
 
 // Reconsolidate rewrites the user's episodic memories ids after their use in
-// newContext (SPEC C5): the text (and vector) become r's rewrite of the base text
-// (records.MetaBaseText, so rewrites never stack), an update entry {ts, context,
-// previous_text} is appended, and time, chat, speaker and the statement (thing)
-// are never touched. A rewrite that loses a number, date or entity of the
-// statement is rejected and logged; that memory keeps its text. Semantic and item records among ids are left alone: a fact is not an
+// newContext (SPEC C5): newContext becomes the record's context, an update entry
+// {ts, context, previous_text, previous_context} is appended, the text (and
+// vector) become r's rewrite of the base text (records.MetaBaseText, so rewrites
+// never stack) when r rewrites it (the offline reconsolidator does not), and
+// time, chat, speaker and the statement (thing) are never touched. A rewrite
+// that loses a number, date or entity of the statement is rejected and logged;
+// that memory keeps its text. Semantic and item records among ids are left alone: a fact is not an
 // experience to re-live, and its text is what deduplicates it. Ids that are not
 // stored are reported with vectorstore.ErrNotFound after the others are done. A
 // nil r takes the rule-based reconsolidator.
@@ -285,7 +287,9 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 	}
 	var (
 		targets []vectorstore.Record
-		texts   []string
+		patches []vectorstore.Patch
+		texts   []string // the rewritten texts, embedded in one call
+		written []int    // indexes into patches of the rewritten texts
 		found   = make(map[string]bool, len(recs))
 	)
 	for _, rec := range recs {
@@ -301,21 +305,24 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 		if err != nil {
 			return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 		}
-		targets, texts = append(targets, rec), append(texts, text)
+		patch := reconsolidationPatch(rec, text, newContext, e.cfg.Now())
+		if patch.Text != nil {
+			texts, written = append(texts, text), append(written, len(patches))
+		}
+		targets, patches = append(targets, rec), append(patches, patch)
 	}
-	if len(targets) > 0 {
+	if len(texts) > 0 {
 		vecs, err := e.embed(ctx, texts...)
 		if err != nil {
 			return fmt.Errorf("consolidate: reconsolidate %s/%s: %w", tenant, userID, err)
 		}
-		for i, rec := range targets {
-			patch := vectorstore.Patch{Text: &texts[i], Vector: vecs[i], Metadata: map[string]any{
-				records.MetaUpdates:  records.AppendUpdate(rec, e.cfg.Now(), newContext),
-				records.MetaBaseText: baseText(rec),
-			}}
-			if err := e.store.UpdatePayload(ctx, tenant, userID, rec.ID, patch); err != nil {
-				return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
-			}
+		for j, i := range written {
+			patches[i].Vector = vecs[j]
+		}
+	}
+	for i, rec := range targets {
+		if err := e.store.UpdatePayload(ctx, tenant, userID, rec.ID, patches[i]); err != nil {
+			return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 		}
 	}
 	var missing []string

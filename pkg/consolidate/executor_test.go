@@ -263,8 +263,8 @@ func TestReconsolidateReportsMissingIDsAndSkipsFacts(t *testing.T) {
 		t.Fatalf("error %v, want ErrNotFound for the missing id", err)
 	}
 	got := allEpisodes(t, store)
-	if got[ep.ID].Text != "I live in Berlin. (recalled: trip planning)" {
-		t.Fatalf("episode text %q", got[ep.ID].Text)
+	if got[ep.ID].Text != ep.Text || got[ep.ID].Metadata[records.MetaContext] != "trip planning" {
+		t.Fatalf("episode text %q, context %v; want the text kept and the context %q", got[ep.ID].Text, got[ep.ID].Metadata[records.MetaContext], "trip planning")
 	}
 	if got[fact.ID].Text != fact.Text {
 		t.Fatalf("fact rewritten to %q", got[fact.ID].Text)

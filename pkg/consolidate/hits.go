@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -200,13 +201,27 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 	}
 	r.metrics.reconsolidation(outcomeRewritten)
-	p.changes = append(p.changes, events.Change{TS: now, Op: OpReconsolidate, Text: text,
-		Detail: map[string]any{records.UpdateContext: newContext, records.UpdatePreviousText: rec.Text}})
-	p.patch.Text = &text
+	rp := reconsolidationPatch(rec, text, newContext, now)
+	p.changes = append(p.changes, reconsolidationChange(rec, rp, now))
+	p.patch.Text = rp.Text
+	maps.Copy(p.patch.Metadata, rp.Metadata)
 	copyReconsolidationMarks(p.patch.Metadata, applied)
-	p.patch.Metadata[records.MetaUpdates] = records.AppendUpdate(rec, now, newContext)
-	p.patch.Metadata[records.MetaBaseText] = baseText(rec)
 	return p, nil
+}
+
+// reconsolidationChange is the history entry of patch, rec's reconsolidation:
+// the new context and the one it replaced, and the text only when the patch
+// rewrote it (a copy of an unchanged text per use would fill the history).
+func reconsolidationChange(rec vectorstore.Record, patch vectorstore.Patch, now time.Time) events.Change {
+	c := events.Change{TS: now, Op: OpReconsolidate, Detail: map[string]any{records.UpdateContext: patch.Metadata[records.MetaContext]}}
+	if prev, ok := rec.Metadata[records.MetaContext]; ok {
+		c.Detail[records.UpdatePreviousContext] = prev
+	}
+	if patch.Text != nil {
+		c.Text = *patch.Text
+		c.Detail[records.UpdatePreviousText] = rec.Text
+	}
+	return c
 }
 
 // copyReconsolidationMarks copies the marks the reconsolidating hits left on

@@ -134,7 +134,8 @@ func New(cfg Config, logger *zap.Logger) (*Evaluator, error) {
 //     (Compression) and each session's context pack weighed (SessionSummaries);
 //  3. the memory is frozen — the stack is restarted with the retriever alone, so the
 //     memory_hit events of the questions do not make the consolidator rewrite the
-//     memories being measured — and every question is asked twice: with the default
+//     memories being measured, and each question is a preview (record_hits false)
+//     that counts no hit — and every question is asked twice: with the default
 //     budget (the pack an agent gets: context tokens and share, DefaultPack) and
 //     with a budget that holds every item (recall@k for every k, context at k);
 //     each pack is scored with PackItems; the baselines answer the same questions.
@@ -281,11 +282,11 @@ func (e *Evaluator) ask(ctx context.Context, cl *client.Client, user string, c C
 	maxK := e.cfg.Ks[len(e.cfg.Ks)-1]
 	for qi, q := range c.Questions {
 		evidence, st := ParseEvidence(q.Evidence, func(id string) bool { return known[id] })
-		pack, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: q.Text, MaxTokens: unbudgeted})
+		pack, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: q.Text, MaxTokens: unbudgeted, RecordHits: events.NoHits()})
 		if err != nil {
 			return fmt.Errorf("eval: %s question %d: %w", c.SampleID, qi+1, err)
 		}
-		byDefault, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: q.Text})
+		byDefault, err := cl.Context(ctx, events.ContextRequest{UserID: user, Query: q.Text, RecordHits: events.NoHits()})
 		if err != nil {
 			return fmt.Errorf("eval: %s question %d (default budget): %w", c.SampleID, qi+1, err)
 		}

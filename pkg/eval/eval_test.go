@@ -14,6 +14,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 )
 
 // fixture is a tiny LoCoMo-format file: two conversations, three sessions, 17
@@ -242,7 +244,7 @@ func TestPackItemsOrder(t *testing.T) {
 		return p
 	}
 	pack := events.ContextPack{
-		EpisodicItems: []events.PackItem{{ID: "e1", Score: 0.9, Text: "abcd", Source: prov("D1:1")}, {ID: "e2", Score: 0.5, Source: prov("D1:2")}},
+		EpisodicItems: []events.PackItem{{ID: "e1", Score: 0.9, Text: "abcd", Source: prov("D1:1")}, {ID: "e2", Score: 0.5, Context: []string{"A: hello", "B: hi there"}, Source: prov("D1:2")}},
 		SemanticItems: []events.PackItem{{ID: "s1", Score: 0.7, Source: prov("D2:1", "D2:2", "D2:1")}, {ID: "s0", Score: 0.5, Source: prov("D2:3")}},
 		Chunks:        []events.PackItem{{ID: "MEMORY.md#L1-2", Score: 9, Text: "abcde"}},
 		Core:          &events.PackItem{Text: "core", Source: prov("D9:9")},
@@ -251,7 +253,7 @@ func TestPackItemsOrder(t *testing.T) {
 	want := []Item{
 		{DiaIDs: []string{"D1:1"}, Tokens: 1},
 		{DiaIDs: []string{"D2:1", "D2:2"}},
-		{DiaIDs: []string{"D1:2"}}, // ties by id: e2 before s0
+		{DiaIDs: []string{"D1:2"}, Tokens: 2 + 3}, // ties by id: e2 before s0; the context shown with it counts
 		{DiaIDs: []string{"D2:3"}},
 		{Tokens: 2},
 	}
@@ -341,7 +343,8 @@ func TestTenantIDs(t *testing.T) {
 func TestRunEndToEnd(t *testing.T) {
 	convs := parseFixture(t)
 	var progress, traces bytes.Buffer
-	ev, err := New(Config{Ks: []int{1, 5, 50}, DataDir: t.TempDir(), Progress: &progress, IdleTimeout: time.Minute, Questions: &traces}, nil)
+	dir := t.TempDir()
+	ev, err := New(Config{Ks: []int{1, 5, 50}, DataDir: dir, Progress: &progress, IdleTimeout: time.Minute, Questions: &traces}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,6 +355,10 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
+	// Issue 28: the questions only look at the memory (record_hits false).
+	if hits := publishedHits(t, dir); hits != 0 {
+		t.Errorf("the questions published %d memory_hit events, want none", hits)
+	}
 	if rep.Embedder != "local-hash-v2-384" || rep.Fusion != "keyword only" {
 		t.Errorf("embedder %q, fusion %q; want the local embedder's name and keyword recall", rep.Embedder, rep.Fusion)
 	}
@@ -468,4 +475,18 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("JSON lacks %q: %s", key, data)
 		}
 	}
+}
+
+// publishedHits counts the memory_hit events in the event stream of the stack
+// whose data is in dir, started again on it.
+func publishedHits(t *testing.T, dir string) int {
+	t.Helper()
+	st, _ := apptest.Up(t, "AGENTMEM_DATA_DIR="+dir)
+	n := 0
+	for _, e := range bustest.StreamEvents(t, st.Runtime().JS, "mem.") {
+		if e.Type == events.TypeMemoryHit {
+			n++
+		}
+	}
+	return n
 }

@@ -74,7 +74,7 @@ type SummaryStats struct {
 // that have a summary to s, from their context packs.
 func measureSummaries(ctx context.Context, cl *client.Client, user string, c Conversation, s *SummaryStats) error {
 	for _, sess := range c.Sessions {
-		pack, err := cl.Context(ctx, events.ContextRequest{UserID: user, SessionID: sessionName("", sess), Lightweight: true, MaxTokens: 1 << 20})
+		pack, err := cl.Context(ctx, events.ContextRequest{UserID: user, SessionID: sessionName("", sess), Lightweight: true, MaxTokens: 1 << 20, RecordHits: events.NoHits()})
 		if err != nil {
 			return fmt.Errorf("eval: context of %s %s: %w", c.SampleID, sessionName("", sess), err)
 		}

@@ -44,14 +44,24 @@ func RecallAtK(evidence []string, items []Item, k int) (recall float64, ok bool)
 // retriever's recall ranked them before splitting them by type; then the keyword
 // chunks of MEMORY.md in their order. Core memory, topics, daily notes and memory
 // items are not ranked results and are not counted. An item contributes the
-// "dia_id" values of its provenance meta.
+// "dia_id" values of its provenance meta, and the tokens of its text and context.
 func PackItems(p events.ContextPack) []Item {
 	ranked := rankedPackItems(p)
 	out := make([]Item, 0, len(ranked))
 	for _, it := range ranked {
-		out = append(out, Item{DiaIDs: provenanceDiaIDs(it.Source), Tokens: estimateTokens(it.Text)})
+		out = append(out, Item{DiaIDs: provenanceDiaIDs(it.Source), Tokens: estimateTokens(it.Text) + contextTokens(it.Context)})
 	}
 	return out
+}
+
+// contextTokens are the tokens of an item's context, which the pack shows with
+// it (an episode's earlier messages).
+func contextTokens(context []string) int {
+	n := 0
+	for _, l := range context {
+		n += estimateTokens(l)
+	}
+	return n
 }
 
 // byScore orders pack items best first, ties by id.

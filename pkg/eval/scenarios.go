@@ -251,7 +251,7 @@ func RunScenarios(ctx context.Context, cfg ScenarioConfig, scenarios []Scenario,
 	for i, s := range scenarios {
 		ok := true
 		for _, q := range s.Queries {
-			pack, err := clients[i].Context(ctx, events.ContextRequest{UserID: users[i], Query: q.Query})
+			pack, err := clients[i].Context(ctx, events.ContextRequest{UserID: users[i], Query: q.Query, RecordHits: events.NoHits()})
 			if err != nil {
 				return nil, fmt.Errorf("eval: %s: %w", s.ID, err)
 			}

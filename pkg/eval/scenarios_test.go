@@ -70,9 +70,13 @@ func TestScenarioSuite(t *testing.T) {
 	scs := pipelineSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := RunScenarios(ctx, ScenarioConfig{DataDir: t.TempDir(), IdleTimeout: 2 * time.Minute}, scs, nil)
+	dir := t.TempDir()
+	rep, err := RunScenarios(ctx, ScenarioConfig{DataDir: dir, IdleTimeout: 2 * time.Minute}, scs, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hits := publishedHits(t, dir); hits != 0 {
+		t.Errorf("the queries published %d memory_hit events, want none (record_hits false)", hits)
 	}
 	if rep.Scenarios != len(scs) {
 		t.Fatalf("ran %d scenarios of %d", rep.Scenarios, len(scs))

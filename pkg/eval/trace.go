@@ -36,6 +36,8 @@ type TraceItem struct {
 	Score  float64  `json:"score"`
 	DiaIDs []string `json:"dia_ids"`
 	Text   string   `json:"text"`
+	// Context is an episode's earlier messages, shown apart from its text.
+	Context []string `json:"context,omitempty"`
 }
 
 func writeTrace(w io.Writer, c Conversation, q Question, evidence []string, pack, unbudgeted events.ContextPack) error {
@@ -53,7 +55,7 @@ func writeTrace(w io.Writer, c Conversation, q Question, evidence []string, pack
 		tr.RecallAt10 = r
 	}
 	for i, it := range ranked[:min(traceItems, len(ranked))] {
-		tr.Items = append(tr.Items, TraceItem{Kind: string(it.Kind), Score: it.Score, DiaIDs: items[i].DiaIDs, Text: it.Text})
+		tr.Items = append(tr.Items, TraceItem{Kind: string(it.Kind), Score: it.Score, DiaIDs: items[i].DiaIDs, Text: it.Text, Context: it.Context})
 	}
 	tr.EvidenceRanks = map[string]int{}
 	for i, it := range PackItems(unbudgeted) {

@@ -294,7 +294,8 @@ func (in *Inspector) memories(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := make([]memoryRow, 0, len(recs))
 	for _, rec := range recs {
-		rows = append(rows, memoryRow{ID: rec.ID, Type: string(rec.MemoryType), Text: rec.Text, Session: rec.ChatID, TS: rec.TS,
+		statement, _ := records.SplitContext(rec)
+		rows = append(rows, memoryRow{ID: rec.ID, Type: string(rec.MemoryType), Text: statement, Session: rec.ChatID, TS: rec.TS,
 			Hits: rec.HitCount, Confidence: rec.Confidence, URL: userURL(n) + "memory/" + rec.ID})
 	}
 	slices.SortFunc(rows, func(a, b memoryRow) int { return b.TS.Compare(a.TS) })
@@ -308,11 +309,15 @@ type provenance struct {
 }
 
 type memoryData struct {
-	M        events.Memory
-	Metadata string
-	Prov     provenance
-	History  []events.Change
-	HistErr  string
+	M events.Memory
+	// Statement and Context are how the memory is shown: an episode's
+	// statement, and apart from it the messages said before it.
+	Statement string
+	Context   []string
+	Metadata  string
+	Prov      provenance
+	History   []events.Change
+	HistErr   string
 }
 
 func (in *Inspector) memory(w http.ResponseWriter, r *http.Request) {
@@ -333,6 +338,7 @@ func (in *Inspector) memory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := memoryData{M: m, Metadata: pretty(m.Metadata)}
+	d.Statement, d.Context = records.SplitContext(vectorstore.Record{MemoryType: vectorstore.MemoryType(m.MemoryType), Text: m.Text, Metadata: m.Metadata})
 	if m.ChatID != "" && events.ValidateID("session", m.ChatID) == nil {
 		d.Prov.Session = fileLink{Name: m.ChatID, URL: userURL(n) + "session/" + url.PathEscape(m.ChatID)}
 		for _, ev := range records.StringList(m.Metadata[records.MetaSourceEventIDs]) {
@@ -533,7 +539,7 @@ func (in *Inspector) search(w http.ResponseWriter, r *http.Request) {
 			in.fail(w, r, err)
 			return
 		}
-		pack, err := cl.Context(r.Context(), events.ContextRequest{UserID: n.User, Query: d.Query})
+		pack, err := cl.Context(r.Context(), events.ContextRequest{UserID: n.User, Query: d.Query, RecordHits: events.NoHits()})
 		if err != nil {
 			d.Err = err.Error()
 		} else {

@@ -114,10 +114,12 @@ func toMemory(r vectorstore.Record) events.Memory {
 }
 
 func toSearchResult(r Ranked) events.SearchResult {
+	text, context := records.SplitContext(r.Record)
 	return events.SearchResult{
 		ID:         r.Record.ID,
 		MemoryType: events.MemoryType(r.Record.MemoryType),
-		Text:       r.Record.Text,
+		Text:       text,
+		Context:    context,
 		Score:      r.Score,
 		Metadata:   r.Record.Metadata,
 	}

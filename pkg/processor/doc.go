@@ -116,7 +116,7 @@
 // repeated and no information lost. The separator prefixes each text with its own
 // time and chat, "On 2026-11-02 10:04 UTC in chat c1: ...", adding the memory id
 // when both prefixes coincide; it replaces its own earlier prefix, so separating
-// twice gives the same texts. The reconsolidator appends "(recalled: <new
-// context, at most 80 bytes>)", replacing an earlier recall note so the text does
-// not grow with each use.
+// twice gives the same texts. The reconsolidator keeps the text as it is: a
+// recalled memory's new context goes into its context metadata and updates
+// list, never into its text.
 package processor

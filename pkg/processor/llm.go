@@ -418,7 +418,7 @@ func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (s
 }
 
 // LLMReconsolidator rewrites a recalled memory with a model; on a bad reply the
-// rule-based recall note is the safe default.
+// text stays as it is (the rule-based reconsolidator).
 type LLMReconsolidator struct {
 	c     llmCaller
 	rules RuleReconsolidator

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/agentmem/agentmem/pkg/textnorm"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -88,30 +87,18 @@ func situation(r vectorstore.Record) string {
 	return s
 }
 
-// RuleReconsolidator is the offline reconsolidator: the text becomes the original
-// statement plus "(recalled: <new context, shortened>)". A previous recall note is
-// replaced, so a memory recalled many times does not grow without bound.
+// RuleReconsolidator is the offline reconsolidator: it keeps the text as it is.
+// Without a model nothing can say what a memory means in the context it was
+// recalled for, and a read must never write into a memory what the user did not
+// say (issue 28: a query appended to the text reached prompts, search and
+// exports as if the user had said it). The new context is recorded beside the
+// text, in the record's context and updates (consolidate.ApplyHits).
 type RuleReconsolidator struct{}
 
 // NewRuleReconsolidator returns the offline reconsolidator.
 func NewRuleReconsolidator() *RuleReconsolidator { return &RuleReconsolidator{} }
 
-// recallNote matches the note a previous reconsolidation appended.
-var recallNote = regexp.MustCompile(`\s*\(recalled: [^()]*\)\s*$`)
-
-// maxRecallNote bounds the context quoted in a recall note.
-const maxRecallNote = 80
-
-// stripParens keeps the context from closing the note early.
-var stripParens = strings.NewReplacer("(", "", ")", "")
-
-// Reconsolidate returns m's statement with a note of newContext; an empty context
-// leaves the statement as it is.
-func (RuleReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, newContext string) (string, error) {
-	base := recallNote.ReplaceAllString(recordText(m), "")
-	note := textnorm.Shorten(stripParens.Replace(newContext), maxRecallNote)
-	if note == "" {
-		return base, nil
-	}
-	return base + " (recalled: " + note + ")", nil
+// Reconsolidate returns m's text unchanged, whatever newContext is.
+func (RuleReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, _ string) (string, error) {
+	return recordText(m), nil
 }

@@ -25,6 +25,11 @@ const (
 	MetaUpdates       = "updates"         // episodic: list of UpdateEntry objects, oldest first
 	MetaSourceChatIDs = "source_chat_ids" // episodic: every chat the memory came from
 	MetaMergedFromIDs = "merged_from_ids" // episodic: ids of every record merged into this one
+	// MetaContextMessages lists the messages said just before an episodic
+	// statement, "Who: text" each, oldest first: its text holds them before the
+	// statement (they feed its ranking), and it is shown with them apart, as its
+	// context (SplitContext).
+	MetaContextMessages = "context_messages"
 	// MetaSeparatedFromIDs lists the records this one was separated from; the
 	// planner does not pair them again, so repeated consolidation runs converge
 	// instead of rewriting the same pair each time.
@@ -162,17 +167,34 @@ const (
 	UpdateTS           = "ts"
 	UpdateContext      = "context"
 	UpdatePreviousText = "previous_text"
+	// UpdatePreviousContext is the context a reconsolidation replaced.
+	UpdatePreviousContext = "previous_context"
 )
 
 // AppendUpdate is rec's MetaUpdates list with one more entry, as a fresh list:
 // rec's text was rewritten at ts because of why, and the entry keeps the text it
 // had. Reconsolidation, separation and the memory API's update all write it.
 func AppendUpdate(rec vectorstore.Record, ts time.Time, why string) []any {
-	return append(AnyList(rec.Metadata[MetaUpdates]), map[string]any{
+	return append(AnyList(rec.Metadata[MetaUpdates]), updateEntry(rec, ts, why))
+}
+
+// AppendContextUpdate is AppendUpdate for a reconsolidation of rec for
+// newContext, which replaces rec's context: the entry keeps the context it
+// replaces as well as the text.
+func AppendContextUpdate(rec vectorstore.Record, ts time.Time, newContext string) []any {
+	entry := updateEntry(rec, ts, newContext)
+	if prev, ok := rec.Metadata[MetaContext].(string); ok {
+		entry[UpdatePreviousContext] = prev
+	}
+	return append(AnyList(rec.Metadata[MetaUpdates]), entry)
+}
+
+func updateEntry(rec vectorstore.Record, ts time.Time, why string) map[string]any {
+	return map[string]any{
 		UpdateTS:           FormatTime(ts),
 		UpdateContext:      why,
 		UpdatePreviousText: rec.Text,
-	})
+	}
 }
 
 // FormatTime is the one time format written into metadata: RFC 3339 with
@@ -200,8 +222,8 @@ func EpisodeMetadata(ep Episode, chatID string) map[string]any {
 }
 
 // episodeMetadataKeys is the most keys an episodic record's metadata starts with:
-// those of EpisodeMetadata and of addProvenance.
-const episodeMetadataKeys = 11
+// those of EpisodeMetadata, MetaContextMessages and those of addProvenance.
+const episodeMetadataKeys = 12
 
 // EpisodeRecord builds the episodic record of ep for (tenant, userID), without its
 // vector (embed EpisodeStatement(obs, ep)). The id is deterministic from the source
@@ -211,7 +233,8 @@ const episodeMetadataKeys = 11
 // at its end as observations arrive.
 //
 // The record's text is the exchange: the messages of obs.Before, a line each, then
-// the statement. An answer is rarely understood, or found, without the question it
+// the statement; the lines are also in MetaContextMessages, so that the statement
+// can be shown apart from them (SplitContext). An answer is rarely understood, or found, without the question it
 // answers ("Yes, last Tuesday!"); on LoCoMo keeping the two messages before each
 // utterance raised recall@10 by about 15 points (BENCHMARKS.md). The provenance
 // (MetaSourceEventIDs, MetaSourceMeta) lists every message the text holds, oldest
@@ -222,11 +245,15 @@ func EpisodeRecord(tenant, userID string, obs Observation, ep Episode) vectorsto
 		Tenant:     tenant,
 		UserID:     userID,
 		MemoryType: vectorstore.Episodic,
-		Text:       episodeText(obs, ep),
 		TS:         ep.Time,
 		ChatID:     obs.ChatID,
 		Who:        ep.Who,
 		Metadata:   EpisodeMetadata(ep, obs.ChatID),
+	}
+	lines := contextLines(obs)
+	rec.Text = episodeText(lines, EpisodeStatement(obs, ep))
+	if len(lines) > 0 {
+		rec.Metadata[MetaContextMessages] = ToAnyList(lines)
 	}
 	addProvenance(rec.Metadata, obs)
 	return rec
@@ -247,34 +274,51 @@ func episodeID(tenant, userID string, obs Observation) string {
 	return vectorstore.DeterministicID("episodic", tenant, userID, obs.EventID)
 }
 
-// episodeText is the text of an episode: the messages of obs.Before, a line each,
-// then the statement. It is built in one buffer, sized for the longest text the
-// lines can make.
-func episodeText(obs Observation, ep Episode) string {
-	statement := EpisodeStatement(obs, ep)
-	if len(obs.Before) == 0 {
+// episodeText is the text of an episode: its context lines, then the statement.
+func episodeText(lines []string, statement string) string {
+	if len(lines) == 0 {
 		return statement
 	}
-	size := len(statement)
-	for _, u := range obs.Before {
-		size += len(u.Who) + len(u.Role) + len(": ") + min(len(u.Text), maxContextBytes+len("…")) + len("\n")
-	}
-	var b strings.Builder
-	b.Grow(size)
+	return strings.Join(lines, "\n") + "\n" + statement
+}
+
+// contextLines are the messages of obs.Before an episode keeps, oldest first:
+// "Who: text" each, the text single-spaced and shortened; empty ones skipped.
+func contextLines(obs Observation) []string {
+	lines := make([]string, 0, len(obs.Before))
 	for _, u := range obs.Before {
 		text := strings.TrimSpace(u.Text)
 		if text == "" {
 			continue
 		}
+		line := textnorm.Shorten(text, maxContextBytes)
 		if who := speakerName(u.Who, u.Role); who != "" {
-			b.WriteString(who)
-			b.WriteString(": ")
+			line = who + ": " + line
 		}
-		b.WriteString(textnorm.Shorten(text, maxContextBytes))
-		b.WriteByte('\n')
+		lines = append(lines, line)
 	}
-	b.WriteString(statement)
-	return b.String()
+	return lines
+}
+
+// SplitContext is how an episodic record is shown (search results, context
+// packs, the inspector): its statement, and apart from it, as its context, the
+// messages said before it (MetaContextMessages) that its text holds. One memory
+// shows one fact (issue 28): the messages before a statement are often other
+// statements, and shown as part of it they read as more facts of this memory.
+// The text keeps them because they feed its keyword ranking (BENCHMARKS.md).
+// A record without them, or whose text no longer holds them as one block (a
+// model rewrote it, a merge), and any other record, is shown as its text.
+func SplitContext(rec vectorstore.Record) (statement string, context []string) {
+	lines := StringList(rec.Metadata[MetaContextMessages])
+	if rec.MemoryType != vectorstore.Episodic || len(lines) == 0 {
+		return rec.Text, nil
+	}
+	block := strings.Join(lines, "\n") + "\n"
+	i := strings.Index(rec.Text, block)
+	if i < 0 {
+		return rec.Text, nil
+	}
+	return rec.Text[:i] + rec.Text[i+len(block):], lines
 }
 
 // maxContextBytes bounds each context message in an episode's text: a tool's

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // A named speaker's memory keeps who said it and the whole utterance; an agent's
@@ -79,6 +81,41 @@ func TestEpisodeContextMessagesAreBounded(t *testing.T) {
 	if last != EpisodeStatement(obs, Episode{Thing: "plot the rows"}) {
 		t.Errorf("statement line %q was changed", last)
 	}
+}
+
+// Issue 28: an episode is shown as its statement, with the messages said before
+// it apart, as its context; its text holds both (for ranking). A text that no
+// longer holds the context as one block (a model's rewrite) is shown whole.
+func TestPropertySplitContextShowsTheStatementApart(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		words := rapid.SampledFrom([]string{"Remember:", "teal", "Ann", "\n", "  ", "report", "user:", "…"})
+		sentence := func(label string) string {
+			return strings.Join(rapid.SliceOfN(words, 1, 6).Draw(t, label), " ")
+		}
+		obs := Observation{Role: "user", Text: sentence("text"), EventID: "e9", Who: rapid.SampledFrom([]string{"", "user", "Ann"}).Draw(t, "who")}
+		for i := range rapid.IntRange(0, 3).Draw(t, "before") {
+			obs.Before = append(obs.Before, Utterance{Role: rapid.SampledFrom([]string{"user", "assistant"}).Draw(t, "role"),
+				Text: sentence("earlier"), EventID: "e" + string(rune('1'+i))})
+		}
+		ep := Episode{Write: true, Thing: sentence("thing"), Who: "user", Time: time.Unix(0, 0)}
+		rec := EpisodeRecord("t", "u", obs, ep)
+		statement, context := SplitContext(rec)
+		if want := EpisodeStatement(obs, ep); statement != want {
+			t.Fatalf("shown as %q, want the statement %q (text %q)", statement, want, rec.Text)
+		}
+		if want := contextLines(obs); !slices.Equal(context, want) || (len(want) > 0 && strings.Join(want, "\n")+"\n"+statement != rec.Text) {
+			t.Fatalf("context %q, want %q apart from the statement of text %q", context, want, rec.Text)
+		}
+		rec.Text = "a model's rewrite: " + statement
+		if s, c := SplitContext(rec); s != rec.Text || c != nil {
+			t.Fatalf("a rewritten text is shown as %q with context %q, want it whole", s, c)
+		}
+		rec.MemoryType = vectorstore.Semantic
+		rec.Text = strings.Join(context, "\n") + "\n" + statement
+		if s, c := SplitContext(rec); s != rec.Text || c != nil {
+			t.Fatalf("a fact is shown as %q with context %q, want its text", s, c)
+		}
+	})
 }
 
 // metaValue draws what decoded meta holds (json.Number, strings, nested objects

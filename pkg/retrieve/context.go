@@ -346,7 +346,8 @@ func (s *Service) recall(ctx context.Context, tenant string, req events.ContextR
 	items := make([]events.PackItem, 0, len(ranked))
 	pack.EpisodicItems, pack.SemanticItems = items[:0:nEpisodic], items[nEpisodic:nEpisodic:len(ranked)]
 	for _, r := range ranked {
-		item := events.PackItem{ID: r.Record.ID, Text: r.Record.Text, Score: r.Score, Source: provenance(r.Record)}
+		item := events.PackItem{ID: r.Record.ID, Score: r.Score, Source: provenance(r.Record)}
+		item.Text, item.Context = records.SplitContext(r.Record)
 		switch r.Record.MemoryType {
 		case vectorstore.Episodic:
 			item.Kind = events.PackKindEpisodic
@@ -384,12 +385,13 @@ func (s *Service) loadItems(ctx context.Context, tenant string, req events.Conte
 }
 
 // publishHit has one memory_hit event published listing the pack's vector
-// memories, so the consolidator counts each use once (SPEC C4). The reply does not
+// memories, so the consolidator counts each use once (SPEC C4); a preview
+// (record_hits false) uses nothing. The reply does not
 // wait for it: the event is built, published and acknowledged by the hit
 // publisher's goroutine, a failure is only logged, and Run's drain waits for it.
 func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *events.ContextPack) {
 	n := len(pack.EpisodicItems) + len(pack.SemanticItems)
-	if n == 0 {
+	if n == 0 || !req.RecordsHits() {
 		return
 	}
 	ids := make([]string, 0, n)

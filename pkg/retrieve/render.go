@@ -78,7 +78,7 @@ func render(pack *events.ContextPack, maxTokens int) {
 	texts := func(list []events.PackItem, prefix string) []entry {
 		out := make([]entry, len(list))
 		for i, it := range list {
-			out[i] = newEntry(prefix, strings.TrimRight(it.Text, "\n"))
+			out[i] = newEntry(prefix, withContext(strings.TrimRight(it.Text, "\n"), it.Context))
 		}
 		return out
 	}
@@ -198,6 +198,16 @@ func render(pack *events.ContextPack, maxTokens int) {
 	// total counts the prompt's runes already, with the newline just trimmed.
 	pack.TokenEstimate = (max(total-1, 0) + 3) / 4
 	pack.BudgetTokens = maxTokens
+}
+
+// withContext renders an entry's text and, on a line of its own under it, its
+// context (an episode's earlier messages): shown as the situation the statement
+// was said in, not as more facts of the memory.
+func withContext(text string, context []string) string {
+	if len(context) == 0 {
+		return text
+	}
+	return text + "\n  context: " + strings.Join(context, " / ")
 }
 
 // ranked returns the known facts and episodic memories as one ranking: by score,
