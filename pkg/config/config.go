@@ -23,6 +23,7 @@ type Config struct {
 	LLM     LLM     `koanf:"llm"`
 	Embed   Embed   `koanf:"embed"`
 	Vector  Vector  `koanf:"vector"`
+	Search  Search  `koanf:"search"`
 	Ingest  Ingest  `koanf:"ingest"`
 	Limits  Limits  `koanf:"limits"`
 	HTTP    HTTP    `koanf:"http"`
@@ -224,6 +225,17 @@ const (
 	VectorBackendQdrant   = "qdrant"
 )
 
+// DefaultMinScore is search.min_score's default: MEASURE.
+const DefaultMinScore = 0.0
+
+// Search tunes what search and the context pack's vector memories return.
+type Search struct {
+	// MinScore is the relevance floor: a search hit, or a vector memory of a
+	// context pack, scoring below it is left out (the re-ranker's score,
+	// docs/architecture.md); 0 keeps every hit.
+	MinScore float64 `koanf:"min_score"`
+}
+
 // Qdrant is the gRPC connection to Qdrant.
 type Qdrant struct {
 	Addr       string `koanf:"addr"` // host:port of the gRPC API
@@ -342,6 +354,7 @@ func defaults() Config {
 			SemanticRerank:      true,
 			Fusion:              FusionKeyword,
 		},
+		Search: Search{MinScore: DefaultMinScore},
 		// Four batches in flight hide one batch's round trips behind the others'.
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},
 		Limits: Limits{MaxTextBytes: events.DefaultMaxTextBytes},
