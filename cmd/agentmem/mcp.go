@@ -19,7 +19,10 @@ import (
 )
 
 func newMCPCmd(g *globalFlags) *cobra.Command {
-	var tenant, user, agent, httpAddr, tokensFile string
+	var (
+		tenant, user, agent, httpAddr, tokensFile string
+		keepSecrets                               bool
+	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the memory tools to MCP clients (stdio, or streamable HTTP with --http)",
@@ -55,7 +58,7 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 			}
 			defer nc.Close()
 			newClient := func(t string) (*client.Client, error) {
-				return client.New(nc, client.Config{Tenant: t, AgentID: agent})
+				return client.New(nc, client.Config{Tenant: t, AgentID: agent, KeepSecrets: keepSecrets})
 			}
 			ctx, stop := app.SignalContext()
 			defer stop()
@@ -79,6 +82,7 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 	f.StringVar(&user, "user", "", "user id whose memory the tools use (stdio)")
 	f.StringVar(&agent, "agent", "mcp", "agent id put on the events the server publishes")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on host:port instead of stdio")
+	f.BoolVar(&keepSecrets, "keep-secrets", false, "publish events as given; by default credentials are redacted before they reach the event stream")
 	f.StringVar(&tokensFile, "tokens-file", "", "with --http: file of `<token> <tenant> <user>` lines (tokens are never logged)")
 	return cmd
 }
