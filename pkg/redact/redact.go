@@ -11,7 +11,8 @@
 // append, add, update, item.save and item.update RPCs) goes through Text alone:
 // its credentials are masked, its instructions are the caller's own. The raw
 // event stream is not rewritten: it is the source of truth and keeps what the
-// agent published.
+// agent published, so pkg/client (and agentmem mcp) apply Text to an
+// observation before publishing it unless told to keep secrets.
 //
 // Before the rules grew, gitleaks' default rule set (github.com/zricethezav/
 // gitleaks/v8 v8.30.1, 222 rules; it builds here) was run over the secret
