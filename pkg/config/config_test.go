@@ -88,7 +88,7 @@ func TestDefaults(t *testing.T) {
 		"vector.semantic_expansion":         true,
 		"vector.semantic_rerank":            true,
 		"vector.fusion":                     "keyword",
-		"search.min_score":                  0.1,
+		"search.min_score":                  0.01,
 		"ingest.concurrency":                512,
 		"ingest.batch_size":                 128,
 		"ingest.batch_linger":               5 * time.Millisecond,
