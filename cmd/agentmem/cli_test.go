@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
@@ -80,7 +82,17 @@ func TestClientCommandsAgainstARunningStack(t *testing.T) {
 		t.Fatalf("topic escape: err %v\n%s", err, out)
 	}
 	if out, err := run(t, append([]string{"search", "--query", "sales columns"}, ns...)...); err != nil || !strings.Contains(out, "result(s)") {
+		t.Fatalf("search table: %v\n%s", err, out)
+	}
+	out, err = run(t, append([]string{"search", "--json", "--query", "sales columns"}, ns...)...)
+	var found events.SearchReply
+	if err != nil || json.Unmarshal([]byte(out), &found) != nil || len(found.Results) == 0 {
 		t.Fatalf("search: %v\n%s", err, out)
+	}
+	for _, h := range found.Results { // every hit has the id get, update and delete take
+		if h.ID == "" {
+			t.Errorf("search hit without an id: %+v", h)
+		}
 	}
 	if out, err := run(t, "observe", "--nats-url", url, "--tenant", "acme", "--user", "u.1", "--session", "s1", "--text", "x"); err == nil {
 		t.Fatalf("an invalid user id was accepted:\n%s", out)

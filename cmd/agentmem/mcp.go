@@ -20,7 +20,10 @@ import (
 )
 
 func newMCPCmd(g *globalFlags) *cobra.Command {
-	var tenant, user, agent, httpAddr, tokensFile string
+	var (
+		tenant, user, agent, httpAddr, tokensFile string
+		keepSecrets                               bool
+	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the memory tools to MCP clients (stdio, or streamable HTTP with --http)",
@@ -68,7 +71,7 @@ server refuses an agent the delete endpoint.`,
 			}
 			defer nc.Close()
 			newClient := func(t string) (*client.Client, error) {
-				return client.New(nc, client.Config{Tenant: t, AgentID: agent, MaxTextBytes: cfg.Limits.MaxTextBytes})
+				return client.New(nc, client.Config{Tenant: t, AgentID: agent, MaxTextBytes: cfg.Limits.MaxTextBytes, KeepSecrets: keepSecrets})
 			}
 			ctx, stop := app.SignalContext()
 			defer stop()
@@ -92,6 +95,7 @@ server refuses an agent the delete endpoint.`,
 	f.StringVar(&user, "user", "", "user id whose memory the tools use (stdio)")
 	f.StringVar(&agent, "agent", "mcp", "agent id put on the events the server publishes")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on host:port instead of stdio")
+	f.BoolVar(&keepSecrets, "keep-secrets", false, "publish events as given; by default credentials are redacted before they reach the event stream")
 	f.StringVar(&tokensFile, "tokens-file", "", "with --http: file of \"<token> <tenant> <user>\" lines (tokens are never logged)")
 	return cmd
 }

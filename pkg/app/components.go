@@ -380,6 +380,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		KEpisodic:     rt.Config.Vector.KEpisodic,
 		KSemantic:     rt.Config.Vector.KSemantic,
 		MaxTextBytes:  rt.Config.Limits.MaxTextBytes,
+		MinScore:      rt.Config.Search.MinScore,
 
 		ContextWindowTokens: m.ContextWindowTokens,
 		RemoteEmbedder:      rt.Config.Embed.Provider == config.EmbedProviderOpenAI,

@@ -90,6 +90,13 @@ type Config struct {
 	// refused before publishing, with ErrInvalidEvent and events.ErrTooLarge.
 	// Default events.DefaultMaxTextBytes.
 	MaxTextBytes int
+	// KeepSecrets publishes observations as given. By default Publish first
+	// replaces the credentials in an observation's text, tool arguments and
+	// tool output by markers (pkg/redact): the event stream keeps every event
+	// for its max_age, and a secret redacted only downstream would stay in it,
+	// readable by whoever can read the stream. Set it when the stream itself
+	// must hold the exact text (and is protected as such).
+	KeepSecrets bool
 }
 
 func (c Config) withDefaults() Config {

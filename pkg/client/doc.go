@@ -9,7 +9,9 @@
 //
 // Events go through JetStream: every publish waits for the stream's acknowledgement
 // and carries Nats-Msg-Id = the event id, so re-publishing an envelope (Publish)
-// after a lost acknowledgement stores it once. Requests go to memrpc.<tenant>.<endpoint>;
+// after a lost acknowledgement stores it once. An observation's credentials are
+// replaced by markers before it is published (pkg/redact), so the stream never
+// holds them; Config.KeepSecrets publishes it as given. Requests go to memrpc.<tenant>.<endpoint>;
 // a failed request is an *Error holding the retriever's code ("400", "404", "500",
 // "503") and message, and a request nobody answers fails with ErrNoRetriever.
 //
@@ -19,4 +21,6 @@
 //
 // Tools and HandleToolCall expose the Markdown memory to a model through OpenAI
 // function calling: memory_search, memory_append and memory_read_topic.
+// memory_search returns one list, best first, each hit with the id the mem0-style
+// calls take.
 package client

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,16 +12,21 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/redact"
 )
 
 // Publish validates env and publishes it on the subject of its type and IDs, with
 // Nats-Msg-Id = env.ID, and waits for the stream's acknowledgement. Publishing the
 // same envelope again (a retry after a lost ack) stores it once, as long as the
 // retry comes within the stream's duplicate window; workers dedupe by ID beyond it.
-// env.Tenant must be the client's tenant.
+// env.Tenant must be the client's tenant. Unless Config.KeepSecrets is set, an
+// observation is published with its credentials redacted (redactObservation).
 func (c *Client) Publish(ctx context.Context, env events.Envelope) error {
 	if env.Tenant != c.cfg.Tenant {
 		return fmt.Errorf("%w: tenant is %q but this client speaks for %q", ErrInvalidEvent, env.Tenant, c.cfg.Tenant)
+	}
+	if env.Observation != nil && !c.cfg.KeepSecrets {
+		env.Observation = redactObservation(*env.Observation)
 	}
 	subject, data, err := env.Encode()
 	if err == nil {
@@ -51,6 +57,30 @@ type eventError struct{ err error }
 
 func (e *eventError) Error() string   { return "client: " + e.err.Error() }
 func (e *eventError) Unwrap() []error { return []error{ErrInvalidEvent, e.err} }
+
+// redactObservation returns a copy of o with the credentials in its text, its
+// tool call's arguments and its tool result's output replaced by markers
+// (redact.Text); the caller's observation is left as it is. Arguments that a
+// marker would leave invalid JSON go as a JSON string of the redacted text.
+func redactObservation(o events.Observation) *events.Observation {
+	o.Text, _ = redact.Text(o.Text)
+	if o.ToolCall != nil {
+		call := *o.ToolCall
+		if args, found := redact.Text(string(call.Arguments)); found {
+			call.Arguments = json.RawMessage(args)
+			if !json.Valid(call.Arguments) {
+				call.Arguments, _ = json.Marshal(args)
+			}
+		}
+		o.ToolCall = &call
+	}
+	if o.ToolResult != nil {
+		res := *o.ToolResult
+		res.Output, _ = redact.Text(res.Output)
+		o.ToolResult = &res
+	}
+	return &o
+}
 
 // Observe publishes one observation of a session and returns the event's id.
 func (c *Client) Observe(ctx context.Context, userID, sessionID string, obs events.Observation) (string, error) {

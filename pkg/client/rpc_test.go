@@ -184,12 +184,24 @@ func TestMarkdownAndContextEndpointsRoundTrip(t *testing.T) {
 	}
 	var hits struct {
 		Results []struct {
+			ID         string `json:"id"`
 			Text       string `json:"text"`
 			MemoryType string `json:"memory_type"`
 		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(out), &hits); err != nil || len(hits.Results) == 0 || len(hits.Results) > 3 || !strings.Contains(out, "qty") {
 		t.Errorf("memory_search output %s (%v); want 1-3 JSON results mentioning qty", out, err)
+	}
+	// Each hit carries the id the search RPC gave it, which the other memory
+	// calls take.
+	rpcHits, err := c.Search(ctx, events.SearchRequest{UserID: "u1", Query: "sales files columns", Limit: 3})
+	if err != nil || len(rpcHits.Results) != len(hits.Results) {
+		t.Fatalf("Search = %+v, %v; want as many hits as the tool's", rpcHits, err)
+	}
+	for i, h := range hits.Results {
+		if h.ID == "" || h.ID != rpcHits.Results[i].ID {
+			t.Errorf("memory_search hit %d has id %q, want %q", i, h.ID, rpcHits.Results[i].ID)
+		}
 	}
 	out, err = c.HandleToolCall(ctx, "u1", call(client.ToolMemoryAppend, `{"content":"Prefers bar charts.","slot":"long_term"}`))
 	if err != nil || !strings.Contains(out, "MEMORY.md") {

@@ -47,7 +47,8 @@ var tools = []tool{
 		name: ToolMemorySearch,
 		description: "Search the user's long-term memory (notes, facts and earlier conversations) for what is relevant to a question. " +
 			"Use it before answering whenever the user refers to something from an earlier session, to their files, or to their preferences. " +
-			"Returns the best matches first, as JSON: {\"results\":[{\"text\",\"memory_type\",\"score\",\"source\"}]}.",
+			"Returns the best matches first, as JSON: {\"results\":[{\"id\",\"text\",\"memory_type\",\"score\",\"source\"}]}; " +
+			"id is what memory_get, memory_update and memory_delete take.",
 		parameters: object(map[string]any{
 			"query": map[string]any{
 				"type": "string", "minLength": 1,
@@ -205,9 +206,10 @@ func describeViolations(err error) string {
 	return strings.Join(parts, "; ")
 }
 
-// searchHit is what the model sees of a search result: ids and metadata only cost
-// it tokens.
+// searchHit is what the model sees of a search result: the id, which the other
+// memory tools take, but not the metadata, which only costs it tokens.
 type searchHit struct {
+	ID         string            `json:"id"`
 	Text       string            `json:"text"`
 	Context    []string          `json:"context,omitempty"` // an episode's earlier messages, apart from its statement
 	MemoryType events.MemoryType `json:"memory_type"`
@@ -229,7 +231,7 @@ func runSearch(ctx context.Context, c *Client, userID string, args []byte) (stri
 	}
 	hits := make([]searchHit, 0, len(rep.Results))
 	for _, r := range rep.Results {
-		hits = append(hits, searchHit{Text: r.Text, Context: r.Context, MemoryType: r.MemoryType, Score: r.Score, Source: r.Source})
+		hits = append(hits, searchHit{ID: r.ID, Text: r.Text, Context: r.Context, MemoryType: r.MemoryType, Score: r.Score, Source: r.Source})
 	}
 	out, err := json.Marshal(map[string][]searchHit{"results": hits})
 	if err != nil {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -235,6 +236,10 @@ func (c Config) Validate() error {
 	p.positive("vector.same_chat_window", v.SameChatWindow)
 	p.positive("vector.cross_chat_window", v.CrossChatWindow)
 	p.positive("vector.consolidate_interval", v.ConsolidateInterval)
+
+	if ms := c.Search.MinScore; math.IsNaN(ms) || math.IsInf(ms, 0) || ms < 0 {
+		p.add("search.min_score", "must be a number >= 0, got %v", ms)
+	}
 
 	in := c.Ingest
 	p.atLeast("ingest.batch_size", in.BatchSize, 1)

@@ -163,7 +163,24 @@ func TestEveryToolRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &added); err != nil || len(added.MemoryIDs) == 0 {
 		t.Fatalf("memory_add: %v %s", err, out)
 	}
-	id := added.MemoryIDs[0]
+	// memory_search gives the id that memory_get, memory_update and
+	// memory_delete take.
+	type hit struct {
+		ID   string `json:"id"`
+		Text string `json:"text"`
+	}
+	var found struct {
+		Results []hit `json:"results"`
+	}
+	out = call(t, cs, mcpserver.ToolSearch, map[string]any{"query": "finance team deadline", "limit": 3}, false)
+	if err := json.Unmarshal([]byte(out), &found); err != nil || len(found.Results) == 0 {
+		t.Fatalf("memory_search: %v %s", err, out)
+	}
+	i := slices.IndexFunc(found.Results, func(h hit) bool { return strings.Contains(h.Text, "5th of each month") })
+	if i < 0 || found.Results[i].ID != added.MemoryIDs[0] {
+		t.Fatalf("memory_search hits %s; want the added memory with its id %s", out, added.MemoryIDs[0])
+	}
+	id := found.Results[i].ID
 	if out := call(t, cs, mcpserver.ToolGet, map[string]any{"id": id}, false); !strings.Contains(out, "5th of each month") {
 		t.Errorf("memory_get: %s", out)
 	}

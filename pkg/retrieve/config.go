@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -137,6 +138,11 @@ type Config struct {
 	// done by the time the vector arrives. With the local embedder the recall is
 	// CPU work, which a goroutine of its own only delays on two cores.
 	RemoteEmbedder bool
+	// MinScore is the relevance floor (search.min_score): a search hit or a
+	// vector memory of a pack scoring below it is left out, so that a query about
+	// nothing the user said finds nothing rather than the least unrelated
+	// memories. Scores are the re-ranker's (memory.RankConfig); 0 keeps every hit.
+	MinScore float64
 }
 
 func (c *Config) setDefaults() {
@@ -192,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.ItemsLimit > events.MaxLimit {
 		return fmt.Errorf("%w: ItemsLimit is %d; at most %d", ErrInvalidConfig, c.ItemsLimit, events.MaxLimit)
+	}
+	if math.IsNaN(c.MinScore) || math.IsInf(c.MinScore, 0) || c.MinScore < 0 {
+		return fmt.Errorf("%w: MinScore is %v; it must be a number >= 0", ErrInvalidConfig, c.MinScore)
 	}
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("%w: DrainTimeout is %s; it must not be negative", ErrInvalidConfig, c.DrainTimeout)

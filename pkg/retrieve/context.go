@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -334,7 +335,11 @@ func (s *Service) recall(ctx context.Context, tenant string, req events.ContextR
 	if err != nil {
 		return fmt.Errorf("recall: %w", err)
 	}
+	// Ranked is best first: the floor cuts its tail.
 	ranked := recalled.Ranked
+	if i := slices.IndexFunc(ranked, func(r memory.Ranked) bool { return r.Score < s.cfg.MinScore }); i >= 0 {
+		ranked = ranked[:i]
+	}
 	pack.Degraded = append(pack.Degraded, recalled.Degraded...)
 	// One backing array for both lists, each at its final length: no growing.
 	nEpisodic := 0

@@ -1,6 +1,7 @@
 package retrieve
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,31 +20,31 @@ import (
 	"github.com/agentmem/agentmem/pkg/session"
 )
 
-// searchTypeOrder is the order in which search interleaves the result lists of the
-// memory types.
-var searchTypeOrder = []events.MemoryType{events.MemoryEpisodic, events.MemorySemantic, events.MemoryItemType, events.MemoryMarkdown}
-
-// search answers memory_search (SPEC A10, C2). "markdown" is keyword (BM25) search
-// over the chunks of MEMORY.md and the recent daily notes, scored as one corpus;
-// the vector types go to Memories.Search. Scores of different types are on
-// unrelated scales, so the lists are merged by rank rather than by score: the best
-// of each type in the order episodic, semantic, item, markdown, then the second of
-// each, and so on, up to limit (default retrieve_limit). Each result keeps the score
-// of its own type.
+// search answers memory_search (SPEC A10, C2, C4) with one list, best first.
+// "markdown" is keyword (BM25) search over the chunks of MEMORY.md and the
+// recent daily notes, scored as one corpus; the vector types go to
+// Memories.Search, whose scores are the re-ranker's (memory.RankConfig). Both
+// are relevance to the query's best keyword match, 1 for the best, times the
+// re-ranker's bonuses for the vector types, so one sort orders them (see
+// mergeHits). Without a limit in the request, each vector type keeps at most
+// its K (SPEC C4) and the whole list retrieve_limit; a request's limit bounds
+// each type and the whole list.
 func (s *Service) search(ctx context.Context, tenant string, req events.SearchRequest) (events.SearchReply, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	pol := s.policyFor(ctx, ns, "")
 	limit := req.Limit
+	perType := map[events.MemoryType]int{}
 	if limit == 0 {
 		limit = pol.RetrieveLimit
+		perType[events.MemoryEpisodic], perType[events.MemorySemantic] = s.cfg.KEpisodic, s.cfg.KSemantic
 	}
 	types := req.MemoryTypes
 	if len(types) == 0 {
 		types = events.MemoryTypes
 	}
-	byType := make(map[events.MemoryType][]events.SearchResult, len(searchTypeOrder))
 	var (
 		vectorTypes []events.MemoryType
+		hits        []events.SearchResult
 		degraded    []string
 	)
 	for _, t := range types {
@@ -58,36 +59,48 @@ func (s *Service) search(ctx context.Context, tenant string, req events.SearchRe
 		if err != nil {
 			return events.SearchReply{}, fmt.Errorf("search: %w", err)
 		}
-		for _, r := range reply.Results {
-			byType[r.MemoryType] = append(byType[r.MemoryType], r)
-		}
-		degraded = reply.Degraded
+		hits, degraded = reply.Results, reply.Degraded
 	}
 	if slices.Contains(types, events.MemoryMarkdown) {
 		md, err := s.searchMarkdown(ctx, ns, req.Query, pol.RecentDays, limit)
 		if err != nil {
 			return events.SearchReply{}, err
 		}
-		byType[events.MemoryMarkdown] = md
+		hits = append(hits, md...)
 	}
-	out := events.SearchReply{Results: []events.SearchResult{}, Degraded: degraded}
-	for rank := 0; len(out.Results) < limit; rank++ {
-		added := false
-		for _, t := range searchTypeOrder {
-			if l := byType[t]; rank < len(l) && len(out.Results) < limit {
-				out.Results = append(out.Results, l[rank])
-				added = true
-			}
+	return events.SearchReply{Results: mergeHits(hits, perType, limit, s.cfg.MinScore), Degraded: degraded}, nil
+}
+
+// mergeHits orders hits of every type by score, best first (ties by id), and
+// keeps those scoring at least minScore, at most perType[t] of a type t listed
+// there, and at most limit in all.
+func mergeHits(hits []events.SearchResult, perType map[events.MemoryType]int, limit int, minScore float64) []events.SearchResult {
+	slices.SortStableFunc(hits, func(a, b events.SearchResult) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
 		}
-		if !added {
+		return cmp.Compare(a.ID, b.ID)
+	})
+	out := []events.SearchResult{}
+	taken := map[events.MemoryType]int{}
+	for _, h := range hits {
+		if len(out) == limit {
 			break
 		}
+		if k, bounded := perType[h.MemoryType]; h.Score < minScore || bounded && taken[h.MemoryType] == k {
+			continue
+		}
+		taken[h.MemoryType]++
+		out = append(out, h)
 	}
-	return out, nil
+	return out
 }
 
 // searchMarkdown scores the chunks of MEMORY.md and of the last recentDays daily
-// notes against query as one BM25 corpus; ids are "<file>#L<start>-<end>".
+// notes against query as one BM25 corpus; ids are "<file>#L<start>-<end>". A
+// score is the chunk's BM25 over the best chunk's, the scale of the vector
+// memories' keyword relevance: raw BM25 grows with the query's length and
+// rare words, and would rank every chunk above every memory.
 func (s *Service) searchMarkdown(ctx context.Context, ns docstore.Namespace, query string, recentDays, limit int) ([]events.SearchResult, error) {
 	q := bm25.Tokenize(query)
 	if len(q) == 0 {
@@ -121,7 +134,7 @@ func (s *Service) searchMarkdown(ctx context.Context, ns docstore.Namespace, que
 	out := make([]events.SearchResult, len(hits))
 	for i, h := range hits {
 		c := chunks[h.Doc]
-		out[i] = events.SearchResult{ID: chunkID(c.file, c.chunk), MemoryType: events.MemoryMarkdown, Text: c.chunk.Text, Score: h.Score, Source: c.file}
+		out[i] = events.SearchResult{ID: chunkID(c.file, c.chunk), MemoryType: events.MemoryMarkdown, Text: c.chunk.Text, Score: h.Score / hits[0].Score, Source: c.file}
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -843,6 +844,7 @@ func TestConfigValidate(t *testing.T) {
 		"ServiceName": {ServiceName: "bad name"},
 		"KEpisodic":   {KEpisodic: -1},
 		"ItemsLimit":  {ItemsLimit: events.MaxLimit + 1},
+		"MinScore":    {MinScore: math.NaN()},
 	} {
 		if _, err := New(cfg, r.deps(), nil); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v", name, err)
