@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/extract"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -158,10 +159,12 @@ func TestModelLongSessionIsExtractedReusingIngestDecisions(t *testing.T) {
 	took := time.Since(start)
 	r.waitIdle(t)
 	// MEMORY.md keeps what memory.max_lines allows; the extraction holds them all.
-	kv, err := r.stack.Runtime().JS.KeyValue(context.Background(), extract.DefaultStateBucket)
+	raw, err := r.stack.Runtime().JS.KeyValue(context.Background(), extract.DefaultStateBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The record is sealed with the user's key (forget erases it).
+	kv := kvcas.Sealed(raw, r.stack.Runtime().Keyring, kvcas.OwnerAt(0))
 	e, err := kv.Get(context.Background(), "acme.u1.s1")
 	if err != nil {
 		t.Fatal(err)
