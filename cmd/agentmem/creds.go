@@ -130,7 +130,7 @@ func newCredsListCmd(g *globalFlags) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	list.Flags().StringVar(&dataDir, "data-dir", "", "as for `creds add`")
+	list.Flags().StringVar(&dataDir, "data-dir", "", "as for \"creds add\"")
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's credentials")
 	return list
 }
@@ -170,9 +170,9 @@ revocation from the register; a nats-server run from a config file needs
 		},
 	}
 	f := revoke.Flags()
-	f.StringVar(&dataDir, "data-dir", "", "as for `creds add`")
+	f.StringVar(&dataDir, "data-dir", "", "as for \"creds add\"")
 	f.StringVar(&tenant, "tenant", "", "the tenant the credential belongs to (required)")
-	f.StringVar(&key, "key", "", "the credential's user public key, as `creds list` shows it (required)")
+	f.StringVar(&key, "key", "", "the credential's user public key, as \"creds list\" shows it (required)")
 	_ = revoke.MarkFlagRequired("tenant")
 	_ = revoke.MarkFlagRequired("key")
 	return revoke
