@@ -70,7 +70,7 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			root, _, err := replayRoot(g)
+			root, cfg, err := replayRoot(g)
 			if err != nil {
 				return err
 			}
@@ -83,7 +83,15 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			live, err := eventstore.New(eventstore.Config{}, js, nil)
+			ctx, cancel := signalContext()
+			defer cancel()
+			// The live stream is read as the live workers read it: their limits
+			// and claims leave out what they dead-lettered.
+			claims, err := eventstore.OpenClaims(ctx, js)
+			if err != nil {
+				return err
+			}
+			live, err := eventstore.New(eventstore.Config{Limits: cfg.Limits.Events(), Claims: claims}, js, nil)
 			if err != nil {
 				return err
 			}
@@ -91,8 +99,6 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
 			_, err = replay.Run(ctx, replay.Config{
 				Root: root, Name: name, Tenant: sel.tenant, User: q.UserID, Session: q.SessionID, Since: q.Since, Until: q.Until,
 				Workers: workers, ConfigFile: g.configFile(), Environ: os.Environ(), Progress: cmd.ErrOrStderr(), Timeout: timeout,

@@ -114,7 +114,11 @@ func (rt *Runtime) open(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if rt.Events, err = eventstore.New(eventstore.Config{}, rt.JS, rt.Logger); err != nil {
+	claims, err := eventstore.EnsureClaims(ctx, rt.JS, rt.Config.NATS.Stream.Replicas)
+	if err != nil {
+		return err
+	}
+	if rt.Events, err = eventstore.New(eventstore.Config{Limits: rt.Config.Limits.Events(), Claims: claims}, rt.JS, rt.Logger); err != nil {
 		return err
 	}
 	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: rt.Config.NATS.Stream.Replicas}, rt.JS, rt.Logger); err != nil {

@@ -253,6 +253,15 @@ type Limits struct {
 	// (over it: the retriever answers 400). It is well below NATS's max_payload
 	// (1 MiB by default), so that replies carrying such texts fit in a message.
 	MaxTextBytes int `koanf:"max_text_bytes"`
+	// MaxClockSkew is how far after the stream stored an event its ts may be
+	// (events.Limits.MaxClockSkew); a later ts, or one before 1970, is
+	// dead-lettered by the workers and left out by every reader of the stream.
+	MaxClockSkew time.Duration `koanf:"max_clock_skew"`
+}
+
+// Events are the limits every reader of the event stream applies (events.Admit).
+func (l Limits) Events() events.Limits {
+	return events.Limits{MaxTextBytes: l.MaxTextBytes, MaxClockSkew: l.MaxClockSkew}
 }
 
 // MaxTextBytesCeiling is the largest limits.max_text_bytes: half of NATS's default
@@ -344,7 +353,7 @@ func defaults() Config {
 		},
 		// Four batches in flight hide one batch's round trips behind the others'.
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},
-		Limits: Limits{MaxTextBytes: events.DefaultMaxTextBytes},
+		Limits: Limits{MaxTextBytes: events.DefaultMaxTextBytes, MaxClockSkew: events.DefaultMaxClockSkew},
 		HTTP:   HTTP{Listen: ":9090"},
 		Log:    Log{Level: "info", Format: "json"},
 		// A worker's live heap is small (tens of MiB) and its garbage plentiful: at

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +26,13 @@ var ErrNotFound = errors.New("eventstore: event not found")
 type Config struct {
 	// Stream is the JetStream stream holding mem.> (default "AGENTMEM").
 	Stream string
+	// Limits are what every read admits (events.Admit): the workers' own, so
+	// that what ingest dead-lettered is left out of every read.
+	Limits events.Limits
+	// Claims is the bucket of event-id claims (EnsureClaims, OpenClaims): an
+	// observation whose id another event with other content claimed first is
+	// left out of every read. Nil reads without the check (tests of other parts).
+	Claims jetstream.KeyValue
 }
 
 func (c *Config) setDefaults() {
@@ -39,6 +45,8 @@ func (c *Config) setDefaults() {
 type Store struct {
 	js     jetstream.JetStream
 	stream string
+	limits events.Limits
+	claims jetstream.KeyValue
 	logger *zap.Logger
 }
 
@@ -56,10 +64,13 @@ func New(cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error)
 	if js == nil {
 		return nil, errors.New("eventstore: nil JetStream context")
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("eventstore: %w", err)
+	}
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Store{js: js, stream: cfg.Stream, logger: logger}, nil
+	return &Store{js: js, stream: cfg.Stream, limits: cfg.Limits, claims: cfg.Claims, logger: logger}, nil
 }
 
 // Msg is env as producers publish it: validated, on its subject, JSON, with
@@ -105,8 +116,7 @@ func sessionFilter(tenant, user, session string) (string, error) {
 
 // ListSession returns the session's events (observations and session_ended) in
 // stream order, skipping the first offset and returning at most limit (limit <= 0:
-// all). Messages that do not decode are skipped and logged: ingest has dead-lettered
-// them already.
+// all). What ingest dead-letters is skipped (Store.admit).
 func (s *Store) ListSession(ctx context.Context, tenant, user, session string, offset, limit int) ([]Stored, error) {
 	subject, err := sessionFilter(tenant, user, session)
 	if err != nil {
@@ -187,7 +197,11 @@ func (s *Store) ListRange(ctx context.Context, tenant, user string, from, to tim
 			if !to.IsZero() && !meta.Timestamp.Before(to) {
 				return out, nil
 			}
-			if st, ok := s.decode(msg.Subject(), meta.Sequence.Stream, meta.Timestamp, msg.Data()); ok {
+			st, ok, err := s.admit(ctx, msg.Subject(), meta.Sequence.Stream, meta.Timestamp, msg.Data())
+			if err != nil {
+				return out, fmt.Errorf("eventstore: list range: %w", err)
+			}
+			if ok {
 				out = append(out, st)
 			}
 			if meta.NumPending == 0 || (limit > 0 && len(out) >= limit) {
@@ -275,8 +289,12 @@ func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
 	}
 	seen := make(map[string]bool)
 	for subject := range info.State.Subjects {
-		if parts := strings.Split(subject, "."); len(parts) >= 4 {
-			seen[parts[3]] = true
+		// Only an event subject names a user: "mem.acme.obs.*.s1", stored before
+		// ingest dead-lettered it, names none (its "*" is no id).
+		if sub, err := events.ParseSubject(subject); err == nil {
+			seen[sub.User] = true
+		} else {
+			s.logger.Warn("stream subject names no valid user; skipped", zap.String("subject", subject), zap.Error(err))
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
@@ -332,20 +350,34 @@ func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stor
 			return fmt.Errorf("eventstore: read %s at %d: %w", subject, seq, err)
 		}
 		seq = raw.Sequence + 1
-		st, ok := s.decode(raw.Subject, raw.Sequence, raw.Time, raw.Data)
+		st, ok, err := s.admit(ctx, raw.Subject, raw.Sequence, raw.Time, raw.Data)
+		if err != nil {
+			return fmt.Errorf("eventstore: read %s at %d: %w", subject, raw.Sequence, err)
+		}
 		if ok && !visit(st) {
 			return nil
 		}
 	}
 }
 
-func (s *Store) decode(subject string, seq uint64, ts time.Time, data []byte) (Stored, bool) {
-	env, err := events.Decode(data)
-	if err != nil {
-		s.logger.Debug("skipping undecodable event in stream", zap.String("subject", subject), zap.Uint64("seq", seq), zap.Error(err))
-		return Stored{}, false
+// admit is the one decision of every read: the message is an event
+// (events.Admit, with the workers' limits) and owns its id (Store.Claim). It
+// reports false, logged, for what ingest dead-letters; an error only when the
+// claims could not be read.
+func (s *Store) admit(ctx context.Context, subject string, seq uint64, ts time.Time, data []byte) (Stored, bool, error) {
+	env, err := events.Admit(subject, data, ts, s.limits)
+	if err == nil {
+		err = s.Claim(ctx, env, subject, seq)
 	}
-	return Stored{Seq: seq, Subject: subject, Time: ts, Envelope: env}, true
+	switch {
+	case err == nil:
+		return Stored{Seq: seq, Subject: subject, Time: ts, Envelope: env}, true, nil
+	case errors.Is(err, events.ErrInvalidEvent), errors.Is(err, events.ErrMalformed), errors.Is(err, events.ErrUnknownSchemaVersion):
+		s.logger.Debug("skipping an event ingest dead-letters", zap.String("subject", subject), zap.Uint64("seq", seq), zap.Error(err))
+		return Stored{}, false, nil
+	default:
+		return Stored{}, false, err
+	}
 }
 
 func (s *Store) count(ctx context.Context, filter string) (uint64, error) {

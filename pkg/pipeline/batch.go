@@ -76,7 +76,7 @@ func NewBatch(cfg Config, bc BatchConfig, handle BatchHandler, logger *zap.Logge
 	if err != nil {
 		return nil, err
 	}
-	w.batch = &batcher{cfg: bc, handle: handle, decode: w.decode}
+	w.batch = &batcher{cfg: bc, handle: handle, decode: w.decode, parallel: cfg.Claim != nil}
 	return w, nil
 }
 
@@ -93,7 +93,9 @@ func NewBatch(cfg Config, bc BatchConfig, handle BatchHandler, logger *zap.Logge
 type batcher struct {
 	cfg    BatchConfig
 	handle BatchHandler
-	decode func(*message.Message) (events.Envelope, error)
+	decode func(context.Context, *message.Message) (events.Envelope, error)
+	// parallel decodes a batch's messages concurrently (Config.Claim is set).
+	parallel bool
 
 	mu   sync.Mutex
 	open *batch // the batch accepting messages, nil when none is
@@ -152,17 +154,14 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 	b.mu.Unlock()
 
 	results := make([]result, len(bt.msgs))
+	b.decodeAll(ctx, bt.msgs, results)
 	envs := make([]events.Envelope, 0, len(bt.msgs))
 	owners := make([]int, 0, len(bt.msgs)) // owners[j]: the index in bt.msgs of envs[j]
-	for i, msg := range bt.msgs {
-		env, err := b.decode(msg)
-		if err != nil {
-			results[i].err = err
-			continue
+	for i, r := range results {
+		if r.decoded {
+			envs = append(envs, r.env)
+			owners = append(owners, i)
 		}
-		results[i] = result{env: env, decoded: true}
-		envs = append(envs, env)
-		owners = append(owners, i)
 	}
 	if len(envs) > 0 {
 		for j, err := range b.run(ctx, envs) {
@@ -172,6 +171,40 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 	bt.results = results
 	close(bt.done)
 }
+
+// decodeAll decodes msgs into results; with a Claim, whose every message is a
+// round trip to the claims bucket, up to decodeParallel at once.
+func (b *batcher) decodeAll(ctx context.Context, msgs []*message.Message, results []result) {
+	one := func(i int) {
+		env, err := b.decode(ctx, msgs[i])
+		if err != nil {
+			results[i].err = err
+			return
+		}
+		results[i] = result{env: env, decoded: true}
+	}
+	if !b.parallel {
+		for i := range msgs {
+			one(i)
+		}
+		return
+	}
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, decodeParallel)
+	)
+	for i := range msgs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			one(i)
+		})
+	}
+	wg.Wait()
+}
+
+// decodeParallel bounds the claims of one batch in flight.
+const decodeParallel = 16
 
 // run calls the BatchHandler and returns exactly one result per event: a panic or a
 // malformed result fails every event of the batch (to be retried) rather than

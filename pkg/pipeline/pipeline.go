@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,10 +64,13 @@ type Config struct {
 	Dial Dialer
 	// Registry receives the worker's metrics; nil disables them.
 	Metrics *obs.Metrics
-	// MaxTextBytes bounds each text of an event (events.Envelope.CheckSize); an
-	// event over it is dead-lettered naming the field, its size and the limit.
-	// Default events.DefaultMaxTextBytes.
-	MaxTextBytes int
+	// Limits bound each event (events.Admit): its texts and its ts. An event
+	// outside them is dead-lettered naming the field and the limit.
+	Limits events.Limits
+	// Claim, when set, decides whether an admitted event owns its id
+	// (eventstore.Store.Claim): an error wrapping events.ErrInvalidEvent
+	// dead-letters the event, any other is retried.
+	Claim func(ctx context.Context, env events.Envelope, subject string, seq uint64) error
 }
 
 func (c *Config) setDefaults() {
@@ -75,9 +79,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
-	}
-	if c.MaxTextBytes == 0 {
-		c.MaxTextBytes = events.DefaultMaxTextBytes
 	}
 	c.Router.Worker = c.Worker
 	c.Router.MaxDeliver = c.Consumer.MaxDeliver
@@ -97,8 +98,8 @@ func (c Config) Validate() error {
 	if c.Concurrency < 0 {
 		return fmt.Errorf("%w: %s: Concurrency %d is negative", ErrInvalidConfig, c.Worker, c.Concurrency)
 	}
-	if c.MaxTextBytes < 0 {
-		return fmt.Errorf("%w: %s: MaxTextBytes %d is negative", ErrInvalidConfig, c.Worker, c.MaxTextBytes)
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, c.Worker, err)
 	}
 	return nil
 }
@@ -271,7 +272,7 @@ type result struct {
 }
 
 func (w *Worker) handleOne(msg *message.Message) *result {
-	env, err := w.decode(msg)
+	env, err := w.decode(msg.Context(), msg)
 	if err != nil {
 		return &result{err: err}
 	}
@@ -293,23 +294,20 @@ func (w *Worker) logProcessed(r *result) {
 	w.logger.Debug("event processed", append(eventFields(r.env), zap.String("type", string(r.env.Type)))...)
 }
 
-// decode decodes one message, checks that it arrived on its own subject and that
-// its texts are within MaxTextBytes; it logs what it rejects and marks the error
-// permanent. A subject that is no event subject at all (a consumer claiming
-// unrouted subjects receives those) is the reason, whatever the payload.
-func (w *Worker) decode(msg *message.Message) (events.Envelope, error) {
+// decode admits one message as every reader of the stream does (events.Admit:
+// it decodes, arrived on its own subject, within Limits; Claim: it owns its id);
+// it logs what it rejects and marks the error permanent.
+func (w *Worker) decode(ctx context.Context, msg *message.Message) (events.Envelope, error) {
 	subject := msg.Metadata.Get(bus.MetaSubject)
-	env, err := events.Decode(msg.Payload)
-	if err == nil {
-		err = env.CheckSubject(subject)
-	}
-	if err == nil {
-		err = env.CheckSize(w.cfg.MaxTextBytes)
+	storedAt, _ := time.Parse(time.RFC3339Nano, msg.Metadata.Get(bus.MetaStoredTime))
+	env, err := events.Admit(subject, msg.Payload, storedAt, w.cfg.Limits)
+	if err == nil && w.cfg.Claim != nil {
+		seq, _ := strconv.ParseUint(msg.Metadata.Get(bus.MetaStreamSeq), 10, 64)
+		if err = w.cfg.Claim(ctx, env, subject, seq); err != nil && !errors.Is(err, events.ErrInvalidEvent) {
+			return events.Envelope{}, err // the claims could not be read: retried
+		}
 	}
 	if err != nil {
-		if _, serr := events.ParseSubject(subject); serr != nil {
-			err = fmt.Errorf("%w: %w", events.ErrInvalidEvent, serr)
-		}
 		w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
 		// The contract's error first: dead-letter reasons start with its text.
 		return events.Envelope{}, bus.Permanent(fmt.Errorf("%w (received on %s)", err, subject))
