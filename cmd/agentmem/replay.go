@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/diff"
@@ -91,7 +92,8 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			live, err := eventstore.New(eventstore.Config{Limits: cfg.Limits.Events(), Claims: claims}, js, nil)
+			live, err := eventstore.New(eventstore.Config{Limits: cfg.Limits.Events(), Claims: claims,
+				Claimant: bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable}, js, nil)
 			if err != nil {
 				return err
 			}

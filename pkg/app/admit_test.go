@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/replay"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -111,7 +116,7 @@ func TestWhatIngestDeadLettersNeverBecomesMemory(t *testing.T) {
 
 	// The real facts are memory.
 	for user, fact := range map[string]string{"u1": "columns date, product", "u2": "bar charts"} {
-		if md := r.markdown(t, user); !strings.Contains(md, fact) {
+		if md := r.markdownOf(t, "acme", user); !strings.Contains(md, fact) {
 			t.Errorf("%s's Markdown lacks its real fact %q:\n%s", user, fact, md)
 		}
 	}
@@ -201,12 +206,15 @@ func TestWhatIngestDeadLettersNeverBecomesMemory(t *testing.T) {
 	}
 }
 
-// markdown is every Markdown file of the user's memory, concatenated.
-func (r rig) markdown(t *testing.T, user string) string {
+// markdownOf is every Markdown file of the user's memory, concatenated.
+func (r rig) markdownOf(t *testing.T, tenant, user string) string {
 	t.Helper()
 	var all strings.Builder
-	err := filepath.WalkDir(filepath.Join(r.cfg.Memory.Dir, "acme", user), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	err := filepath.WalkDir(filepath.Join(r.cfg.Memory.Dir, tenant, user), func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // no Markdown yet
+		case err != nil || d.IsDir():
 			return err
 		}
 		data, err := os.ReadFile(path)
@@ -217,4 +225,107 @@ func (r rig) markdown(t *testing.T, user string) string {
 		t.Fatal(err)
 	}
 	return all.String()
+}
+
+// Issue 28.5 as a property over sessions and users: whatever events reuse an
+// id, in whichever sessions of whichever users, the id belongs to the first
+// event in the stream that used it. Every memory holds only what the owners (and
+// their exact republishes) said; each owner's statement is remembered; every
+// other use of the id is dead-lettered, once, as a reused id.
+func TestReusedEventIDNeverOverwritesAMemory(t *testing.T) {
+	r := upStack(t)
+	ctx := context.Background()
+	js := r.stack.Runtime().JS
+	words := []string{"amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor", "indigo", "juniper"}
+	iteration := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		iteration++
+		tenant := fmt.Sprintf("p%d", iteration) // claims are per tenant: a fresh one per case
+		cl := apptest.Client(t, r.stack, tenant)
+		type sent struct {
+			env     events.Envelope
+			word    string
+			subject string
+		}
+		var (
+			all   []sent
+			owner = map[string]sent{} // by id: the first use
+		)
+		n := rapid.IntRange(2, 6).Draw(rt, "events")
+		for i := range n {
+			var s sent
+			if i > 0 && rapid.Bool().Draw(rt, "republish") {
+				s = all[rapid.IntRange(0, i-1).Draw(rt, "of")] // the same event again: no conflict
+			} else {
+				user := rapid.SampledFrom([]string{"u1", "u2"}).Draw(rt, "user")
+				session := rapid.SampledFrom([]string{"s1", "s2"}).Draw(rt, "session")
+				s.word = words[i]
+				s.env = events.New(events.TypeObservation, tenant, user, "bot", session)
+				s.env.ID = rapid.SampledFrom([]string{"idA", "idB"}).Draw(rt, "id")
+				s.env.Observation = &events.Observation{Role: events.RoleUser, Text: "Remember: my project code name is " + s.word + "."}
+				s.subject, _ = s.env.Subject()
+			}
+			data, _ := json.Marshal(s.env)
+			if _, err := js.Publish(ctx, s.subject, data); err != nil { // no Nats-Msg-Id: the stream keeps every use
+				rt.Fatal(err)
+			}
+			all = append(all, s)
+			if _, ok := owner[s.env.ID]; !ok {
+				owner[s.env.ID] = s
+			}
+		}
+		for _, user := range []string{"u1", "u2"} {
+			for _, session := range []string{"s1", "s2"} {
+				if _, err := cl.EndSession(ctx, user, session); err != nil {
+					rt.Fatal(err)
+				}
+			}
+		}
+		r.waitIdle(t)
+
+		owns := func(s sent) bool { o := owner[s.env.ID]; return o.word == s.word }
+		remembered := map[string]string{} // everything of the tenant's memory, by user
+		for _, user := range []string{"u1", "u2"} {
+			recs, _, err := r.stack.Runtime().Vectors.Scroll(ctx, vectorstore.Filter{Tenant: tenant, UserID: user, IncludeExpired: true}, "", 1000)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			data, _ := json.Marshal(recs)
+			remembered[user] = string(data) + r.markdownOf(t, tenant, user)
+		}
+		dls, err := bus.ListDeadLetters(ctx, js, bus.DefaultDLQStream, 1000)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		sends := map[string]int{} // by word: a republish sends the same event again
+		for _, s := range all {
+			sends[s.word]++
+		}
+		for _, s := range all {
+			var reasons []string
+			for _, dl := range dls {
+				if strings.Contains(string(dl.Data), "is "+s.word+".") && strings.HasPrefix(dl.Subject, "mem."+tenant+".") {
+					reasons = append(reasons, dl.Reason)
+				}
+			}
+			switch {
+			case owns(s):
+				if !strings.Contains(remembered[s.env.UserID], "is "+s.word+".") {
+					rt.Fatalf("%s's statement %q (id %s, owner) is not remembered", s.subject, s.word, s.env.ID)
+				}
+				if len(reasons) != 0 {
+					rt.Fatalf("the owner of %s (%s on %s) was dead-lettered: %q", s.env.ID, s.word, s.subject, reasons)
+				}
+			default:
+				for user, mem := range remembered {
+					if strings.Contains(mem, "is "+s.word+".") { // "ember" is in "remember"
+						rt.Fatalf("%s's memory holds %q, sent on %s under id %s that %s on %s owns", user, s.word, s.subject, s.env.ID, owner[s.env.ID].word, owner[s.env.ID].subject)
+					}
+				}
+				if len(reasons) != sends[s.word] || !strings.Contains(reasons[0], "event id reused with other content: id "+s.env.ID) {
+					rt.Fatalf("%q sent %d times on %s under a reused id: dead letters %q, want one per send naming the reused id", s.word, sends[s.word], s.subject, reasons)
+				}
+			}
+		}
+	})
 }

@@ -118,7 +118,8 @@ func (rt *Runtime) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if rt.Events, err = eventstore.New(eventstore.Config{Limits: rt.Config.Limits.Events(), Claims: claims}, rt.JS, rt.Logger); err != nil {
+	if rt.Events, err = eventstore.New(eventstore.Config{Limits: rt.Config.Limits.Events(), Claims: claims,
+		Claimant: bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable}, rt.JS, rt.Logger); err != nil {
 		return err
 	}
 	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: rt.Config.NATS.Stream.Replicas}, rt.JS, rt.Logger); err != nil {

@@ -68,11 +68,12 @@ func parseClaim(v []byte) (claim, bool) {
 // tenant: an observation id belongs to the first event in stream order that
 // used it; the same subject and content again (a redelivery, a republish, a
 // restore) is that event. Any other use of the id fails with ErrEventIDReused,
-// which every reader treats as ingest does (dead letter, left out). The first
-// reader to see an id records the claim, and an earlier event replaces a later
-// one's claim, so whichever reader comes first the owner is the same. Only
-// observations are claimed: they are what memory is made of. Without a claims
-// bucket it accepts everything.
+// which every reader treats as ingest does (dead letter, left out). Ingest, the
+// claimant, calls it in stream order (pipeline.Config.Claim); an earlier event
+// still replaces a later one's claim, so a redelivery out of order keeps the
+// owner. Other readers only read claims (check). Only observations are claimed:
+// they are what memory is made of. Without a claims bucket it accepts
+// everything.
 func (s *Store) Claim(ctx context.Context, env events.Envelope, subject string, seq uint64) error {
 	if s.claims == nil || env.Type != events.TypeObservation {
 		return nil
@@ -105,6 +106,29 @@ func (s *Store) Claim(ctx context.Context, env events.Envelope, subject string, 
 		}
 	}
 	return fmt.Errorf("eventstore: claim %s: %w", key, kvcas.ErrCASConflict)
+}
+
+// check is Claim for a reader that is not the claimant: it reads the claim and
+// never writes one, since it does not see the stream in order. No claim yet
+// reports unclaimed: the claimant has not reached the event, or the event was
+// stored before claims existed.
+func (s *Store) check(ctx context.Context, env events.Envelope, subject string, seq uint64) (unclaimed bool, err error) {
+	if s.claims == nil || env.Type != events.TypeObservation {
+		return false, nil
+	}
+	key := env.Tenant + "." + env.ID
+	e, err := s.claims.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("eventstore: claim %s: %w", key, err)
+	}
+	owner, ok := parseClaim(e.Value())
+	if ok && owner.seq < seq && (owner.subject != subject || owner.digest != env.ContentDigest()) {
+		return false, fmt.Errorf("%w: id %s belongs to the event at stream sequence %d", ErrEventIDReused, env.ID, owner.seq)
+	}
+	return false, nil
 }
 
 // claimAttempts bounds Claim's compare-and-set loop; two readers racing for one

@@ -33,11 +33,25 @@ type Config struct {
 	// observation whose id another event with other content claimed first is
 	// left out of every read. Nil reads without the check (tests of other parts).
 	Claims jetstream.KeyValue
+	// Claimant is the durable consumer that claims ids in stream order
+	// (ingest's). A session read that finds an observation not claimed yet
+	// waits up to ClaimWait for the claimant to pass it, then reads again, so
+	// that the claimant decides it, not the order the workers happen to run in.
+	Claimant string
+	// ClaimWait bounds that wait; default DefaultClaimWait. Past it the
+	// unclaimed observations are read as they are (logged).
+	ClaimWait time.Duration
 }
+
+// DefaultClaimWait is Config.ClaimWait's default.
+const DefaultClaimWait = 30 * time.Second
 
 func (c *Config) setDefaults() {
 	if c.Stream == "" {
 		c.Stream = "AGENTMEM"
+	}
+	if c.ClaimWait == 0 {
+		c.ClaimWait = DefaultClaimWait
 	}
 }
 
@@ -47,7 +61,10 @@ type Store struct {
 	stream string
 	limits events.Limits
 	claims jetstream.KeyValue
-	logger *zap.Logger
+	// claimant and claimWait: Config.Claimant, Config.ClaimWait.
+	claimant  string
+	claimWait time.Duration
+	logger    *zap.Logger
 }
 
 // Stored is one event as kept in the stream.
@@ -56,6 +73,8 @@ type Stored struct {
 	Subject  string
 	Time     time.Time // when the stream stored it
 	Envelope events.Envelope
+	// unclaimed: an observation no claim names yet (Store.check).
+	unclaimed bool
 }
 
 // New returns a Store on cfg.Stream, which must already be provisioned.
@@ -70,7 +89,7 @@ func New(cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error)
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Store{js: js, stream: cfg.Stream, limits: cfg.Limits, claims: cfg.Claims, logger: logger}, nil
+	return &Store{js: js, stream: cfg.Stream, limits: cfg.Limits, claims: cfg.Claims, claimant: cfg.Claimant, claimWait: cfg.ClaimWait, logger: logger}, nil
 }
 
 // Msg is env as producers publish it: validated, on its subject, JSON, with
@@ -116,24 +135,69 @@ func sessionFilter(tenant, user, session string) (string, error) {
 
 // ListSession returns the session's events (observations and session_ended) in
 // stream order, skipping the first offset and returning at most limit (limit <= 0:
-// all). What ingest dead-letters is skipped (Store.admit).
+// all). What ingest dead-letters is left out (Store.admit); when an observation
+// is not claimed yet, it waits for the claimant to pass it (Config.Claimant) and
+// reads again.
 func (s *Store) ListSession(ctx context.Context, tenant, user, session string, offset, limit int) ([]Stored, error) {
 	subject, err := sessionFilter(tenant, user, session)
 	if err != nil {
 		return nil, fmt.Errorf("eventstore: list session: %w", err)
 	}
-	var out []Stored
-	skipped := 0
-	err = s.scanSubject(ctx, subject, func(st Stored) bool {
-		if skipped < offset {
-			skipped++
-			return true
-		}
-		out = append(out, st)
-		return limit <= 0 || len(out) < limit
-	})
+	read := func() ([]Stored, uint64, error) {
+		var (
+			out       []Stored
+			unclaimed uint64 // the last unclaimed observation's sequence
+		)
+		skipped := 0
+		err := s.scanSubject(ctx, subject, func(st Stored) bool {
+			if st.unclaimed {
+				unclaimed = st.Seq
+			}
+			if skipped < offset {
+				skipped++
+				return true
+			}
+			out = append(out, st)
+			return limit <= 0 || len(out) < limit
+		})
+		return out, unclaimed, err
+	}
+	out, unclaimed, err := read()
+	if err != nil || unclaimed == 0 || !s.awaitClaimant(ctx, unclaimed) {
+		return out, err
+	}
+	out, _, err = read()
 	return out, err
 }
+
+// awaitClaimant waits up to claimWait for the claimant to have handled every
+// message up to seq (its ack floor) and reports whether it did.
+func (s *Store) awaitClaimant(ctx context.Context, seq uint64) bool {
+	if s.claimant == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.claimWait)
+	defer cancel()
+	for {
+		cons, err := s.js.Consumer(ctx, s.stream, s.claimant)
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = cons.Info(ctx); err == nil && info.AckFloor.Stream >= seq {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			s.logger.Warn("the claimant has not passed an unclaimed observation; reading it as it is",
+				zap.String("claimant", s.claimant), zap.Uint64("seq", seq), zap.Error(err))
+			return false
+		case <-time.After(claimPoll):
+		}
+	}
+}
+
+// claimPoll is how often awaitClaimant looks at the claimant's progress.
+const claimPoll = 20 * time.Millisecond
 
 // Get returns one event of a session by its id.
 func (s *Store) Get(ctx context.Context, tenant, user, session, eventID string) (Stored, error) {
@@ -361,17 +425,18 @@ func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stor
 }
 
 // admit is the one decision of every read: the message is an event
-// (events.Admit, with the workers' limits) and owns its id (Store.Claim). It
+// (events.Admit, with the workers' limits) and owns its id (Store.check). It
 // reports false, logged, for what ingest dead-letters; an error only when the
 // claims could not be read.
 func (s *Store) admit(ctx context.Context, subject string, seq uint64, ts time.Time, data []byte) (Stored, bool, error) {
 	env, err := events.Admit(subject, data, ts, s.limits)
+	unclaimed := false
 	if err == nil {
-		err = s.Claim(ctx, env, subject, seq)
+		unclaimed, err = s.check(ctx, env, subject, seq)
 	}
 	switch {
 	case err == nil:
-		return Stored{Seq: seq, Subject: subject, Time: ts, Envelope: env}, true, nil
+		return Stored{Seq: seq, Subject: subject, Time: ts, Envelope: env, unclaimed: unclaimed}, true, nil
 	case errors.Is(err, events.ErrInvalidEvent), errors.Is(err, events.ErrMalformed), errors.Is(err, events.ErrUnknownSchemaVersion):
 		s.logger.Debug("skipping an event ingest dead-letters", zap.String("subject", subject), zap.Uint64("seq", seq), zap.Error(err))
 		return Stored{}, false, nil

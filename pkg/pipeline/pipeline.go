@@ -294,25 +294,52 @@ func (w *Worker) logProcessed(r *result) {
 	w.logger.Debug("event processed", append(eventFields(r.env), zap.String("type", string(r.env.Type)))...)
 }
 
-// decode admits one message as every reader of the stream does (events.Admit:
-// it decodes, arrived on its own subject, within Limits; Claim: it owns its id);
-// it logs what it rejects and marks the error permanent.
+// decode admits one message as every reader of the stream does (admit) and
+// claims its id (claim).
 func (w *Worker) decode(ctx context.Context, msg *message.Message) (events.Envelope, error) {
+	env, err := w.admit(msg)
+	if err == nil {
+		err = w.claim(ctx, msg, env)
+	}
+	return env, err
+}
+
+// admit checks one message as every reader of the stream does (events.Admit:
+// it decodes, arrived on its own subject, within Limits).
+func (w *Worker) admit(msg *message.Message) (events.Envelope, error) {
 	subject := msg.Metadata.Get(bus.MetaSubject)
 	storedAt, _ := time.Parse(time.RFC3339Nano, msg.Metadata.Get(bus.MetaStoredTime))
 	env, err := events.Admit(subject, msg.Payload, storedAt, w.cfg.Limits)
-	if err == nil && w.cfg.Claim != nil {
-		seq, _ := strconv.ParseUint(msg.Metadata.Get(bus.MetaStreamSeq), 10, 64)
-		if err = w.cfg.Claim(ctx, env, subject, seq); err != nil && !errors.Is(err, events.ErrInvalidEvent) {
-			return events.Envelope{}, err // the claims could not be read: retried
-		}
-	}
 	if err != nil {
-		w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
-		// The contract's error first: dead-letter reasons start with its text.
-		return events.Envelope{}, bus.Permanent(fmt.Errorf("%w (received on %s)", err, subject))
+		return events.Envelope{}, w.reject(subject, err)
 	}
 	return env, nil
+}
+
+// claim decides with Config.Claim whether env, admitted from msg, owns its id;
+// without a Claim every event does.
+func (w *Worker) claim(ctx context.Context, msg *message.Message, env events.Envelope) error {
+	if w.cfg.Claim == nil {
+		return nil
+	}
+	subject := msg.Metadata.Get(bus.MetaSubject)
+	err := w.cfg.Claim(ctx, env, subject, streamSeq(msg))
+	if err != nil && errors.Is(err, events.ErrInvalidEvent) {
+		return w.reject(subject, err)
+	}
+	return err // nil, or the claims could not be read: retried
+}
+
+func streamSeq(msg *message.Message) uint64 {
+	seq, _ := strconv.ParseUint(msg.Metadata.Get(bus.MetaStreamSeq), 10, 64)
+	return seq
+}
+
+// reject logs what a reader leaves out and marks it permanent: dead-lettered.
+func (w *Worker) reject(subject string, err error) error {
+	w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
+	// The contract's error first: dead-letter reasons start with its text.
+	return bus.Permanent(fmt.Errorf("%w (received on %s)", err, subject))
 }
 
 // eventFields name the event in a log line.
