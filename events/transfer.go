@@ -58,6 +58,10 @@ type EmbedderInfo struct {
 type ExportReply struct {
 	Embedder *EmbedderInfo `json:"embedder,omitempty"` // part info
 	Users    []string      `json:"users,omitempty"`    // part info: users with files, session state or events
+	// SkippedUsers (part info) are names a store holds that are no valid id
+	// (a "*" from an event subject stored before ingest dead-lettered it): left
+	// out of Users, so that an export never fails on them.
+	SkippedUsers []string `json:"skipped_users,omitempty"`
 	Files    []FileChunk   `json:"files,omitempty"`
 	Records  []Record      `json:"records,omitempty"`
 	Sessions []SessionKV   `json:"sessions,omitempty"`

@@ -49,7 +49,7 @@ tenant or user argument: a model can only reach the memory of the user it was gi
 				return err
 			}
 			defer func() { _ = logger.Sync() }()
-			nc, err := app.Connect(cfg.NATS, "agentmem-mcp", logger)
+			nc, err := app.Connect(cfg.NATS, "agentmem-mcp", nil, logger)
 			if err != nil {
 				return fmt.Errorf("%w (is `agentmem up` running? set --nats-url)", err)
 			}

@@ -315,7 +315,7 @@ func liveSnapshot(ctx context.Context, g *globalFlags, cfg config.Config, tenant
 // server when it answers, else (a stopped agentmem up) on an embedded server
 // without a listener over its store directory.
 func openLive(ctx context.Context, cfg config.Config, logger *zap.Logger) (*app.Runtime, func(), error) {
-	if nc, err := app.Connect(cfg.NATS, "agentmem-diff", logger); err == nil {
+	if nc, err := app.Connect(cfg.NATS, "agentmem-diff", nil, logger); err == nil {
 		nc.Close()
 		rt, err := app.NewRuntime(ctx, cfg, nil, logger)
 		if err != nil {

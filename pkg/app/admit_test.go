@@ -88,6 +88,8 @@ func TestWhatIngestDeadLettersNeverBecomesMemory(t *testing.T) {
 	for _, c := range classes {
 		publish(c.subject, c.env)
 	}
+	// Valid, but with NUL and a right-to-left override: remembered without them.
+	r.say(t, "u1", "s1", events.RoleUser, "Remember: my desk is in room 4\u202e12\x00B.")
 	for _, s := range [][2]string{{"u1", "s1"}, {"u1", "s2"}, {"u2", "s3"}, {"u2", "s9"}} {
 		if _, err := r.client.EndSession(ctx, s[0], s[1]); err != nil {
 			t.Fatal(err)
@@ -121,6 +123,9 @@ func TestWhatIngestDeadLettersNeverBecomesMemory(t *testing.T) {
 		}
 	}
 
+	if md := r.markdownOf(t, "acme", "u1"); !strings.Contains(md, "room 412B") || strings.ContainsAny(md, "\x00\u202e") {
+		t.Errorf("u1's Markdown lacks the desk fact without its controls, or holds them:\n%q", md)
+	}
 	leaks := func(where string, data []byte) {
 		t.Helper()
 		for _, c := range classes {
@@ -177,9 +182,9 @@ func TestWhatIngestDeadLettersNeverBecomesMemory(t *testing.T) {
 		data, _ = json.Marshal(evs)
 		leaks(user+"'s events", data)
 	}
-	users, err := r.stack.Runtime().Events.Users(ctx, "acme")
-	if err != nil || !slices.Equal(users, []string{"u1", "u2"}) {
-		t.Errorf("users of the stream = %q (%v), want [u1 u2]: no user named by an invalid token", users, err)
+	info, err := r.client.Export(ctx, events.ExportRequest{Part: events.ExportInfo})
+	if err != nil || !slices.Equal(info.Users, []string{"u1", "u2"}) || !slices.Equal(info.SkippedUsers, []string{"*"}) {
+		t.Errorf("export info: users %q, skipped %q (%v); want [u1 u2], the invalid name [*] skipped", info.Users, info.SkippedUsers, err)
 	}
 
 	// A replay reads the live stream as the workers did.

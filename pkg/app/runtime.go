@@ -259,13 +259,14 @@ func (rt *Runtime) newVectors(ctx context.Context) (vectorstore.Store, error) {
 }
 
 // Connect opens a client connection with the configuration's URL, credentials and
-// TLS, for command-line clients and tools.
-func Connect(n config.NATS, name string, logger *zap.Logger) (*nats.Conn, error) {
+// TLS, for command-line clients and tools; onRefused, when set, hears of every
+// permission violation (bus.ConnConfig.OnRefused).
+func Connect(n config.NATS, name string, onRefused func(error), logger *zap.Logger) (*nats.Conn, error) {
 	c, err := connConfig(n, nil)
 	if err != nil {
 		return nil, err
 	}
-	c.Name = name
+	c.Name, c.OnRefused = name, onRefused
 	return bus.Connect(c, logger)
 }
 
