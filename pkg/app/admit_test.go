@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/replay"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -185,6 +187,21 @@ func TestWhatIngestDeadLettersNeverBecomesMemory(t *testing.T) {
 	info, err := r.client.Export(ctx, events.ExportRequest{Part: events.ExportInfo})
 	if err != nil || !slices.Equal(info.Users, []string{"u1", "u2"}) || !slices.Equal(info.SkippedUsers, []string{"*"}) {
 		t.Errorf("export info: users %q, skipped %q (%v); want [u1 u2], the invalid name [*] skipped", info.Users, info.SkippedUsers, err)
+	}
+
+	// Forget drops the claims of the user's events, and only theirs.
+	if _, err := r.client.Forget(ctx, "u2"); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := js.KeyValue(ctx, eventstore.ClaimsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.Get(ctx, "acme."+real2.ID); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("claim of forgotten u2's event: %v, want none", err)
+	}
+	if _, err := claims.Get(ctx, "acme."+real1.ID); err != nil {
+		t.Errorf("claim of u1's event after u2's forget: %v", err)
 	}
 
 	// A replay reads the live stream as the workers did.

@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -129,6 +130,37 @@ func (s *Store) check(ctx context.Context, env events.Envelope, subject string, 
 		return false, fmt.Errorf("%w: id %s belongs to the event at stream sequence %d", ErrEventIDReused, env.ID, owner.seq)
 	}
 	return false, nil
+}
+
+// dropClaims purges the claims the user's observations own (forget): a claim
+// names its owner's subject. A claim another user's event owns stays.
+func (s *Store) dropClaims(ctx context.Context, tenant, user string) error {
+	if s.claims == nil {
+		return nil
+	}
+	prefix := events.EventPrefix + "." + tenant + "." + string(events.SubjectObservation) + "." + user + "."
+	return s.scanRaw(ctx, prefix+"*", func(raw *jetstream.RawStreamMsg) (bool, error) {
+		var env struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw.Data, &env) != nil || events.ValidateID("id", env.ID) != nil {
+			return true, nil // no id, no claim
+		}
+		key := tenant + "." + env.ID
+		e, err := s.claims.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("claim %s: %w", key, err)
+		}
+		if owner, ok := parseClaim(e.Value()); ok && strings.HasPrefix(owner.subject, prefix) {
+			if err := s.claims.Purge(ctx, key); err != nil {
+				return false, fmt.Errorf("claim %s: %w", key, err)
+			}
+		}
+		return true, nil
+	})
 }
 
 // claimAttempts bounds Claim's compare-and-set loop; two readers racing for one

@@ -321,11 +321,16 @@ func userFilters(tenant, user string) ([]string, error) {
 	return []string{prefix, prefix + ".>"}, nil
 }
 
-// DeleteUser purges every event of the user from the stream (agentmem forget)
-// and returns how many were removed.
+// DeleteUser purges every event of the user from the stream, and the claims of
+// their observations' ids (agentmem forget), and returns how many events were
+// removed.
 func (s *Store) DeleteUser(ctx context.Context, tenant, user string) (int, error) {
 	filters, err := userFilters(tenant, user)
 	if err != nil {
+		return 0, fmt.Errorf("eventstore: delete user: %w", err)
+	}
+	// The claims first: they name the user's events, which go next.
+	if err := s.dropClaims(ctx, tenant, user); err != nil {
 		return 0, fmt.Errorf("eventstore: delete user: %w", err)
 	}
 	total := 0
@@ -401,6 +406,18 @@ func getMsg(ctx context.Context, stream jetstream.Stream, seq uint64, subject st
 // scanSubject walks the messages matching subject (wildcards allowed) in stream
 // order with "next message for subject" gets: one request per message, no consumer.
 func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stored) bool) error {
+	return s.scanRaw(ctx, subject, func(raw *jetstream.RawStreamMsg) (bool, error) {
+		st, ok, err := s.admit(ctx, raw.Subject, raw.Sequence, raw.Time, raw.Data)
+		if err != nil {
+			return false, fmt.Errorf("eventstore: read %s at %d: %w", subject, raw.Sequence, err)
+		}
+		return !ok || visit(st), nil
+	})
+}
+
+// scanRaw walks the messages matching subject as stored, in stream order, until
+// visit returns false or an error.
+func (s *Store) scanRaw(ctx context.Context, subject string, visit func(*jetstream.RawStreamMsg) (bool, error)) error {
 	stream, err := s.openStream(ctx)
 	if err != nil {
 		return fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
@@ -414,12 +431,8 @@ func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stor
 			return fmt.Errorf("eventstore: read %s at %d: %w", subject, seq, err)
 		}
 		seq = raw.Sequence + 1
-		st, ok, err := s.admit(ctx, raw.Subject, raw.Sequence, raw.Time, raw.Data)
-		if err != nil {
-			return fmt.Errorf("eventstore: read %s at %d: %w", subject, raw.Sequence, err)
-		}
-		if ok && !visit(st) {
-			return nil
+		if more, err := visit(raw); err != nil || !more {
+			return err
 		}
 	}
 }
