@@ -61,11 +61,11 @@ type ExportReply struct {
 	// SkippedUsers (part info) are names a store holds that are no valid id
 	// (a "*" from an event subject stored before ingest dead-lettered it): left
 	// out of Users, so that an export never fails on them.
-	SkippedUsers []string `json:"skipped_users,omitempty"`
-	Files    []FileChunk   `json:"files,omitempty"`
-	Records  []Record      `json:"records,omitempty"`
-	Sessions []SessionKV   `json:"sessions,omitempty"`
-	Next     string        `json:"next,omitempty"`
+	SkippedUsers []string    `json:"skipped_users,omitempty"`
+	Files        []FileChunk `json:"files,omitempty"`
+	Records      []Record    `json:"records,omitempty"`
+	Sessions     []SessionKV `json:"sessions,omitempty"`
+	Next         string      `json:"next,omitempty"`
 }
 
 // FileChunk is part of a file of a namespace's memory layout (docstore names:

@@ -36,17 +36,7 @@ func TestWhatIngestDeadLettersNeverBecomesMemory(t *testing.T) {
 	r := upStack(t)
 	ctx := context.Background()
 	js := r.stack.Runtime().JS
-	publish := func(subject string, env events.Envelope) {
-		t.Helper()
-		data, err := json.Marshal(env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// No Nats-Msg-Id, as `nats pub` sends it: the stream keeps a reused id.
-		if _, err := js.Publish(ctx, subject, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := func(subject string, env events.Envelope) { r.publishOn(t, subject, env) }
 	say := func(tenant, user, session, text string) events.Envelope {
 		env := events.New(events.TypeObservation, tenant, user, "bot", session)
 		env.Observation = &events.Observation{Role: events.RoleUser, Text: text}
@@ -287,10 +277,7 @@ func TestReusedEventIDNeverOverwritesAMemory(t *testing.T) {
 				s.env.Observation = &events.Observation{Role: events.RoleUser, Text: "Remember: my project code name is " + s.word + "."}
 				s.subject, _ = s.env.Subject()
 			}
-			data, _ := json.Marshal(s.env)
-			if _, err := js.Publish(ctx, s.subject, data); err != nil { // no Nats-Msg-Id: the stream keeps every use
-				rt.Fatal(err)
-			}
+			r.publishOn(t, s.subject, s.env)
 			all = append(all, s)
 			if _, ok := owner[s.env.ID]; !ok {
 				owner[s.env.ID] = s
@@ -350,4 +337,17 @@ func TestReusedEventIDNeverOverwritesAMemory(t *testing.T) {
 			}
 		}
 	})
+}
+
+// publishOn publishes env's JSON on subject as `nats pub` would: on any subject,
+// without a Nats-Msg-Id, so the stream keeps every publish of a reused id.
+func (r rig) publishOn(t *testing.T, subject string, env events.Envelope) {
+	t.Helper()
+	data, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.stack.Runtime().JS.Publish(context.Background(), subject, data); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,9 +1,9 @@
 package bus
 
 import (
-	"errors"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"

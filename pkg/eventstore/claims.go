@@ -117,19 +117,28 @@ func (s *Store) check(ctx context.Context, env events.Envelope, subject string, 
 	if s.claims == nil || env.Type != events.TypeObservation {
 		return false, nil
 	}
-	key := env.Tenant + "." + env.ID
-	e, err := s.claims.Get(ctx, key)
+	owner, found, err := s.ownerOf(ctx, env.Tenant+"."+env.ID)
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("eventstore: claim %s: %w", key, err)
-	}
-	owner, ok := parseClaim(e.Value())
-	if ok && owner.seq < seq && (owner.subject != subject || owner.digest != env.ContentDigest()) {
+	case err != nil || !found:
+		return !found, err
+	case owner.seq < seq && (owner.subject != subject || owner.digest != env.ContentDigest()):
 		return false, fmt.Errorf("%w: id %s belongs to the event at stream sequence %d", ErrEventIDReused, env.ID, owner.seq)
 	}
 	return false, nil
+}
+
+// ownerOf reads the claim under key; found is false when there is none or it
+// cannot be parsed (a claim is then made again).
+func (s *Store) ownerOf(ctx context.Context, key string) (owner claim, found bool, err error) {
+	e, err := s.claims.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return claim{}, false, nil
+	case err != nil:
+		return claim{}, false, fmt.Errorf("eventstore: claim %s: %w", key, err)
+	}
+	owner, found = parseClaim(e.Value())
+	return owner, found, nil
 }
 
 // dropClaims purges the claims the user's observations own (forget): a claim
@@ -147,14 +156,11 @@ func (s *Store) dropClaims(ctx context.Context, tenant, user string) error {
 			return true, nil // no id, no claim
 		}
 		key := tenant + "." + env.ID
-		e, err := s.claims.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			return true, nil
-		case err != nil:
-			return false, fmt.Errorf("claim %s: %w", key, err)
+		owner, found, err := s.ownerOf(ctx, key)
+		if err != nil {
+			return false, err
 		}
-		if owner, ok := parseClaim(e.Value()); ok && strings.HasPrefix(owner.subject, prefix) {
+		if found && strings.HasPrefix(owner.subject, prefix) {
 			if err := s.claims.Purge(ctx, key); err != nil {
 				return false, fmt.Errorf("claim %s: %w", key, err)
 			}
