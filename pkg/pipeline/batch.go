@@ -186,6 +186,7 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 // events reusing an id the earlier one claims first; distinct ids are claimed
 // up to claimParallel at once, each a round trip to the claims bucket.
 func (b *batcher) decodeAll(ctx context.Context, msgs []*message.Message, results []result, prev <-chan struct{}) {
+	claiming := b.w.cfg.Claim != nil
 	groups := map[string][]int{} // by tenant and event id: indices into msgs
 	for i, msg := range msgs {
 		env, err := b.w.admit(msg)
@@ -194,10 +195,12 @@ func (b *batcher) decodeAll(ctx context.Context, msgs []*message.Message, result
 			continue
 		}
 		results[i] = result{env: env, decoded: true}
-		k := env.Tenant + "." + env.ID
-		groups[k] = append(groups[k], i)
+		if claiming {
+			k := env.Tenant + "." + env.ID
+			groups[k] = append(groups[k], i)
+		}
 	}
-	if b.w.cfg.Claim == nil {
+	if !claiming {
 		return
 	}
 	select {
