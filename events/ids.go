@@ -23,8 +23,9 @@ func ValidateID(field, id string) error {
 	if len(id) > MaxIDLength {
 		return fmt.Errorf("%w: %s is %d characters long, at most %d are allowed", ErrInvalidID, field, len(id), MaxIDLength)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	// By rune, not by byte: "ü" is named as 'ü', not as the 'Ã' of its first
+	// byte; the position is the byte offset.
+	for i, c := range id {
 		if (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' {
 			continue
 		}

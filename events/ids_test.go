@@ -52,3 +52,14 @@ func TestValidateIDTable(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30.7: a bad character is named as written, not by the first byte of
+// its UTF-8 encoding ("ü", not "Ã").
+func TestValidateIDNamesANonASCIICharacter(t *testing.T) {
+	for id, want := range map[string]string{"müller": `character 'ü' at position 1`, "用户": `character '用' at position 0`, "a\x00b": `character '\x00' at position 1`} {
+		err := ValidateID("user_id", id)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateID(%q) = %v, want it to name %s", id, err, want)
+		}
+	}
+}

@@ -58,10 +58,14 @@ type EmbedderInfo struct {
 type ExportReply struct {
 	Embedder *EmbedderInfo `json:"embedder,omitempty"` // part info
 	Users    []string      `json:"users,omitempty"`    // part info: users with files, session state or events
-	Files    []FileChunk   `json:"files,omitempty"`
-	Records  []Record      `json:"records,omitempty"`
-	Sessions []SessionKV   `json:"sessions,omitempty"`
-	Next     string        `json:"next,omitempty"`
+	// SkippedUsers (part info) are names a store holds that are no valid id
+	// (a "*" from an event subject stored before ingest dead-lettered it): left
+	// out of Users, so that an export never fails on them.
+	SkippedUsers []string    `json:"skipped_users,omitempty"`
+	Files        []FileChunk `json:"files,omitempty"`
+	Records      []Record    `json:"records,omitempty"`
+	Sessions     []SessionKV `json:"sessions,omitempty"`
+	Next         string      `json:"next,omitempty"`
 }
 
 // FileChunk is part of a file of a namespace's memory layout (docstore names:

@@ -65,7 +65,13 @@ func dial(g *globalFlags, tenant, hint string) (*nats.Conn, error) {
 	if !g.verbose && logger.Core().Enabled(zapcore.InfoLevel) {
 		logger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 	}
-	nc, err := app.Connect(cfg.NATS, "agentmem-cli", logger)
+	var nc *nats.Conn
+	nc, err = app.Connect(cfg.NATS, "agentmem-cli", func(err error) {
+		// A refused request is never answered: fail at once rather than at the
+		// timeout, with the refusal as the command's error (newRoot).
+		g.refuse(err)
+		go nc.Close()
+	}, logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, hint)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -122,6 +123,17 @@ func TestUpWithAuthAndTenantCredentials(t *testing.T) {
 	}
 	if out, err := run(t, "context", "--nats-url", "nats://"+addr, "--tenant", "globex", "--user", "u1"); err == nil || !strings.Contains(err.Error(), `tenant "acme"`) {
 		t.Fatalf("acme's credential spoke for globex: %v\n%s", err, out)
+	}
+
+	// Issue 30.7: a command the credential's permissions refuse says so at once,
+	// without waiting for its timeout or printing a stack trace.
+	start := time.Now()
+	dlqOut, err := run(t, "dlq", "list", "--nats-url", "nats://"+addr)
+	if took := time.Since(start); !errors.Is(err, errRefused) || !strings.Contains(err.Error(), "permissions violation") || took > 10*time.Second {
+		t.Fatalf("dlq list with a tenant credential: %v after %s, want the refusal at once\n%s", err, took, dlqOut)
+	}
+	if strings.Contains(dlqOut, ".go:") || strings.Contains(dlqOut, "goroutine") || strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("dlq list's refusal came with a stack trace or a timeout:\n%v\n%s", err, dlqOut)
 	}
 
 	// Roles, the register and revocation: the agent credential above is listed,

@@ -65,7 +65,7 @@ server refuses an agent the delete endpoint.`,
 				}
 				agentCred = id.Role == natsauth.RoleAgent
 			}
-			nc, err := app.Connect(cfg.NATS, "agentmem-mcp", logger)
+			nc, err := app.Connect(cfg.NATS, "agentmem-mcp", nil, logger)
 			if err != nil {
 				return fmt.Errorf("%w (is `agentmem up` running? set --nats-url)", err)
 			}

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
+	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/config"
 	"github.com/agentmem/agentmem/pkg/diff"
@@ -114,7 +115,7 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			root, _, err := replayRoot(g)
+			root, cfg, err := replayRoot(g)
 			if err != nil {
 				return err
 			}
@@ -127,7 +128,16 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			live, err := eventstore.New(eventstore.Config{}, js, nil)
+			ctx, cancel := signalContext()
+			defer cancel()
+			// The live stream is read as the live workers read it: their limits
+			// and claims leave out what they dead-lettered.
+			claims, err := eventstore.OpenClaims(ctx, js)
+			if err != nil {
+				return err
+			}
+			live, err := eventstore.New(eventstore.Config{Limits: cfg.Limits.Events(), Claims: claims,
+				Claimant: bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable}, js, nil)
 			if err != nil {
 				return err
 			}
@@ -135,8 +145,6 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
 			_, err = replay.Run(ctx, replay.Config{
 				Root: root, Name: name, Tenant: sel.tenant, User: q.UserID, Session: q.SessionID, Since: q.Since, Until: q.Until,
 				Workers: workers, ConfigFile: g.configFile(), Environ: os.Environ(), Progress: cmd.ErrOrStderr(), Timeout: timeout,
@@ -355,7 +363,7 @@ func liveSnapshot(ctx context.Context, g *globalFlags, cfg config.Config, tenant
 // server when it answers, else (a stopped agentmem up) on an embedded server
 // without a listener over its store directory.
 func openLive(ctx context.Context, cfg config.Config, logger *zap.Logger) (*app.Runtime, func(), error) {
-	if nc, err := app.Connect(cfg.NATS, "agentmem-diff", logger); err == nil {
+	if nc, err := app.Connect(cfg.NATS, "agentmem-diff", nil, logger); err == nil {
 		nc.Close()
 		rt, err := app.NewRuntime(ctx, cfg, nil, logger)
 		if err != nil {

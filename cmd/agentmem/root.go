@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -14,6 +17,47 @@ type globalFlags struct {
 	config  string
 	natsURL string
 	verbose bool
+
+	mu      sync.Mutex
+	refusal error // the first permission violation of the command's connections
+}
+
+// errRefused: the NATS server refused what the command asked, by the
+// credential's permissions.
+var errRefused = errors.New("refused by the NATS server")
+
+// refuse records a permission violation the server reported.
+func (g *globalFlags) refuse(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refusal == nil {
+		g.refusal = fmt.Errorf("%w: %w (the credential may not do this; an admin credential may)", errRefused, err)
+	}
+}
+
+// refused returns the refusal of the command's connections, or nil.
+func (g *globalFlags) refused() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refusal
+}
+
+// reportRefusals makes c and its subcommands fail with the server's refusal,
+// when there was one, instead of with what it left behind (a closed
+// connection, a timeout).
+func reportRefusals(c *cobra.Command, g *globalFlags) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			if refusal := g.refused(); err != nil && refusal != nil {
+				return refusal
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		reportRefusals(sub, g)
+	}
 }
 
 func newRoot() *cobra.Command {
@@ -35,6 +79,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newBackupsCmd(g), newPolicyCmd(g), newEventsCmd(g), newReplayCmd(g), newDiffCmd(g), newRebuildCmd(g))
 	root.AddCommand(newExportCmd(g), newImportCmd(g), newForgetCmd(g))
 	root.AddCommand(newCredsCmd(g), newDLQCmd(g), newBenchCmd(g), newEvalCmd(g), newMCPCmd(g))
+	reportRefusals(root, g)
 	return root
 }
 

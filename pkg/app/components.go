@@ -143,9 +143,9 @@ func (rt *Runtime) ingestInFlight() int {
 // each attempt's deadline derives from its session (extract.WorkerConfig.AttemptBudget).
 func (rt *Runtime) extractorConfig() extract.WorkerConfig {
 	cfg := extract.WorkerConfig{
-		Consumer:     bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
-		Router:       bus.RouterConfig{Gate: rt.gate()},
-		MaxTextBytes: rt.Config.Limits.MaxTextBytes,
+		Consumer: bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
+		Router:   bus.RouterConfig{Gate: rt.gate()},
+		Limits:   rt.Config.Limits.Events(),
 	}
 	b := rt.modelBudget()
 	if b.timeout == 0 {
@@ -237,13 +237,13 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Concurrency:     in.Concurrency,
 		Batch:           pipeline.BatchConfig{MaxSize: in.BatchSize, Linger: in.BatchLinger},
 		ContextMessages: in.ContextMessages,
-		MaxTextBytes:    rt.Config.Limits.MaxTextBytes,
+		Limits:          rt.Config.Limits.Events(),
 		Router:          bus.RouterConfig{HandlerTimeout: rt.ingestTimeout(), Gate: rt.gate()},
 		// The model client bounds the calls in flight; a batch asks them all at once.
 		DecideConcurrency: rt.modelBudget().concurrency,
 		Summary:           rt.summaryTrigger(),
 	}, ingest.Deps{
-		Dial: rt.Dial, JS: rt.JS, Sessions: rt.Sessions,
+		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Sessions: rt.Sessions,
 		Decider: p.procs.decider, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics, Gate: rt.Priority,
 		Policy: func(ctx context.Context, tenant, user, session string) policy.Policy {
 			return policies.For(ctx, docstore.Namespace{Tenant: tenant, User: user}, session)
@@ -342,6 +342,7 @@ func (rt *Runtime) consolidator(ctx context.Context, p componentParts) (Componen
 	return consolidate.NewWorker(consolidate.WorkerConfig{
 		Consumer: bus.WorkerConsumer(bus.WorkerConsolidator, rt.consumerDefaults()),
 		Router:   bus.RouterConfig{Gate: rt.gate()},
+		Limits:   rt.Config.Limits.Events(),
 		Interval: rt.Config.Vector.ConsolidateInterval,
 	}, consolidate.WorkerDeps{Dial: rt.Dial, JS: rt.JS, Runner: runner, Metrics: p.metrics, Compactor: compactor}, p.logger)
 }

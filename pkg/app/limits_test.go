@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,16 +21,7 @@ func TestOversizeBlankAndMisroutedEventsAreDeadLetteredOnce(t *testing.T) {
 	r := upStack(t)
 	ctx := context.Background()
 	js := r.stack.Runtime().JS
-	publish := func(subject string, env events.Envelope) {
-		t.Helper()
-		data, err := json.Marshal(env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.Publish(ctx, subject, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := func(subject string, env events.Envelope) { r.publishOn(t, subject, env) }
 	say := func(text string) events.Envelope {
 		env := events.New(events.TypeObservation, "acme", "u1", "bot", "s1")
 		env.Observation = &events.Observation{Role: events.RoleUser, Text: text}

@@ -118,7 +118,12 @@ func (rt *Runtime) open(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if rt.Events, err = eventstore.New(eventstore.Config{}, rt.JS, rt.Logger); err != nil {
+	claims, err := eventstore.EnsureClaims(ctx, rt.JS, rt.Config.NATS.Stream.Replicas)
+	if err != nil {
+		return err
+	}
+	if rt.Events, err = eventstore.New(eventstore.Config{Limits: rt.Config.Limits.Events(), Claims: claims,
+		Claimant: bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable}, rt.JS, rt.Logger); err != nil {
 		return err
 	}
 	if rt.Keyring, err = kvcas.NewKeyring(ctx, rt.JS, kvcas.KeyringConfig{Replicas: rt.Config.NATS.Stream.Replicas}); err != nil {
@@ -261,13 +266,14 @@ func (rt *Runtime) newVectors(ctx context.Context) (vectorstore.Store, error) {
 }
 
 // Connect opens a client connection with the configuration's URL, credentials and
-// TLS, for command-line clients and tools.
-func Connect(n config.NATS, name string, logger *zap.Logger) (*nats.Conn, error) {
+// TLS, for command-line clients and tools; onRefused, when set, hears of every
+// permission violation (bus.ConnConfig.OnRefused).
+func Connect(n config.NATS, name string, onRefused func(error), logger *zap.Logger) (*nats.Conn, error) {
 	c, err := connConfig(n, nil)
 	if err != nil {
 		return nil, err
 	}
-	c.Name = name
+	c.Name, c.OnRefused = name, onRefused
 	return bus.Connect(c, logger)
 }
 

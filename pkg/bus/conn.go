@@ -3,6 +3,7 @@ package bus
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -57,6 +58,10 @@ type ConnConfig struct {
 	InProcess *server.Server
 	// Name identifies the connection in the server's monitoring (/connz).
 	Name string
+	// OnRefused, when set, is called with each permission violation the server
+	// reports (nats.ErrPermissionViolation): a request it refused is never
+	// answered, so a client that waits for one learns of the refusal only here.
+	OnRefused func(error)
 }
 
 // Validate reports configuration errors. It does not read the files it names.
@@ -144,6 +149,14 @@ func connOptions(cfg ConnConfig, log *zap.Logger) ([]nats.Option, error) {
 			fields := []zap.Field{zap.Error(err)}
 			if sub != nil {
 				fields = append(fields, zap.String("subject", sub.Subject))
+			}
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				// The credential's rule, not a fault: a warning, without a stack.
+				log.Warn("refused by the credential's permissions", fields...)
+				if cfg.OnRefused != nil {
+					cfg.OnRefused(err)
+				}
+				return
 			}
 			log.Error("nats async error", fields...)
 		}),

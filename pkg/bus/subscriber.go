@@ -23,6 +23,9 @@ const (
 	MetaSubject       = "subject"
 	MetaStreamSeq     = "stream_seq"
 	MetaDeliveryCount = "delivery_count"
+	// MetaStoredTime is when the stream stored the message (RFC 3339, UTC): the
+	// clock an event's ts is checked against (events.Admit).
+	MetaStoredTime = "stored_ts"
 )
 
 // SubscriberConfig configures a Subscriber.
@@ -511,6 +514,7 @@ func toWatermill(msg jetstream.Msg) (*message.Message, error) {
 	wm.Metadata.Set(MetaSubject, msg.Subject())
 	wm.Metadata.Set(MetaStreamSeq, strconv.FormatUint(md.Sequence.Stream, 10))
 	wm.Metadata.Set(MetaDeliveryCount, strconv.FormatUint(md.NumDelivered, 10))
+	wm.Metadata.Set(MetaStoredTime, md.Timestamp.UTC().Format(time.RFC3339Nano))
 	return wm, nil
 }
 

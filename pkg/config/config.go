@@ -274,6 +274,15 @@ type Limits struct {
 	// (over it: the retriever answers 400). It is well below NATS's max_payload
 	// (1 MiB by default), so that replies carrying such texts fit in a message.
 	MaxTextBytes int `koanf:"max_text_bytes"`
+	// MaxClockSkew is how far after the stream stored an event its ts may be
+	// (events.Limits.MaxClockSkew); a later ts, or one before 1970, is
+	// dead-lettered by the workers and left out by every reader of the stream.
+	MaxClockSkew time.Duration `koanf:"max_clock_skew"`
+}
+
+// Events are the limits every reader of the event stream applies (events.Admit).
+func (l Limits) Events() events.Limits {
+	return events.Limits{MaxTextBytes: l.MaxTextBytes, MaxClockSkew: l.MaxClockSkew}
 }
 
 // MaxTextBytesCeiling is the largest limits.max_text_bytes: half of NATS's default
@@ -371,7 +380,7 @@ func defaults() Config {
 		Search: Search{MinScore: DefaultMinScore},
 		// Four batches in flight hide one batch's round trips behind the others'.
 		Ingest: Ingest{Concurrency: 512, BatchSize: 128, BatchLinger: 5 * time.Millisecond, ContextMessages: 2},
-		Limits: Limits{MaxTextBytes: events.DefaultMaxTextBytes},
+		Limits: Limits{MaxTextBytes: events.DefaultMaxTextBytes, MaxClockSkew: events.DefaultMaxClockSkew},
 		// Loopback, like the embedded NATS server: /metrics and the inspector are
 		// for this host unless a deployment opens them (compose, deploy/k8s do).
 		HTTP: HTTP{Listen: "127.0.0.1:9090"},

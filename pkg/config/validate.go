@@ -250,6 +250,7 @@ func (c Config) Validate() error {
 	if n := c.Limits.MaxTextBytes; n < 1 || n > MaxTextBytesCeiling {
 		p.add("limits.max_text_bytes", "must be between 1 and %d (NATS's default max_payload is 1 MiB), got %d", MaxTextBytesCeiling, n)
 	}
+	p.positive("limits.max_clock_skew", c.Limits.MaxClockSkew)
 
 	p.hostPort("http.listen", c.HTTP.Listen)
 	for _, h := range c.HTTP.UIHosts {

@@ -53,6 +53,8 @@ type WorkerConfig struct {
 	MaxRuns int
 	// Router configures retries and the per-attempt timeout of a handler.
 	Router bus.RouterConfig
+	// Limits bound each event the worker consumes (events.Admit).
+	Limits events.Limits
 	// Interval between timer passes over the dirty namespaces; default 10m.
 	Interval time.Duration
 	// NamespacesBucket records each namespace's last write; default
@@ -179,6 +181,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 		Router:      cfg.Router,
 		Dial:        deps.Dial,
 		Metrics:     deps.Metrics,
+		Limits:      cfg.Limits,
 	}, w.handle, logger)
 	if err != nil {
 		return nil, err

@@ -89,8 +89,7 @@ func validateRelPath(p string) error {
 		if elem == "" || elem == "." || elem == ".." {
 			return fmt.Errorf("%w: %q has an empty, \".\" or \"..\" element", ErrInvalidPath, p)
 		}
-		for i := 0; i < len(elem); i++ {
-			c := elem[i]
+		for _, c := range elem { // by rune: a bad character is named as written
 			if (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' {
 				continue
 			}

@@ -384,7 +384,7 @@ func (s *Store) listNotes(ctx context.Context, ns Namespace, oldest, today time.
 }
 
 // Replace overwrites a Markdown file (MEMORY.md, a topic file or a daily note)
-// atomically, after a backup of its current content to
+// atomically, without NUL or bidirectional controls (markdown.StripUnsafe), after a backup of its current content to
 // backups/YYYYMMDD_HHMMSS_<base name> (SPEC A8). It returns the backup's name, ""
 // when the file did not exist.
 func (s *Store) Replace(ctx context.Context, ns Namespace, name string, content []byte) (string, error) {
@@ -394,7 +394,7 @@ func (s *Store) Replace(ctx context.Context, ns Namespace, name string, content 
 	if !replaceable(name) {
 		return "", fmt.Errorf("%w: %s cannot be replaced; only MEMORY.md, topic files and daily notes can", ErrInvalidPath, name)
 	}
-	backup, err := s.overwrite(ctx, ns, name, content, func(t time.Time, seq int) string { return backupName(t, seq, name) }, nil)
+	backup, err := s.overwrite(ctx, ns, name, []byte(markdown.StripUnsafe(string(content))), func(t time.Time, seq int) string { return backupName(t, seq, name) }, nil)
 	if err != nil {
 		return backup, s.failed(ns, name, fmt.Errorf("docstore: replace %s: %w", name, err))
 	}
@@ -417,7 +417,7 @@ func (s *Store) ReplaceIf(ctx context.Context, ns Namespace, name string, expect
 		if !exists || !bytes.Equal(cur, expect) {
 			return nil, fmt.Errorf("%w: %s", ErrChanged, name)
 		}
-		return content, nil
+		return []byte(markdown.StripUnsafe(string(content))), nil
 	}, func(t time.Time, seq int) string { return backupName(t, seq, name) }, nil)
 	if errors.Is(err, ErrChanged) {
 		return "", err

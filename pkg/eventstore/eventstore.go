@@ -27,11 +27,32 @@ var ErrNotFound = errors.New("eventstore: event not found")
 type Config struct {
 	// Stream is the JetStream stream holding mem.> (default "AGENTMEM").
 	Stream string
+	// Limits are what every read admits (events.Admit): the workers' own, so
+	// that what ingest dead-lettered is left out of every read.
+	Limits events.Limits
+	// Claims is the bucket of event-id claims (EnsureClaims, OpenClaims): an
+	// observation whose id another event with other content claimed first is
+	// left out of every read. Nil reads without the check (tests of other parts).
+	Claims jetstream.KeyValue
+	// Claimant is the durable consumer that claims ids in stream order
+	// (ingest's). A session read that finds an observation not claimed yet
+	// waits up to ClaimWait for the claimant to pass it, then reads again, so
+	// that the claimant decides it, not the order the workers happen to run in.
+	Claimant string
+	// ClaimWait bounds that wait; default DefaultClaimWait. Past it the
+	// unclaimed observations are read as they are (logged).
+	ClaimWait time.Duration
 }
+
+// DefaultClaimWait is Config.ClaimWait's default.
+const DefaultClaimWait = 30 * time.Second
 
 func (c *Config) setDefaults() {
 	if c.Stream == "" {
 		c.Stream = "AGENTMEM"
+	}
+	if c.ClaimWait == 0 {
+		c.ClaimWait = DefaultClaimWait
 	}
 }
 
@@ -39,7 +60,12 @@ func (c *Config) setDefaults() {
 type Store struct {
 	js     jetstream.JetStream
 	stream string
-	logger *zap.Logger
+	limits events.Limits
+	claims jetstream.KeyValue
+	// claimant and claimWait: Config.Claimant, Config.ClaimWait.
+	claimant  string
+	claimWait time.Duration
+	logger    *zap.Logger
 }
 
 // Stored is one event as kept in the stream.
@@ -48,6 +74,8 @@ type Stored struct {
 	Subject  string
 	Time     time.Time // when the stream stored it
 	Envelope events.Envelope
+	// unclaimed: an observation no claim names yet (Store.check).
+	unclaimed bool
 }
 
 // New returns a Store on cfg.Stream, which must already be provisioned.
@@ -56,10 +84,13 @@ func New(cfg Config, js jetstream.JetStream, logger *zap.Logger) (*Store, error)
 	if js == nil {
 		return nil, errors.New("eventstore: nil JetStream context")
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("eventstore: %w", err)
+	}
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Store{js: js, stream: cfg.Stream, logger: logger}, nil
+	return &Store{js: js, stream: cfg.Stream, limits: cfg.Limits, claims: cfg.Claims, claimant: cfg.Claimant, claimWait: cfg.ClaimWait, logger: logger}, nil
 }
 
 // Msg is env as producers publish it: validated, on its subject, JSON, with
@@ -105,25 +136,69 @@ func sessionFilter(tenant, user, session string) (string, error) {
 
 // ListSession returns the session's events (observations and session_ended) in
 // stream order, skipping the first offset and returning at most limit (limit <= 0:
-// all). Messages that do not decode are skipped and logged: ingest has dead-lettered
-// them already.
+// all). What ingest dead-letters is left out (Store.admit); when an observation
+// is not claimed yet, it waits for the claimant to pass it (Config.Claimant) and
+// reads again.
 func (s *Store) ListSession(ctx context.Context, tenant, user, session string, offset, limit int) ([]Stored, error) {
 	subject, err := sessionFilter(tenant, user, session)
 	if err != nil {
 		return nil, fmt.Errorf("eventstore: list session: %w", err)
 	}
-	var out []Stored
-	skipped := 0
-	err = s.scanSubject(ctx, subject, func(st Stored) bool {
-		if skipped < offset {
-			skipped++
-			return true
-		}
-		out = append(out, st)
-		return limit <= 0 || len(out) < limit
-	})
+	read := func() ([]Stored, uint64, error) {
+		var (
+			out       []Stored
+			unclaimed uint64 // the last unclaimed observation's sequence
+		)
+		skipped := 0
+		err := s.scanSubject(ctx, subject, func(st Stored) bool {
+			if st.unclaimed {
+				unclaimed = st.Seq
+			}
+			if skipped < offset {
+				skipped++
+				return true
+			}
+			out = append(out, st)
+			return limit <= 0 || len(out) < limit
+		})
+		return out, unclaimed, err
+	}
+	out, unclaimed, err := read()
+	if err != nil || unclaimed == 0 || !s.awaitClaimant(ctx, unclaimed) {
+		return out, err
+	}
+	out, _, err = read()
 	return out, err
 }
+
+// awaitClaimant waits up to claimWait for the claimant to have handled every
+// message up to seq (its ack floor) and reports whether it did.
+func (s *Store) awaitClaimant(ctx context.Context, seq uint64) bool {
+	if s.claimant == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.claimWait)
+	defer cancel()
+	for {
+		cons, err := s.js.Consumer(ctx, s.stream, s.claimant)
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = cons.Info(ctx); err == nil && info.AckFloor.Stream >= seq {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			s.logger.Warn("the claimant has not passed an unclaimed observation; reading it as it is",
+				zap.String("claimant", s.claimant), zap.Uint64("seq", seq), zap.Error(err))
+			return false
+		case <-time.After(claimPoll):
+		}
+	}
+}
+
+// claimPoll is how often awaitClaimant looks at the claimant's progress.
+const claimPoll = 20 * time.Millisecond
 
 // Get returns one event of a session by its id.
 func (s *Store) Get(ctx context.Context, tenant, user, session, eventID string) (Stored, error) {
@@ -187,7 +262,11 @@ func (s *Store) ListRange(ctx context.Context, tenant, user string, from, to tim
 			if !to.IsZero() && !meta.Timestamp.Before(to) {
 				return out, nil
 			}
-			if st, ok := s.decode(msg.Subject(), meta.Sequence.Stream, meta.Timestamp, msg.Data()); ok {
+			st, ok, err := s.admit(ctx, msg.Subject(), meta.Sequence.Stream, meta.Timestamp, msg.Data())
+			if err != nil {
+				return out, fmt.Errorf("eventstore: list range: %w", err)
+			}
+			if ok {
 				out = append(out, st)
 			}
 			if meta.NumPending == 0 || (limit > 0 && len(out) >= limit) {
@@ -242,11 +321,16 @@ func userFilters(tenant, user string) ([]string, error) {
 	return []string{prefix, prefix + ".>"}, nil
 }
 
-// DeleteUser purges every event of the user from the stream (agentmem forget)
-// and returns how many were removed.
+// DeleteUser purges every event of the user from the stream, and the claims of
+// their observations' ids (agentmem forget), and returns how many events were
+// removed.
 func (s *Store) DeleteUser(ctx context.Context, tenant, user string) (int, error) {
 	filters, err := userFilters(tenant, user)
 	if err != nil {
+		return 0, fmt.Errorf("eventstore: delete user: %w", err)
+	}
+	// The claims first: they name the user's events, which go next.
+	if err := s.dropClaims(ctx, tenant, user); err != nil {
 		return 0, fmt.Errorf("eventstore: delete user: %w", err)
 	}
 	total := 0
@@ -260,7 +344,10 @@ func (s *Store) DeleteUser(ctx context.Context, tenant, user string) (int, error
 	return total, nil
 }
 
-// Users lists the users of tenant that have events in the stream.
+// Users lists the users of tenant that have events in the stream: the fourth
+// token of each subject, as stored. A subject stored before ingest
+// dead-lettered it may name no valid id ("mem.acme.obs.*.s1"): callers skip
+// those (transfer.Service.Users).
 func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
 	if err := events.ValidateID("tenant", tenant); err != nil {
 		return nil, fmt.Errorf("eventstore: users: %w", err)
@@ -319,6 +406,18 @@ func getMsg(ctx context.Context, stream jetstream.Stream, seq uint64, subject st
 // scanSubject walks the messages matching subject (wildcards allowed) in stream
 // order with "next message for subject" gets: one request per message, no consumer.
 func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stored) bool) error {
+	return s.scanRaw(ctx, subject, func(raw *jetstream.RawStreamMsg) (bool, error) {
+		st, ok, err := s.admit(ctx, raw.Subject, raw.Sequence, raw.Time, raw.Data)
+		if err != nil {
+			return false, fmt.Errorf("eventstore: read %s at %d: %w", subject, raw.Sequence, err)
+		}
+		return !ok || visit(st), nil
+	})
+}
+
+// scanRaw walks the messages matching subject as stored, in stream order, until
+// visit returns false or an error.
+func (s *Store) scanRaw(ctx context.Context, subject string, visit func(*jetstream.RawStreamMsg) (bool, error)) error {
 	stream, err := s.openStream(ctx)
 	if err != nil {
 		return fmt.Errorf("eventstore: stream %s: %w", s.stream, err)
@@ -332,20 +431,31 @@ func (s *Store) scanSubject(ctx context.Context, subject string, visit func(Stor
 			return fmt.Errorf("eventstore: read %s at %d: %w", subject, seq, err)
 		}
 		seq = raw.Sequence + 1
-		st, ok := s.decode(raw.Subject, raw.Sequence, raw.Time, raw.Data)
-		if ok && !visit(st) {
-			return nil
+		if more, err := visit(raw); err != nil || !more {
+			return err
 		}
 	}
 }
 
-func (s *Store) decode(subject string, seq uint64, ts time.Time, data []byte) (Stored, bool) {
-	env, err := events.Decode(data)
-	if err != nil {
-		s.logger.Debug("skipping undecodable event in stream", zap.String("subject", subject), zap.Uint64("seq", seq), zap.Error(err))
-		return Stored{}, false
+// admit is the one decision of every read: the message is an event
+// (events.Admit, with the workers' limits) and owns its id (Store.check). It
+// reports false, logged, for what ingest dead-letters; an error only when the
+// claims could not be read.
+func (s *Store) admit(ctx context.Context, subject string, seq uint64, ts time.Time, data []byte) (Stored, bool, error) {
+	env, err := events.Admit(subject, data, ts, s.limits)
+	unclaimed := false
+	if err == nil {
+		unclaimed, err = s.check(ctx, env, subject, seq)
 	}
-	return Stored{Seq: seq, Subject: subject, Time: ts, Envelope: env}, true
+	switch {
+	case err == nil:
+		return Stored{Seq: seq, Subject: subject, Time: ts, Envelope: env, unclaimed: unclaimed}, true, nil
+	case errors.Is(err, events.ErrInvalidEvent), errors.Is(err, events.ErrMalformed), errors.Is(err, events.ErrUnknownSchemaVersion):
+		s.logger.Debug("skipping an event ingest dead-letters", zap.String("subject", subject), zap.Uint64("seq", seq), zap.Error(err))
+		return Stored{}, false, nil
+	default:
+		return Stored{}, false, err
+	}
 }
 
 func (s *Store) count(ctx context.Context, filter string) (uint64, error) {

@@ -69,7 +69,7 @@ func (q Query) filters() []string {
 }
 
 // Scan visits the query's events in stream order until visit returns false or an
-// error. Messages that do not decode are skipped (ingest dead-letters them). It
+// error. What ingest dead-letters is skipped (Store.admit). It
 // reads with an ordered consumer: nothing in the stream changes.
 func (s *Store) Scan(ctx context.Context, q Query, visit func(Stored) (bool, error)) error {
 	if err := q.Validate(); err != nil {
@@ -115,7 +115,11 @@ func (s *Store) Scan(ctx context.Context, q Query, visit func(Stored) (bool, err
 			if !q.Until.IsZero() && !meta.Timestamp.Before(q.Until) {
 				return nil
 			}
-			if st, ok := s.decode(msg.Subject(), meta.Sequence.Stream, meta.Timestamp, msg.Data()); ok {
+			st, ok, err := s.admit(ctx, msg.Subject(), meta.Sequence.Stream, meta.Timestamp, msg.Data())
+			if err != nil {
+				return fmt.Errorf("eventstore: scan: %w", err)
+			}
+			if ok {
 				more, err := visit(st)
 				if err != nil || !more {
 					return err

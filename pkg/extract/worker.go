@@ -54,11 +54,10 @@ type WorkerConfig struct {
 	Router bus.RouterConfig
 	// StateBucket is the KV bucket of extraction records; default DefaultStateBucket.
 	StateBucket string
-	// MaxTextBytes bounds each text of an event (events.Envelope.CheckSize): a
-	// session_ended over it is dead-lettered, and a session's observations over it
-	// (ingest dead-lettered them; the stream still holds them) are left out of the
-	// extraction. Default events.DefaultMaxTextBytes.
-	MaxTextBytes int
+	// Limits bound each session_ended the worker consumes (events.Admit); one
+	// outside them is dead-lettered. The session's observations are read through
+	// the event store, which applies its own (the same configuration).
+	Limits events.Limits
 
 	// ChunkMessages cuts a session longer than this into chunks asked separately
 	// (concurrently) whose results are kept until the session is extracted, so a
@@ -84,9 +83,6 @@ func (c *WorkerConfig) setDefaults() {
 	}
 	if c.StateBucket == "" {
 		c.StateBucket = DefaultStateBucket
-	}
-	if c.MaxTextBytes == 0 {
-		c.MaxTextBytes = events.DefaultMaxTextBytes
 	}
 }
 
@@ -206,7 +202,7 @@ func NewWorker(cfg WorkerConfig, deps WorkerDeps, logger *zap.Logger) (*Worker, 
 		Router:         cfg.Router,
 		Dial:           deps.Dial,
 		Metrics:        deps.Metrics,
-		MaxTextBytes:   cfg.MaxTextBytes,
+		Limits:         cfg.Limits,
 	}, w.handle, logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -355,7 +351,7 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 	if err != nil {
 		return nil, 0, fmt.Errorf("extract: read session %s: %w", key, err)
 	}
-	conv, sources := conversation(stored, w.cfg.MaxTextBytes)
+	conv, sources := conversation(stored)
 	ex := &extraction{Status: statusExtracted, EventID: env.ID, Entries: []storedEntry{}}
 	chunks := 0
 	if !ShouldExtract(conv) {
@@ -444,15 +440,15 @@ type source struct {
 
 // conversation turns the session's observations into the extractor's messages:
 // messages of every role, and tool results as tool messages (their outputs carry
-// file and table structures). Tool calls and turn markers say nothing to remember,
-// and an observation with a text over maxTextBytes was dead-lettered by ingest:
-// it is left out here too.
-func conversation(stored []eventstore.Stored, maxTextBytes int) ([]Message, map[string]source) {
+// file and table structures). Tool calls and turn markers say nothing to remember.
+// What ingest dead-lettered never gets here: the event store admits what it
+// reads as ingest did (events.Admit, claims).
+func conversation(stored []eventstore.Stored) ([]Message, map[string]source) {
 	conv := make([]Message, 0, len(stored))
 	sources := make(map[string]source, len(stored))
 	for _, st := range stored {
 		o := st.Envelope.Observation
-		if o == nil || st.Envelope.CheckSize(maxTextBytes) != nil {
+		if o == nil {
 			continue
 		}
 		var m Message

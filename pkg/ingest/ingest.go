@@ -54,10 +54,9 @@ type Config struct {
 	// session its episodic memory keeps as context (records.Observation.Before);
 	// default DefaultContextMessages, negative for none.
 	ContextMessages int
-	// MaxTextBytes bounds each text of an observation (events.Envelope.CheckSize):
-	// one over it is dead-lettered, naming the field, its size and the limit.
-	// Default events.DefaultMaxTextBytes.
-	MaxTextBytes int
+	// Limits bound each observation (events.Admit): one outside them is
+	// dead-lettered, naming the field and the limit.
+	Limits events.Limits
 	// DecideConcurrency is how many write decisions of one batch run at once;
 	// default 1, one after another, which is fastest for the rule-based decider.
 	// With a model each decision is a round trip: app sets it to llm.concurrency,
@@ -78,8 +77,11 @@ const DefaultContextMessages = 2
 // Deps are the parts the worker uses. Decider, Vectors and Embedder go together:
 // without them no episodic memory is written.
 type Deps struct {
-	Dial     pipeline.Dialer
-	JS       jetstream.JetStream // publishes memory_written
+	Dial pipeline.Dialer
+	JS   jetstream.JetStream // publishes memory_written
+	// Events claims each observation's id (eventstore.Store.Claim): one whose id
+	// an earlier event with other content owns is dead-lettered. Nil claims none.
+	Events   *eventstore.Store
 	Sessions *session.Store
 	Decider  processor.WriteDecider
 	Vectors  vectorstore.Store
@@ -142,19 +144,28 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 	w := &Worker{deps: deps, logger: logger, contextMessages: cfg.ContextMessages, decideParallel: max(1, cfg.DecideConcurrency), summary: cfg.Summary,
 		order: applyOrder{last: make(map[sessionOf]chan struct{})}}
 	pw, err := pipeline.NewBatch(pipeline.Config{
-		Worker:       bus.WorkerIngest,
-		MaxTextBytes: cfg.MaxTextBytes,
-		Consumer:     cfg.Consumer,
-		Concurrency:  cfg.Concurrency,
-		Router:       cfg.Router,
-		Dial:         deps.Dial,
-		Metrics:      deps.Metrics,
+		Worker:      bus.WorkerIngest,
+		Limits:      cfg.Limits,
+		Consumer:    cfg.Consumer,
+		Concurrency: cfg.Concurrency,
+		Router:      cfg.Router,
+		Dial:        deps.Dial,
+		Metrics:     deps.Metrics,
+		Claim:       claimOf(deps.Events),
 	}, cfg.Batch, w.HandleBatch, logger)
 	if err != nil {
 		return nil, err
 	}
 	w.worker = pw
 	return w, nil
+}
+
+// claimOf is events' Claim, or none without an event store.
+func claimOf(st *eventstore.Store) func(context.Context, events.Envelope, string, uint64) error {
+	if st == nil {
+		return nil
+	}
+	return st.Claim
 }
 
 // Run consumes observations until ctx ends.

@@ -412,3 +412,30 @@ func TestAccess(t *testing.T) {
 		t.Errorf("cross-site POST: %d, want 403", w.Code)
 	}
 }
+
+// Issue 30.7: a subject whose user token is no id ("mem.acme.obs.*.s1", stored
+// before ingest dead-lettered it) lists no user named "*".
+func TestTenantPageListsNoInvalidUser(t *testing.T) {
+	stack, _ := apptest.Up(t)
+	rt := stack.Runtime()
+	in, err := inspector.New(inspector.Config{EventStream: bus.DefaultStream, DLQStream: bus.DefaultDLQStream},
+		inspector.Deps{Conn: rt.Conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Vectors: rt.Vectors}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apptest.Client(t, stack, "acme").Say(context.Background(), "u1", "s1", events.RoleUser, "hello", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.JS.Publish(context.Background(), "mem.acme.obs.*.s1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	apptest.WaitIdle(t, stack)
+	r := httptest.NewRequest("GET", "/ui/t/acme/", nil)
+	r.RemoteAddr = "127.0.0.1:5000"
+	w := httptest.NewRecorder()
+	in.ServeHTTP(w, r)
+	body := w.Body.String()
+	if w.Code != 200 || !strings.Contains(body, "/ui/t/acme/u/u1/") || strings.Contains(body, "/ui/t/acme/u/*") || strings.Contains(body, "/ui/t/acme/u/%2A") {
+		t.Fatalf("tenant page %d:\n%s", w.Code, body)
+	}
+}

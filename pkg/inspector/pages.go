@@ -141,17 +141,20 @@ func (in *Inspector) directory(ctx context.Context, tenant string) (directory, e
 			return nil, fmt.Errorf("event stream %s subjects: %w", in.cfg.EventStream, err)
 		}
 		for subject, n := range info.State.Subjects {
-			p := strings.Split(subject, ".")
-			if len(p) != 5 {
+			// A subject stored before ingest dead-lettered it may hold a token
+			// that is no id ("mem.acme.obs.*.s1"): it names no user to list.
+			sub, err := events.ParseSubject(subject)
+			if err != nil {
+				in.logger.Warn("stream subject names no valid user; not listed", zap.String("subject", subject), zap.Error(err))
 				continue
 			}
-			if dir[p[1]] == nil {
-				dir[p[1]] = map[string]map[string]uint64{}
+			if dir[sub.Tenant] == nil {
+				dir[sub.Tenant] = map[string]map[string]uint64{}
 			}
-			if dir[p[1]][p[3]] == nil {
-				dir[p[1]][p[3]] = map[string]uint64{}
+			if dir[sub.Tenant][sub.User] == nil {
+				dir[sub.Tenant][sub.User] = map[string]uint64{}
 			}
-			dir[p[1]][p[3]][p[4]] += n
+			dir[sub.Tenant][sub.User][sub.Session] += n
 		}
 	}
 	return dir, nil

@@ -60,9 +60,10 @@ func ParseCategory(s string) (Category, error) {
 // unchanged: an unknown category, a zero time or one outside years 0000–9999, or
 // content with a line that SanitizeContent changes: one that would end the entry
 // ("---"), start a heading ("#" after at most three spaces: "### [" starts another
-// entry, "## YYYY-MM-DD" a long-term section, "### HH:MM" a daily-note item) or end in
-// a carriage return. Sub-minute precision and surrounding blank lines are not errors:
-// FormatEntry drops them. SanitizeContent turns any text into valid content.
+// entry, "## YYYY-MM-DD" a long-term section, "### HH:MM" a daily-note item), end in
+// a carriage return or hold NUL or a bidirectional control (StripUnsafe).
+// Sub-minute precision and surrounding blank lines are not errors: FormatEntry
+// drops them. SanitizeContent turns any text into valid content.
 func (e Entry) Validate() error {
 	if !e.Category.Valid() {
 		return fmt.Errorf("%w: %w %q", ErrInvalidEntry, ErrUnknownCategory, e.Category)
@@ -78,6 +79,8 @@ func (e Entry) Validate() error {
 			return fmt.Errorf("%w: content line %d %q would start a heading", ErrInvalidEntry, i+1, l)
 		case strings.HasSuffix(l, "\r"):
 			return fmt.Errorf("%w: content line %d ends in a carriage return", ErrInvalidEntry, i+1)
+		case strings.ContainsFunc(l, unsafeRune):
+			return fmt.Errorf("%w: content line %d holds NUL or a bidirectional control", ErrInvalidEntry, i+1)
 		}
 	}
 	return nil
@@ -89,10 +92,11 @@ func (e Entry) Validate() error {
 // become plain line ends, a "---" line becomes "***" (the same horizontal rule in
 // Markdown) and a heading line ("#" after at most three spaces) gets a backslash
 // before its first "#" ("\### [2020-01-01 00:00] user_pref", "\## 2020-01-01", shown
-// as literal text). Surrounding blank lines are removed. FormatEntry, FormatLongTerm
-// and FormatDailyNote apply it to their content.
+// as literal text). NUL and bidirectional controls are removed (StripUnsafe).
+// Surrounding blank lines are removed. FormatEntry, FormatLongTerm and
+// FormatDailyNote apply it to their content.
 func SanitizeContent(text string) string {
-	lines := strings.Split(text, "\n")
+	lines := strings.Split(StripUnsafe(text), "\n")
 	for i, l := range lines {
 		l = strings.TrimRight(l, "\r")
 		switch {
@@ -105,6 +109,26 @@ func SanitizeContent(text string) string {
 		lines[i] = l
 	}
 	return trimBlankLines(strings.Join(lines, "\n"))
+}
+
+// StripUnsafe removes what must never reach a memory file: NUL, and the
+// bidirectional embedding, override and isolate controls (U+202A–U+202E,
+// U+2066–U+2069), which make a file show other text than it holds ("Trojan
+// Source"). Text without them is returned as it is.
+func StripUnsafe(text string) string {
+	if !strings.ContainsFunc(text, unsafeRune) {
+		return text
+	}
+	return strings.Map(func(r rune) rune {
+		if unsafeRune(r) {
+			return -1
+		}
+		return r
+	}, text)
+}
+
+func unsafeRune(r rune) bool {
+	return r == 0 || (r >= '\u202A' && r <= '\u202E') || (r >= '\u2066' && r <= '\u2069')
 }
 
 // isHeading reports a line that Markdown, or this package's parsers, would read as a

@@ -74,3 +74,26 @@ func TestPropertySanitizedContentIsValidAndRoundTrips(t *testing.T) {
 		}
 	})
 }
+
+// Issue 30.7: NUL and bidirectional controls never reach a memory file, and
+// nothing else of the text is lost.
+func TestPropertySanitizedContentHasNoNULOrBidiControls(t *testing.T) {
+	unsafe := []rune{0, '\u202A', '\u202B', '\u202C', '\u202D', '\u202E', '\u2066', '\u2067', '\u2068', '\u2069'}
+	rapid.Check(t, func(t *rapid.T) {
+		parts := rapid.SliceOf(rapid.StringMatching(`[a-zA-Zé字 .,]{0,8}`)).Draw(t, "parts")
+		var with, without strings.Builder
+		for _, p := range parts {
+			with.WriteString(p)
+			with.WriteRune(rapid.SampledFrom(unsafe).Draw(t, "control"))
+			without.WriteString(p)
+		}
+		if got := StripUnsafe(with.String()); got != without.String() {
+			t.Fatalf("StripUnsafe(%q) = %q, want %q", with.String(), got, without.String())
+		}
+		doc := FormatEntry(Entry{Time: time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC), Category: CategoryGeneral, Content: with.String()}) +
+			FormatLongTerm(time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC), with.String()) + FormatDailyNote(time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC), with.String())
+		if i := strings.IndexFunc(doc, unsafeRune); i >= 0 {
+			t.Fatalf("formatted Markdown holds %U at %d: %q", []rune(doc[i:])[0], i, doc)
+		}
+	})
+}

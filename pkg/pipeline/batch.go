@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,7 +78,7 @@ func NewBatch(cfg Config, bc BatchConfig, handle BatchHandler, logger *zap.Logge
 	if err != nil {
 		return nil, err
 	}
-	w.batch = &batcher{cfg: bc, handle: handle, decode: w.decode}
+	w.batch = &batcher{cfg: bc, handle: handle, w: w, claimed: closed()}
 	return w, nil
 }
 
@@ -93,16 +95,21 @@ func NewBatch(cfg Config, bc BatchConfig, handle BatchHandler, logger *zap.Logge
 type batcher struct {
 	cfg    BatchConfig
 	handle BatchHandler
-	decode func(*message.Message) (events.Envelope, error)
+	w      *Worker // admits and claims the messages
 
 	mu   sync.Mutex
 	open *batch // the batch accepting messages, nil when none is
+	// claimed is closed when the newest batch has claimed its events' ids.
+	claimed chan struct{}
 }
 
 type batch struct {
 	msgs []*message.Message
 	full chan struct{} // closed when it reached MaxSize
 	done chan struct{} // closed when results is set
+	// prev is closed when the batch before this one claimed its ids, claimed
+	// when this one did.
+	prev, claimed chan struct{}
 	// results[i] is the outcome of msgs[i].
 	results []result
 }
@@ -113,8 +120,10 @@ func (b *batcher) submit(msg *message.Message) *result {
 	bt := b.open
 	leader := bt == nil
 	if leader {
-		bt = &batch{msgs: make([]*message.Message, 0, b.cfg.MaxSize), full: make(chan struct{}), done: make(chan struct{})}
+		bt = &batch{msgs: make([]*message.Message, 0, b.cfg.MaxSize), full: make(chan struct{}), done: make(chan struct{}),
+			prev: b.claimed, claimed: make(chan struct{})}
 		b.open = bt
+		b.claimed = bt.claimed
 	}
 	i := len(bt.msgs)
 	bt.msgs = append(bt.msgs, msg)
@@ -152,17 +161,15 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 	b.mu.Unlock()
 
 	results := make([]result, len(bt.msgs))
+	b.decodeAll(ctx, bt.msgs, results, bt.prev)
+	close(bt.claimed)
 	envs := make([]events.Envelope, 0, len(bt.msgs))
 	owners := make([]int, 0, len(bt.msgs)) // owners[j]: the index in bt.msgs of envs[j]
-	for i, msg := range bt.msgs {
-		env, err := b.decode(msg)
-		if err != nil {
-			results[i].err = err
-			continue
+	for i, r := range results {
+		if r.decoded {
+			envs = append(envs, r.env)
+			owners = append(owners, i)
 		}
-		results[i] = result{env: env, decoded: true}
-		envs = append(envs, env)
-		owners = append(owners, i)
 	}
 	if len(envs) > 0 {
 		for j, err := range b.run(ctx, envs) {
@@ -172,6 +179,55 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 	bt.results = results
 	close(bt.done)
 }
+
+// decodeAll decodes msgs into results: each is admitted, then, with a Claim,
+// claimed after the batches that started before this one claimed theirs
+// (prev), and within the batch in stream order per event id, so that of two
+// events reusing an id the earlier one claims first; distinct ids are claimed
+// up to claimParallel at once, each a round trip to the claims bucket.
+func (b *batcher) decodeAll(ctx context.Context, msgs []*message.Message, results []result, prev <-chan struct{}) {
+	claiming := b.w.cfg.Claim != nil
+	groups := map[string][]int{} // by tenant and event id: indices into msgs
+	for i, msg := range msgs {
+		env, err := b.w.admit(msg)
+		if err != nil {
+			results[i].err = err
+			continue
+		}
+		results[i] = result{env: env, decoded: true}
+		if claiming {
+			k := env.Tenant + "." + env.ID
+			groups[k] = append(groups[k], i)
+		}
+	}
+	if !claiming {
+		return
+	}
+	select {
+	case <-prev:
+	case <-ctx.Done():
+	}
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, claimParallel)
+	)
+	for _, idx := range groups {
+		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(streamSeq(msgs[a]), streamSeq(msgs[b])) })
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			for _, i := range idx {
+				if err := b.w.claim(ctx, msgs[i], results[i].env); err != nil {
+					results[i] = result{err: err}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// claimParallel bounds the claims of one batch in flight.
+const claimParallel = 16
 
 // run calls the BatchHandler and returns exactly one result per event: a panic or a
 // malformed result fails every event of the batch (to be retried) rather than
@@ -190,6 +246,13 @@ func (b *batcher) run(ctx context.Context, envs []events.Envelope) (errs []error
 		return make([]error, len(envs))
 	}
 	return fill(len(envs), fmt.Errorf("pipeline: batch handler returned %d results for %d events", len(errs), len(envs)))
+}
+
+// closed is a closed channel: the first batch waits for no other.
+func closed() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 func fill(n int, err error) []error {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,10 +64,13 @@ type Config struct {
 	Dial Dialer
 	// Registry receives the worker's metrics; nil disables them.
 	Metrics *obs.Metrics
-	// MaxTextBytes bounds each text of an event (events.Envelope.CheckSize); an
-	// event over it is dead-lettered naming the field, its size and the limit.
-	// Default events.DefaultMaxTextBytes.
-	MaxTextBytes int
+	// Limits bound each event (events.Admit): its texts and its ts. An event
+	// outside them is dead-lettered naming the field and the limit.
+	Limits events.Limits
+	// Claim, when set, decides whether an admitted event owns its id
+	// (eventstore.Store.Claim): an error wrapping events.ErrInvalidEvent
+	// dead-letters the event, any other is retried.
+	Claim func(ctx context.Context, env events.Envelope, subject string, seq uint64) error
 }
 
 func (c *Config) setDefaults() {
@@ -75,9 +79,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
-	}
-	if c.MaxTextBytes == 0 {
-		c.MaxTextBytes = events.DefaultMaxTextBytes
 	}
 	c.Router.Worker = c.Worker
 	c.Router.MaxDeliver = c.Consumer.MaxDeliver
@@ -97,8 +98,8 @@ func (c Config) Validate() error {
 	if c.Concurrency < 0 {
 		return fmt.Errorf("%w: %s: Concurrency %d is negative", ErrInvalidConfig, c.Worker, c.Concurrency)
 	}
-	if c.MaxTextBytes < 0 {
-		return fmt.Errorf("%w: %s: MaxTextBytes %d is negative", ErrInvalidConfig, c.Worker, c.MaxTextBytes)
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, c.Worker, err)
 	}
 	return nil
 }
@@ -271,7 +272,7 @@ type result struct {
 }
 
 func (w *Worker) handleOne(msg *message.Message) *result {
-	env, err := w.decode(msg)
+	env, err := w.decode(msg.Context(), msg)
 	if err != nil {
 		return &result{err: err}
 	}
@@ -293,28 +294,52 @@ func (w *Worker) logProcessed(r *result) {
 	w.logger.Debug("event processed", append(eventFields(r.env), zap.String("type", string(r.env.Type)))...)
 }
 
-// decode decodes one message, checks that it arrived on its own subject and that
-// its texts are within MaxTextBytes; it logs what it rejects and marks the error
-// permanent. A subject that is no event subject at all (a consumer claiming
-// unrouted subjects receives those) is the reason, whatever the payload.
-func (w *Worker) decode(msg *message.Message) (events.Envelope, error) {
+// decode admits one message as every reader of the stream does (admit) and
+// claims its id (claim).
+func (w *Worker) decode(ctx context.Context, msg *message.Message) (events.Envelope, error) {
+	env, err := w.admit(msg)
+	if err == nil {
+		err = w.claim(ctx, msg, env)
+	}
+	return env, err
+}
+
+// admit checks one message as every reader of the stream does (events.Admit:
+// it decodes, arrived on its own subject, within Limits).
+func (w *Worker) admit(msg *message.Message) (events.Envelope, error) {
 	subject := msg.Metadata.Get(bus.MetaSubject)
-	env, err := events.Decode(msg.Payload)
-	if err == nil {
-		err = env.CheckSubject(subject)
-	}
-	if err == nil {
-		err = env.CheckSize(w.cfg.MaxTextBytes)
-	}
+	storedAt, _ := time.Parse(time.RFC3339Nano, msg.Metadata.Get(bus.MetaStoredTime))
+	env, err := events.Admit(subject, msg.Payload, storedAt, w.cfg.Limits)
 	if err != nil {
-		if _, serr := events.ParseSubject(subject); serr != nil {
-			err = fmt.Errorf("%w: %w", events.ErrInvalidEvent, serr)
-		}
-		w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
-		// The contract's error first: dead-letter reasons start with its text.
-		return events.Envelope{}, bus.Permanent(fmt.Errorf("%w (received on %s)", err, subject))
+		return events.Envelope{}, w.reject(subject, err)
 	}
 	return env, nil
+}
+
+// claim decides with Config.Claim whether env, admitted from msg, owns its id;
+// without a Claim every event does.
+func (w *Worker) claim(ctx context.Context, msg *message.Message, env events.Envelope) error {
+	if w.cfg.Claim == nil {
+		return nil
+	}
+	subject := msg.Metadata.Get(bus.MetaSubject)
+	err := w.cfg.Claim(ctx, env, subject, streamSeq(msg))
+	if err != nil && errors.Is(err, events.ErrInvalidEvent) {
+		return w.reject(subject, err)
+	}
+	return err // nil, or the claims could not be read: retried
+}
+
+func streamSeq(msg *message.Message) uint64 {
+	seq, _ := strconv.ParseUint(msg.Metadata.Get(bus.MetaStreamSeq), 10, 64)
+	return seq
+}
+
+// reject logs what a reader leaves out and marks it permanent: dead-lettered.
+func (w *Worker) reject(subject string, err error) error {
+	w.logger.Warn("rejecting malformed event", zap.String("subject", subject), zap.Error(err))
+	// The contract's error first: dead-letter reasons start with its text.
+	return bus.Permanent(fmt.Errorf("%w (received on %s)", err, subject))
 }
 
 // eventFields name the event in a log line.

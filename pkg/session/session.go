@@ -14,10 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -135,7 +132,7 @@ type State struct {
 	// (EstimateTokens), for the session summary's trigger (SPEC B2).
 	Tokens int `json:"tokens,omitempty"`
 	// Applied holds the recent events, oldest first, as "<id> <digest>" (digest:
-	// what the event says, ts aside; see eventDigest). An entry written before
+	// what the event says, ts aside; see events.Envelope.ContentDigest). An entry written before
 	// digests existed is a bare id and matches that id whatever its content.
 	Applied []string `json:"applied,omitempty"`
 }
@@ -298,7 +295,7 @@ func (s *Store) foldNew(st *State, envs []events.Envelope, outcomes []Outcome) b
 	}
 	changed := false
 	for i, env := range envs {
-		digest := eventDigest(env)
+		digest := env.ContentDigest()
 		if old, ok := seen[env.ID]; ok {
 			if old != "" && old != digest {
 				outcomes[i] = Conflict
@@ -318,38 +315,6 @@ func (s *Store) foldNew(st *State, envs []events.Envelope, outcomes []Outcome) b
 		}
 	}
 	return changed
-}
-
-// eventDigest is a short hash of what an event says: type, agent and the
-// observation's kind, role, text, tool call, tool result and turn. Its time and
-// its meta (provenance, such as a dialogue id) are left out, so a re-sent event is
-// a duplicate whatever its ts. The same id with the same digest is a duplicate;
-// with another, a conflict.
-func eventDigest(env events.Envelope) string {
-	h := fnv.New64a()
-	field := func(v string) {
-		_, _ = io.WriteString(h, v)
-		_, _ = h.Write([]byte{0})
-	}
-	field(string(env.Type))
-	field(env.AgentID)
-	if o := env.Observation; o != nil {
-		field(string(o.EffectiveKind()))
-		field(string(o.Role))
-		field(o.Text)
-		// Rare and small: not worth a field-by-field hash.
-		enc := json.NewEncoder(h)
-		if o.ToolCall != nil {
-			_ = enc.Encode(o.ToolCall)
-		}
-		if o.ToolResult != nil {
-			_ = enc.Encode(o.ToolResult)
-		}
-		if o.Turn != nil {
-			_ = enc.Encode(o.Turn)
-		}
-	}
-	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // fold applies one new event to st; foldNew keeps Applied.

@@ -25,6 +25,9 @@ func Export(ctx context.Context, cl *client.Client, user string, w io.Writer, pr
 	if info.Embedder == nil {
 		return Manifest{}, fmt.Errorf("transfer: the retriever did not name its embedder")
 	}
+	for _, u := range info.SkippedUsers {
+		fmt.Fprintf(progress, "skipped user %q: not a valid id\n", u)
+	}
 	users := info.Users
 	if user != "" {
 		users = []string{user}

@@ -129,9 +129,9 @@ func (s *Service) Export(ctx context.Context, tenant string, req events.ExportRe
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	switch req.Part {
 	case events.ExportInfo:
-		users, err := s.Users(ctx, tenant)
+		users, skipped, err := s.Users(ctx, tenant)
 		info := s.EmbedderInfo()
-		return events.ExportReply{Embedder: &info, Users: users}, err
+		return events.ExportReply{Embedder: &info, Users: users, SkippedUsers: skipped}, err
 	case events.ExportFiles:
 		return s.exportFiles(ctx, ns, req.Cursor, limit)
 	case events.ExportRecords:
@@ -142,18 +142,26 @@ func (s *Service) Export(ctx context.Context, tenant string, req events.ExportRe
 }
 
 // Users lists the users of tenant: those with files, records, session state or
-// events.
-func (s *Service) Users(ctx context.Context, tenant string) ([]string, error) {
+// events. Names that are no valid id are returned apart, in skipped, and logged.
+func (s *Service) Users(ctx context.Context, tenant string) (users, skipped []string, err error) {
 	var all []string
 	for _, list := range []func(context.Context, string) ([]string, error){s.deps.Docs.Users, s.deps.Vectors.Users, s.deps.Sessions.Users, s.deps.Events.Users} {
-		users, err := list(ctx, tenant)
+		some, err := list(ctx, tenant)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		all = append(all, users...)
+		all = append(all, some...)
 	}
 	slices.Sort(all)
-	return slices.Compact(all), nil
+	for _, u := range slices.Compact(all) {
+		if err := events.ValidateID("user", u); err != nil {
+			s.logger.Warn("a store names a user that is no valid id; skipped", zap.String("tenant", tenant), zap.Error(err))
+			skipped = append(skipped, u)
+			continue
+		}
+		users = append(users, u)
+	}
+	return users, skipped, nil
 }
 
 // page is a reply being filled up to a byte budget.
