@@ -924,7 +924,7 @@ func testReadIfChangedSeesEveryWrite(t *testing.T, b docstore.Backend) {
 
 // testPutFileUsersDeleteNamespace checks the export/import/forget primitives:
 // PutFile restores bytes exactly (also in chunks), Users lists the namespaces of
-// a tenant, DeleteNamespace leaves nothing of one namespace and every other.
+// a tenant, Tenants the tenants, DeleteNamespace leaves nothing of one namespace and every other.
 func testPutFileUsersDeleteNamespace(t *testing.T, b docstore.Backend) {
 	ctx := context.Background()
 	clk := NewClock()
@@ -957,6 +957,9 @@ func testPutFileUsersDeleteNamespace(t *testing.T, b docstore.Backend) {
 	users, err := s.Users(ctx, ns.Tenant)
 	if err != nil || !slices.Equal(users, []string{ns.User, other.User}) {
 		t.Fatalf("Users = %v, %v", users, err)
+	}
+	if tenants, err := s.Tenants(ctx); err != nil || !slices.Equal(tenants, []string{ns.Tenant, elsewhere.Tenant}) {
+		t.Fatalf("Tenants = %v, %v; want %s and %s", tenants, err, ns.Tenant, elsewhere.Tenant)
 	}
 	files, err := s.Files(ctx, ns)
 	if err != nil {
