@@ -23,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/demo"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/inspector"
 )
@@ -305,11 +306,6 @@ func TestInspectorInBrowser(t *testing.T) {
 		if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "created") {
 			t.Errorf("the history does not start with the memory's creation: %q\n%s", op, b.text())
 		}
-		if os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT") != "" {
-			if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)); err == nil {
-				_ = os.WriteFile(os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT"), png, 0o644)
-			}
-		}
 		id := b.eval(`document.querySelector("a.provenance").textContent`)
 		b.click(`a.provenance`, "event")
 		if ev := b.eval(`document.querySelector("pre.event").textContent`); !strings.Contains(ev, id) || !strings.Contains(ev, `"observation"`) {
@@ -406,6 +402,47 @@ func TestInspectorInBrowser(t *testing.T) {
 		b.check("tail-after")
 	})
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// The inspector on the demo's memory (what docs/inspector.png shows): a memory of
+// the sample conversation with the events it came from and its history. With
+// AGENTMEM_TEST_INSPECTOR_SCREENSHOT=path the page is saved there, e.g.
+//
+//	AGENTMEM_TEST_INSPECTOR_SCREENSHOT=$PWD/docs/inspector.png go test -run TestInspectorOnTheDemo ./pkg/inspector/
+func TestInspectorOnTheDemo(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := demo.Run(context.Background(), dir, io.Discard, nil); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := demo.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stack over the data the demo left behind, as `agentmem up --data-dir` would be.
+	stack, _ := apptest.Up(t, "AGENTMEM_DATA_DIR="+dir)
+	b := newBrowser(t, serve(t, stack))
+	b.open("/ui/t/" + conv.Tenant + "/u/" + conv.UserID + "/memories")
+	// The memory about the sales file: the demo's first fact.
+	b.eval(`[...document.querySelectorAll("a.memory")].find(a => a.textContent.includes("sales_2026.csv")).setAttribute("id", "shown"); ""`)
+	b.click(`#shown`, "demo-memory")
+	if got := b.eval(`document.querySelector(".memory-text").textContent`); !strings.Contains(got, "sales_2026.csv") {
+		t.Errorf("memory text: %q", got)
+	}
+	if n := b.eval(`document.querySelectorAll("a.provenance").length + ""`); n == "0" {
+		t.Errorf("the demo's memory shows no source event:\n%s", b.text())
+	}
+	if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "created") {
+		t.Errorf("the demo's memory has no history:\n%s", b.text())
+	}
+	if path := os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT"); path != "" {
+		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // quality 100: a PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // crawl follows every inspector link from start (no POSTs, no event streams) and
