@@ -290,6 +290,10 @@ func TestInspectorInBrowser(t *testing.T) {
 		if !strings.Contains(b.text(), "<script>window.__pwned = 1</script>") {
 			t.Errorf("the session does not show the script as text")
 		}
+		// A chat without agent turns has no empty Turns table.
+		if h := b.eval(`[...document.querySelectorAll("h2")].map(h => h.textContent).join("|")`); strings.Contains(h, "Turns") {
+			t.Errorf("session s2 has no turns, yet a Turns section: %s", h)
+		}
 		b.open(user + "memories")
 		if !strings.Contains(b.text(), "<script>") {
 			t.Errorf("no memory shows the script as text:\n%s", b.text())
