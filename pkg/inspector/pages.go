@@ -644,8 +644,8 @@ func (in *Inspector) search(w http.ResponseWriter, r *http.Request) {
 }
 
 func packSections(p events.ContextPack) []section {
-	items := func(name string, list []events.PackItem) section {
-		s := section{Name: name, Items: list, Markdown: strings.Contains(name, "MEMORY.md") || name == "topics" || name == "daily notes" || name == "chunks"}
+	items := func(name string, list []events.PackItem, markdown bool) section {
+		s := section{Name: name, Items: list, Markdown: markdown}
 		for _, it := range list {
 			s.Tokens += tokens(it.Text)
 		}
@@ -665,8 +665,8 @@ func packSections(p events.ContextPack) []section {
 	}
 	out := []section{
 		memItems("persona", p.Persona), memItems("user profile", p.UserProfile), memItems("session items", p.SessionItems),
-		items("core (MEMORY.md)", core), items("topics", p.Topics), items("chunks", p.Chunks), items("daily notes", p.DailyNotes),
-		items("episodic", p.EpisodicItems), items("semantic", p.SemanticItems),
+		items("core (MEMORY.md)", core, true), items("topics", p.Topics, true), items("chunks", p.Chunks, true), items("daily notes", p.DailyNotes, true),
+		items("episodic", p.EpisodicItems, false), items("semantic", p.SemanticItems, false),
 	}
 	recent := section{Name: "recent events"}
 	for _, e := range p.RecentEvents {
