@@ -65,6 +65,9 @@ type Backend interface {
 	List(ctx context.Context, ns Namespace, dir string) ([]string, error)
 	// Users returns the users of tenant that have files, sorted.
 	Users(ctx context.Context, tenant string) ([]string, error)
+	// Tenants returns the tenants that have files, sorted; names that are not
+	// valid tenant ids are left out.
+	Tenants(ctx context.Context) ([]string, error)
 	// DeleteNamespace removes every file of ns with whatever the backend keeps
 	// of it besides (history, lock files, directories), and returns how many
 	// files of the layout it removed.

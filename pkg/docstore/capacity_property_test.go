@@ -96,6 +96,10 @@ func (m *memBackend) Users(context.Context, string) ([]string, error) {
 	return nil, errors.ErrUnsupported
 }
 
+func (m *memBackend) Tenants(context.Context) ([]string, error) {
+	return nil, errors.ErrUnsupported
+}
+
 func (m *memBackend) DeleteNamespace(context.Context, docstore.Namespace) (int, error) {
 	return 0, errors.ErrUnsupported
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -355,20 +354,41 @@ func (f *Filesystem) Users(ctx context.Context, tenant string) ([]string, error)
 	if err := events.ValidateID("tenant", tenant); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidNamespace, err)
 	}
-	entries, err := os.ReadDir(filepath.Join(f.base, tenant))
+	users, err := subdirIDs(filepath.Join(f.base, tenant), "user")
+	if err != nil {
+		return nil, fmt.Errorf("docstore: users of %s: %w", tenant, err)
+	}
+	return users, nil
+}
+
+// Tenants implements Backend: the base directory's subdirectories named by
+// valid ids.
+func (f *Filesystem) Tenants(ctx context.Context) ([]string, error) {
+	tenants, err := subdirIDs(f.base, "tenant")
+	if err != nil {
+		return nil, fmt.Errorf("docstore: tenants: %w", err)
+	}
+	return tenants, nil
+}
+
+// subdirIDs returns the sorted names of dir's subdirectories that are valid
+// ids of kind; a missing dir has none.
+func subdirIDs(dir, kind string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("docstore: users of %s: %w", tenant, err)
+		return nil, err
 	}
-	users := make(map[string]bool)
+	var ids []string
 	for _, e := range entries {
-		if e.IsDir() && events.ValidateID("user", e.Name()) == nil {
-			users[e.Name()] = true
+		if e.IsDir() && events.ValidateID(kind, e.Name()) == nil {
+			ids = append(ids, e.Name())
 		}
 	}
-	return slices.Sorted(maps.Keys(users)), nil
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // DeleteNamespace implements Backend: the namespace directory goes, lock files

@@ -223,7 +223,7 @@ func TestFilesystemOnDiskLayoutAndFormat(t *testing.T) {
 	for rel, content := range map[string]string{
 		"MEMORY.md": "### [2026-11-23 10:15] general\n\nWorks in Berlin.\n\n---\n\n" +
 			"### [2026-11-23 10:16] error_solution\n\nKeyError 'qty': strip header spaces.\n\n---\n\n" +
-			"## 2026-11-23\n\nPrefers metric units.\n",
+			"### [2026-11-23 10:15] general\n\nPrefers metric units.\n\n---\n",
 		"file_patterns.md":                        "### [2026-11-23 10:15] file_pattern\n\nSales files: columns date, product, qty.\n\n---\n",
 		"backups/20261123_101500_user_prefs.md":   "### [2026-11-23 10:15] user_pref\n\nCharts in blue.\n\n---\n",
 		"user_prefs.md":                           "Charts in green.\n",

@@ -357,19 +357,38 @@ func (j *JetStream) Users(ctx context.Context, tenant string) ([]string, error) 
 	if err := events.ValidateID("tenant", tenant); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidNamespace, err)
 	}
-	lister, err := j.kv.ListKeysFiltered(ctx, tenant+".*.*")
+	users, err := j.keyTokens(ctx, tenant+".*.*", 1, "user")
 	if err != nil {
 		return nil, fmt.Errorf("docstore: users of %s: %w", tenant, err)
+	}
+	return users, nil
+}
+
+// Tenants implements Backend: the first token of every key.
+func (j *JetStream) Tenants(ctx context.Context) ([]string, error) {
+	tenants, err := j.keyTokens(ctx, "*.*.*", 0, "tenant")
+	if err != nil {
+		return nil, fmt.Errorf("docstore: tenants: %w", err)
+	}
+	return tenants, nil
+}
+
+// keyTokens returns the distinct, sorted token i of the keys matching filter
+// that are valid ids of kind.
+func (j *JetStream) keyTokens(ctx context.Context, filter string, i int, kind string) ([]string, error) {
+	lister, err := j.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, err
 	}
 	defer func() { _ = lister.Stop() }()
 	seen := make(map[string]bool)
 	for key := range lister.Keys() {
-		if parts := strings.Split(key, "."); len(parts) == 3 {
-			seen[parts[1]] = true
+		if parts := strings.Split(key, "."); len(parts) == 3 && events.ValidateID(kind, parts[i]) == nil {
+			seen[parts[i]] = true
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("docstore: users of %s: %w", tenant, err)
+		return nil, err
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
 }

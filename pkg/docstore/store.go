@@ -839,6 +839,12 @@ func (s *Store) Users(ctx context.Context, tenant string) ([]string, error) {
 	return s.b.Users(ctx, tenant)
 }
 
+// Tenants lists the tenants that have files (the inspector lists them: a
+// tenant brought in by import may have no events).
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	return s.b.Tenants(ctx)
+}
+
 // DeleteNamespace removes every file of ns, backups and policy files included,
 // with nothing of them left in the backend (agentmem forget), and returns how
 // many files it removed.

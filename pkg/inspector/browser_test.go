@@ -3,6 +3,7 @@ package inspector_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/demo"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/inspector"
 )
@@ -173,10 +176,26 @@ func seed(t *testing.T, stack *app.Stack) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if err := nc.Publish("mem.acme.obs.u1.s3", []byte(`{"not":"an event"`)); err != nil {
+	// A malformed event with a payload too long to show whole, and an event
+	// published by hand under a user name that is not a valid id.
+	if err := nc.Publish("mem.acme.obs.u1.s3", []byte(`{"not":"an event","pad":"`+strings.Repeat("x", 4000)+`"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("mem.acme.obs.bad!user.s5", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Memory that no observation made: a user who only appended (u2), one who
+	// only added a memory (u3), and a tenant whose files came by import (beta).
+	if _, err := cl.Append(ctx, events.AppendRequest{UserID: "u2", Content: "Appended only."}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Add(ctx, events.AddRequest{UserID: "u3", Text: "Added only."}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.Runtime().Docs.AppendLongTerm(ctx, docstore.Namespace{Tenant: "beta", User: "u9"}, "- imported fact"); err != nil {
 		t.Fatal(err)
 	}
 	n := docstore.Namespace{Tenant: "acme", User: "u1"}
@@ -186,11 +205,25 @@ func seed(t *testing.T, stack *app.Stack) {
 		}
 	}
 	apptest.WaitIdle(t, stack)
-	// The malformed event is dead-lettered by ingest before the stream is idle.
-	dls, err := bus.ListDeadLetters(ctx, stack.Runtime().JS, bus.DefaultDLQStream, 10)
-	if err != nil || len(dls) != 1 {
-		t.Fatalf("dead letters: %v %d", err, len(dls))
+	// The two bad events are dead-lettered by ingest before the stream is idle.
+	if got := deadSubjects(t, stack); got != "mem.acme.obs.bad!user.s5 mem.acme.obs.u1.s3" {
+		t.Fatalf("dead letters: %s", got)
 	}
+}
+
+// deadSubjects lists the subjects of the dead letters, sorted.
+func deadSubjects(t *testing.T, stack *app.Stack) string {
+	t.Helper()
+	dls, err := bus.ListDeadLetters(context.Background(), stack.Runtime().JS, bus.DefaultDLQStream, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for _, d := range dls {
+		subjects = append(subjects, d.Subject)
+	}
+	slices.Sort(subjects)
+	return strings.Join(subjects, " ")
 }
 
 func serve(t *testing.T, stack *app.Stack) string {
@@ -231,6 +264,22 @@ func TestInspectorInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("every tenant and user with memory is listed, invalid names are not", func(t *testing.T) {
+		b.t = t
+		b.open("/ui/")
+		users := b.eval(`[...document.querySelectorAll("a.user")].map(a => a.getAttribute("href")).join(" ")`)
+		if want := "/ui/t/acme/u/u1/ /ui/t/acme/u/u2/ /ui/t/acme/u/u3/ /ui/t/beta/u/u9/"; users != want {
+			t.Errorf("users listed: %s\nwant %s", users, want)
+		}
+		if inv := b.eval(`(document.getElementById("invalid-names") || {}).textContent || ""`); !strings.Contains(inv, `"bad!user"`) {
+			t.Errorf("the invalid user name is not reported: %q", inv)
+		}
+		b.open("/ui/t/beta/")
+		if got := b.eval(`[...document.querySelectorAll("a.user")].map(a => a.textContent).join(" ")`); got != "u9" {
+			t.Errorf("users of the imported tenant: %q", got)
+		}
+	})
+
 	t.Run("memory content is shown as text", func(t *testing.T) {
 		b.t = t
 		b.open(user + "file/MEMORY.md")
@@ -240,6 +289,10 @@ func TestInspectorInBrowser(t *testing.T) {
 		b.open(user + "session/s2")
 		if !strings.Contains(b.text(), "<script>window.__pwned = 1</script>") {
 			t.Errorf("the session does not show the script as text")
+		}
+		// A chat without agent turns has no empty Turns table.
+		if h := b.eval(`[...document.querySelectorAll("h2")].map(h => h.textContent).join("|")`); strings.Contains(h, "Turns") {
+			t.Errorf("session s2 has no turns, yet a Turns section: %s", h)
 		}
 		b.open(user + "memories")
 		if !strings.Contains(b.text(), "<script>") {
@@ -254,10 +307,8 @@ func TestInspectorInBrowser(t *testing.T) {
 		if !strings.Contains(b.text(), "History") || !strings.Contains(b.text(), "hit count") {
 			t.Errorf("memory page without history: %s", b.text())
 		}
-		if os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT") != "" {
-			if png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)); err == nil {
-				_ = os.WriteFile(os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT"), png, 0o644)
-			}
+		if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "created") {
+			t.Errorf("the history does not start with the memory's creation: %q\n%s", op, b.text())
 		}
 		id := b.eval(`document.querySelector("a.provenance").textContent`)
 		b.click(`a.provenance`, "event")
@@ -273,6 +324,22 @@ func TestInspectorInBrowser(t *testing.T) {
 		if !strings.Contains(txt, "core (MEMORY.md)") || !strings.Contains(txt, "tokens") || !strings.Contains(txt, "qty") {
 			t.Errorf("search page: %s", txt)
 		}
+		// MEMORY.md keeps its structure: a heading per entry, not one run-on line.
+		core := `[...document.querySelectorAll("section.pack-section")].find(s => s.querySelector("h2").textContent.startsWith("core"))`
+		if n := b.eval(core + `.querySelectorAll("article.markdown > *").length + ""`); n == "0" || n == "1" || n == "2" {
+			t.Errorf("MEMORY.md in the context pack is %s blocks:\n%s", n, b.eval(core+`.innerHTML`))
+		}
+		if strings.Contains(txt, "(empty)") || !strings.Contains(b.eval(`document.getElementById("empty-sections").textContent`), "persona") {
+			t.Errorf("empty sections are not folded into one line:\n%s", txt)
+		}
+	})
+
+	t.Run("memories show a confidence only where one is set", func(t *testing.T) {
+		b.t = t
+		b.open(user + "memories")
+		if strings.Contains(b.eval(`document.querySelector("table.memories tr").textContent`), "confidence") || strings.Contains(b.text(), "0.0000") {
+			t.Errorf("a confidence column of zeros:\n%s", b.text())
+		}
 	})
 
 	t.Run("replay a dead letter", func(t *testing.T) {
@@ -281,7 +348,21 @@ func TestInspectorInBrowser(t *testing.T) {
 		if !strings.Contains(b.text(), "malformed") {
 			t.Errorf("dead letter without its reason: %s", b.text())
 		}
-		b.click(`button.replay`, "dlq-replayed")
+		row := `[...document.querySelectorAll("table.dlq tr")].find(tr => tr.textContent.includes("mem.acme.obs.u1.s3"))`
+		if head := b.eval(row + `.querySelector("pre.payload").textContent`); len(head) > 600 || !strings.HasPrefix(head, `{"not":"an event"`) {
+			t.Errorf("the long payload is shown as %d characters: %.80q", len(head), head)
+		}
+		resp, err := http.Get(b.base + b.eval(row+`.querySelector("a.payload").getAttribute("href")`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") || !strings.HasSuffix(string(full), strings.Repeat("x", 4000)+`"`) {
+			t.Errorf("full payload: %d %s, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(full))
+		}
+		b.eval(row + `.querySelector("button.replay").setAttribute("id", "replay-s3"); ""`)
+		b.click(`#replay-s3`, "dlq-replayed")
 		if !strings.Contains(b.eval(`document.getElementById("flash").textContent`), "Replayed dead letter") {
 			t.Errorf("no confirmation: %s", b.text())
 		}
@@ -289,8 +370,8 @@ func TestInspectorInBrowser(t *testing.T) {
 		// malformed, so ingest dead-letters it again, as a new dead letter.
 		apptest.WaitIdle(t, stack)
 		dls, err := bus.ListDeadLetters(context.Background(), stack.Runtime().JS, bus.DefaultDLQStream, 10)
-		if err != nil || len(dls) != 1 || dls[0].Subject != "mem.acme.obs.u1.s3" || dls[0].Seq < 2 {
-			t.Errorf("after replay: %v %+v; want only the new dead letter of the replayed event", err, dls)
+		if err != nil || len(dls) != 2 || dls[0].Subject != "mem.acme.obs.bad!user.s5" || dls[1].Subject != "mem.acme.obs.u1.s3" || dls[1].Seq < 3 {
+			t.Errorf("after replay: %v %+v; want the other dead letter and the new one of the replayed event", err, dls)
 		}
 	})
 
@@ -314,14 +395,58 @@ func TestInspectorInBrowser(t *testing.T) {
 	t.Run("live tail", func(t *testing.T) {
 		b.t = t
 		b.open("/ui/tail?tenant=acme")
-		b.waitFor(`document.getElementById("tail-status").textContent === "live"`)
+		b.waitFor(`document.getElementById("tail-status").textContent === "connected: waiting for events…"`)
 		if _, err := apptest.Client(t, stack, "acme").Say(context.Background(), "u1", "s4", events.RoleUser, "tail me "+script, nil); err != nil {
 			t.Fatal(err)
 		}
 		b.waitFor(`document.getElementById("tail").textContent.includes("tail me <script>")`)
+		if st := b.eval(`document.getElementById("tail-status").textContent`); !strings.HasPrefix(st, "connected: ") || !strings.HasSuffix(st, " events") && !strings.HasSuffix(st, " event") {
+			t.Errorf("tail status after an event: %q", st)
+		}
 		b.check("tail-after")
 	})
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// The inspector on the demo's memory (what docs/inspector.png shows): a memory of
+// the sample conversation with the events it came from and its history. With
+// AGENTMEM_TEST_INSPECTOR_SCREENSHOT=path the page is saved there, e.g.
+//
+//	AGENTMEM_TEST_INSPECTOR_SCREENSHOT=$PWD/docs/inspector.png go test -run TestInspectorOnTheDemo ./pkg/inspector/
+func TestInspectorOnTheDemo(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := demo.Run(context.Background(), dir, io.Discard, nil); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := demo.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stack over the data the demo left behind, as `agentmem up --data-dir` would be.
+	stack, _ := apptest.Up(t, "AGENTMEM_DATA_DIR="+dir)
+	b := newBrowser(t, serve(t, stack))
+	b.open("/ui/t/" + conv.Tenant + "/u/" + conv.UserID + "/memories")
+	// The memory about the sales file: the demo's first fact.
+	b.eval(`[...document.querySelectorAll("a.memory")].find(a => a.textContent.includes("sales_2026.csv")).setAttribute("id", "shown"); ""`)
+	b.click(`#shown`, "demo-memory")
+	if got := b.eval(`document.querySelector(".memory-text").textContent`); !strings.Contains(got, "sales_2026.csv") {
+		t.Errorf("memory text: %q", got)
+	}
+	if n := b.eval(`document.querySelectorAll("a.provenance").length + ""`); n == "0" {
+		t.Errorf("the demo's memory shows no source event:\n%s", b.text())
+	}
+	if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "created") {
+		t.Errorf("the demo's memory has no history:\n%s", b.text())
+	}
+	if path := os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT"); path != "" {
+		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // quality 100: a PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // crawl follows every inspector link from start (no POSTs, no event streams) and
@@ -340,7 +465,8 @@ func crawl(b *browser, start string) map[string]bool {
 		links := b.eval(`[...document.querySelectorAll("a[href]")].map(a => a.getAttribute("href")).join("\n")`)
 		for _, l := range strings.Split(links, "\n") {
 			u, err := url.Parse(l)
-			if err != nil || u.Host != "" || !strings.HasPrefix(u.Path, "/ui/") || strings.HasPrefix(u.Path, "/ui/static/") || strings.HasPrefix(u.Path, "/ui/tail/") {
+			if err != nil || u.Host != "" || !strings.HasPrefix(u.Path, "/ui/") || strings.HasPrefix(u.Path, "/ui/static/") || strings.HasPrefix(u.Path, "/ui/tail/") ||
+				strings.HasSuffix(u.Path, "/payload") { // plain text, fetched by its own test
 				continue
 			}
 			if u.Path == "/ui/tail" {

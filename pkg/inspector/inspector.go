@@ -6,10 +6,11 @@
 //
 // It holds no memory logic: what the retriever answers is asked over NATS with
 // pkg/client (get, history, search, context, session archive), exactly as the CLI
-// does; what no endpoint lists is read with the stores' own read APIs (the event
-// stream's subjects for tenants, users and sessions, the DocStore for files and
-// policy snapshots, the vector store's Scroll for the memory list, pkg/bus for dead
-// letters). Memory content is only ever rendered through html/template escaping.
+// does; what no endpoint lists is read with the stores' own read APIs (tenants and
+// users from the event stream's subjects, the DocStore and the vector store, so
+// that memory written by append, MCP or import is listed too; sessions from the
+// subjects; the DocStore for files and policy snapshots, the vector store's Scroll
+// for the memory list, pkg/bus for dead letters). Memory content is only ever rendered through html/template escaping.
 package inspector
 
 import (

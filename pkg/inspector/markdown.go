@@ -78,5 +78,6 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
-	"score": func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
+	"score":    func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
+	"markdown": renderMarkdown,
 }

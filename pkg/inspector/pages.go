@@ -42,6 +42,7 @@ func (in *Inspector) routes() {
 	m.HandleFunc("POST /ui/t/{tenant}/u/{user}/policy/rollback", in.rollback)
 	m.HandleFunc("GET /ui/t/{tenant}/u/{user}/search", in.search)
 	m.HandleFunc("GET /ui/dlq", in.dlq)
+	m.HandleFunc("GET /ui/dlq/{seq}/payload", in.payload)
 	m.HandleFunc("POST /ui/dlq/replay", in.replay)
 	m.HandleFunc("GET /ui/tail", in.tail)
 	m.HandleFunc("GET /ui/tail/events", in.tailEvents)
@@ -121,19 +122,48 @@ func crumbs(n docstore.Namespace, more ...crumb) []crumb {
 	return append(c, more...)
 }
 
-// directory is what the event stream knows of tenants, users and sessions: the
-// subjects mem.<tenant>.obs|ended.<user>.<session>.
-type directory map[string]map[string]map[string]uint64 // tenant → user → session → events
+// directory is every tenant and user with memory of any kind, and the sessions
+// of each: tenants are those of the event stream's subjects
+// (mem.<tenant>.obs|ended.<user>.<session>) and of the DocStore (a tenant
+// brought in by import may have no events); users are those of the subjects, of
+// the DocStore (append, MCP) and of the vector store. Names that are not valid
+// ids (a raw publish on mem.acme.obs.*.s1) are never listed: they are kept in
+// Invalid, for the page to say so.
+type directory struct {
+	Tenants map[string]map[string]map[string]uint64 // tenant → user → session → events
+	Invalid []string
+}
 
-func (in *Inspector) directory(ctx context.Context, tenant string) (directory, error) {
+func (d *directory) add(tenant, user string) bool {
+	for _, id := range [][2]string{{"tenant", tenant}, {"user", user}} {
+		if id[1] == "" {
+			continue
+		}
+		if err := events.ValidateID(id[0], id[1]); err != nil {
+			d.Invalid = append(d.Invalid, err.Error())
+			return false
+		}
+	}
+	if d.Tenants[tenant] == nil {
+		d.Tenants[tenant] = map[string]map[string]uint64{}
+	}
+	if user != "" && d.Tenants[tenant][user] == nil {
+		d.Tenants[tenant][user] = map[string]uint64{}
+	}
+	return true
+}
+
+// directory lists tenant ("" for every tenant).
+func (in *Inspector) directory(ctx context.Context, tenant string) (*directory, error) {
 	st, err := in.deps.JS.Stream(ctx, in.cfg.EventStream)
 	if err != nil {
 		return nil, fmt.Errorf("event stream %s: %w", in.cfg.EventStream, err)
 	}
-	dir := directory{}
+	dir := &directory{Tenants: map[string]map[string]map[string]uint64{}}
 	t := "*"
 	if tenant != "" {
 		t = tenant
+		dir.add(tenant, "")
 	}
 	for _, kind := range []string{"obs", "ended"} {
 		info, err := st.Info(ctx, jetstream.WithSubjectFilter("mem."+t+"."+kind+".*.*"))
@@ -141,22 +171,39 @@ func (in *Inspector) directory(ctx context.Context, tenant string) (directory, e
 			return nil, fmt.Errorf("event stream %s subjects: %w", in.cfg.EventStream, err)
 		}
 		for subject, n := range info.State.Subjects {
-			// A subject stored before ingest dead-lettered it may hold a token
-			// that is no id ("mem.acme.obs.*.s1"): it names no user to list.
-			sub, err := events.ParseSubject(subject)
-			if err != nil {
-				in.logger.Warn("stream subject names no valid user; not listed", zap.String("subject", subject), zap.Error(err))
+			p := strings.Split(subject, ".")
+			if len(p) != 5 || !dir.add(p[1], p[3]) {
 				continue
 			}
-			if dir[sub.Tenant] == nil {
-				dir[sub.Tenant] = map[string]map[string]uint64{}
+			if events.ValidateID("session", p[4]) != nil {
+				dir.Invalid = append(dir.Invalid, fmt.Sprintf("session %q on %s", p[4], subject))
+				continue
 			}
-			if dir[sub.Tenant][sub.User] == nil {
-				dir[sub.Tenant][sub.User] = map[string]uint64{}
-			}
-			dir[sub.Tenant][sub.User][sub.Session] += n
+			dir.Tenants[p[1]][p[3]][p[4]] += n
 		}
 	}
+	if tenant == "" {
+		tenants, err := in.deps.Docs.Tenants(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tenants {
+			dir.add(t, "")
+		}
+	}
+	for t := range dir.Tenants {
+		for _, users := range []func(context.Context, string) ([]string, error){in.deps.Docs.Users, in.deps.Vectors.Users} {
+			list, err := users(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("users of %s: %w", t, err)
+			}
+			for _, u := range list {
+				dir.add(t, u)
+			}
+		}
+	}
+	slices.Sort(dir.Invalid)
+	dir.Invalid = slices.Compact(dir.Invalid)
 	return dir, nil
 }
 
@@ -174,17 +221,23 @@ type tenantRow struct {
 	Users []string
 }
 
+// listing is a list of tenants, and the names left out of it as invalid.
+type listing struct {
+	Tenants []tenantRow
+	Invalid []string
+}
+
 func (in *Inspector) index(w http.ResponseWriter, r *http.Request) {
 	dir, err := in.directory(r.Context(), "")
 	if err != nil {
 		in.fail(w, r, err)
 		return
 	}
-	var rows []tenantRow
-	for _, t := range sortedKeys(dir) {
-		rows = append(rows, tenantRow{Name: t, Users: sortedKeys(dir[t])})
+	d := listing{Invalid: dir.Invalid}
+	for _, t := range sortedKeys(dir.Tenants) {
+		d.Tenants = append(d.Tenants, tenantRow{Name: t, Users: sortedKeys(dir.Tenants[t])})
 	}
-	in.render(w, "index", page{Title: "agentmem inspector", Crumbs: []crumb{{"tenants", "/ui/"}}, Data: rows})
+	in.render(w, "index", page{Title: "agentmem inspector", Crumbs: []crumb{{"tenants", "/ui/"}}, Data: d})
 }
 
 func (in *Inspector) tenant(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +251,8 @@ func (in *Inspector) tenant(w http.ResponseWriter, r *http.Request) {
 		in.fail(w, r, err)
 		return
 	}
-	in.render(w, "tenant", page{Title: "tenant " + n.Tenant, Crumbs: crumbs(n), Data: tenantRow{Name: n.Tenant, Users: sortedKeys(dir[n.Tenant])}})
+	in.render(w, "tenant", page{Title: "tenant " + n.Tenant, Crumbs: crumbs(n),
+		Data: listing{Tenants: []tenantRow{{Name: n.Tenant, Users: sortedKeys(dir.Tenants[n.Tenant])}}, Invalid: dir.Invalid}})
 }
 
 type fileLink struct{ Name, URL string }
@@ -248,7 +302,7 @@ func (in *Inspector) user(w http.ResponseWriter, r *http.Request) {
 		in.fail(w, r, err)
 		return
 	}
-	sessions := dir[n.Tenant][n.User]
+	sessions := dir.Tenants[n.Tenant][n.User]
 	for _, s := range sortedKeys(sessions) {
 		d.Sessions = append(d.Sessions, sessionRow{ID: s, Events: sessions[s]})
 	}
@@ -302,7 +356,15 @@ func (in *Inspector) memories(w http.ResponseWriter, r *http.Request) {
 			Hits: rec.HitCount, Confidence: rec.Confidence, URL: userURL(n) + "memory/" + rec.ID})
 	}
 	slices.SortFunc(rows, func(a, b memoryRow) int { return b.TS.Compare(a.TS) })
-	in.render(w, "memories", page{Title: "memories of " + n.User, Crumbs: crumbs(n, crumb{"memories", ""}), Data: rows})
+	// Only some memories carry a confidence (a semantic fact's); a column of
+	// zeros would say nothing.
+	d := memoriesData{Rows: rows, Confidence: slices.ContainsFunc(rows, func(m memoryRow) bool { return m.Confidence != 0 })}
+	in.render(w, "memories", page{Title: "memories of " + n.User, Crumbs: crumbs(n, crumb{"memories", ""}), Data: d})
+}
+
+type memoriesData struct {
+	Rows       []memoryRow
+	Confidence bool
 }
 
 type provenance struct {
@@ -354,9 +416,23 @@ func (in *Inspector) memory(w http.ResponseWriter, r *http.Request) {
 	if h, err := cl.History(r.Context(), events.HistoryRequest{UserID: n.User, ID: id}); err != nil {
 		d.HistErr = err.Error()
 	} else {
-		d.History = h.Changes
+		d.History = withCreated(h.Changes, m, d.Statement)
 	}
 	in.render(w, "memory", page{Title: "memory " + id, Crumbs: crumbs(n, crumb{"memories", userURL(n) + "memories"}, crumb{id, ""}), Data: d})
+}
+
+// withCreated is a memory's history led by its creation: a memory the pipeline
+// wrote from observations (ingest, extraction) has no "add" in its log, so its
+// creation is told from the memory itself.
+func withCreated(changes []events.Change, m events.Memory, statement string) []events.Change {
+	if len(changes) > 0 && changes[0].Op == "add" {
+		return changes
+	}
+	created := events.Change{TS: m.TS, Op: "created", Text: statement}
+	if m.ChatID != "" {
+		created.Op = "created from session " + m.ChatID
+	}
+	return append([]events.Change{created}, changes...)
 }
 
 type timelineRow struct {
@@ -515,11 +591,15 @@ type section struct {
 	Tokens int
 	Items  []events.PackItem
 	Texts  []string
+	// Markdown: the items are Markdown files or parts of them, shown as blocks
+	// (headings, entries, lines) rather than run together.
+	Markdown bool
 }
 
 type searchData struct {
 	Base, Query string
 	Sections    []section
+	Empty       []string
 	Total       int
 	Prompt      string
 	Results     []events.SearchResult
@@ -546,7 +626,15 @@ func (in *Inspector) search(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			d.Err = err.Error()
 		} else {
-			d.Sections, d.Total, d.Prompt = packSections(pack), pack.TokenEstimate, pack.Prompt
+			d.Total, d.Prompt = pack.TokenEstimate, pack.Prompt
+			// Empty sections are named in one line, not shown one by one.
+			for _, sec := range packSections(pack) {
+				if len(sec.Items) == 0 && len(sec.Texts) == 0 {
+					d.Empty = append(d.Empty, sec.Name)
+				} else {
+					d.Sections = append(d.Sections, sec)
+				}
+			}
 		}
 		if rep, err := cl.Search(r.Context(), events.SearchRequest{UserID: n.User, Query: d.Query}); err == nil {
 			d.Results = rep.Results
@@ -556,8 +644,8 @@ func (in *Inspector) search(w http.ResponseWriter, r *http.Request) {
 }
 
 func packSections(p events.ContextPack) []section {
-	items := func(name string, list []events.PackItem) section {
-		s := section{Name: name, Items: list}
+	items := func(name string, list []events.PackItem, markdown bool) section {
+		s := section{Name: name, Items: list, Markdown: markdown}
 		for _, it := range list {
 			s.Tokens += tokens(it.Text)
 		}
@@ -577,8 +665,8 @@ func packSections(p events.ContextPack) []section {
 	}
 	out := []section{
 		memItems("persona", p.Persona), memItems("user profile", p.UserProfile), memItems("session items", p.SessionItems),
-		items("core (MEMORY.md)", core), items("topics", p.Topics), items("chunks", p.Chunks), items("daily notes", p.DailyNotes),
-		items("episodic", p.EpisodicItems), items("semantic", p.SemanticItems),
+		items("core (MEMORY.md)", core, true), items("topics", p.Topics, true), items("chunks", p.Chunks, true), items("daily notes", p.DailyNotes, true),
+		items("episodic", p.EpisodicItems, false), items("semantic", p.SemanticItems, false),
 	}
 	recent := section{Name: "recent events"}
 	for _, e := range p.RecentEvents {
@@ -601,8 +689,14 @@ type dlqData struct {
 
 type deadLetter struct {
 	bus.DeadLetter
-	Payload string
+	// Head is the start of the payload; Full is set when that is not all of it.
+	Head string
+	Full bool
 }
+
+// payloadHead is how much of a payload the dead-letter list shows; the whole
+// payload (up to the event size limit) has a page of its own.
+const payloadHead = 512
 
 func (in *Inspector) dlq(w http.ResponseWriter, r *http.Request) {
 	dls, err := bus.ListDeadLetters(r.Context(), in.deps.JS, in.cfg.DLQStream, in.cfg.ListLimit)
@@ -612,43 +706,69 @@ func (in *Inspector) dlq(w http.ResponseWriter, r *http.Request) {
 	}
 	d := dlqData{}
 	for i := len(dls) - 1; i >= 0; i-- {
-		d.Letters = append(d.Letters, deadLetter{DeadLetter: dls[i], Payload: string(dls[i].Data)})
+		dl := deadLetter{DeadLetter: dls[i], Head: string(dls[i].Data)}
+		if len(dls[i].Data) > payloadHead {
+			cut := payloadHead
+			for cut > 0 && !utf8.RuneStart(dls[i].Data[cut]) {
+				cut--
+			}
+			dl.Head, dl.Full = string(dls[i].Data[:cut])+"…", true
+		}
+		d.Letters = append(d.Letters, dl)
 	}
 	in.render(w, "dlq", page{Title: "dead letters", Crumbs: []crumb{{"tenants", "/ui/"}, {"dead letters", ""}}, Flash: r.URL.Query().Get("flash"), Data: d})
 }
 
-func (in *Inspector) replay(w http.ResponseWriter, r *http.Request) {
-	seq, err := strconv.ParseUint(r.FormValue("seq"), 10, 64)
+// deadLetter reads the dead letter at seq of the dead-letter stream.
+func (in *Inspector) deadLetter(ctx context.Context, seqText string) (bus.DeadLetter, error) {
+	seq, err := strconv.ParseUint(seqText, 10, 64)
 	if err != nil {
-		in.fail(w, r, fmt.Errorf("%w: seq %q: %w", errBadInput, r.FormValue("seq"), err))
-		return
+		return bus.DeadLetter{}, fmt.Errorf("%w: seq %q: %w", errBadInput, seqText, err)
 	}
-	st, err := in.deps.JS.Stream(r.Context(), in.cfg.DLQStream)
+	st, err := in.deps.JS.Stream(ctx, in.cfg.DLQStream)
 	if err != nil {
-		in.fail(w, r, fmt.Errorf("dead-letter stream: %w", err))
-		return
+		return bus.DeadLetter{}, fmt.Errorf("dead-letter stream: %w", err)
 	}
-	raw, err := st.GetMsg(r.Context(), seq)
+	raw, err := st.GetMsg(ctx, seq)
 	if err != nil {
-		in.fail(w, r, fmt.Errorf("dead letter %d: %w", seq, err))
-		return
+		return bus.DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, err)
 	}
-	dls, err := bus.ListDeadLetters(r.Context(), in.deps.JS, in.cfg.DLQStream, int(min(raw.Sequence, uint64(events.MaxLimit))))
+	dls, err := bus.ListDeadLetters(ctx, in.deps.JS, in.cfg.DLQStream, int(min(raw.Sequence, uint64(events.MaxLimit))))
+	if err != nil {
+		return bus.DeadLetter{}, err
+	}
+	i := slices.IndexFunc(dls, func(d bus.DeadLetter) bool { return d.Seq == seq })
+	if i < 0 {
+		return bus.DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, jetstream.ErrMsgNotFound)
+	}
+	return dls[i], nil
+}
+
+// payload serves a dead letter's whole payload as plain text: never as HTML,
+// whatever it holds.
+func (in *Inspector) payload(w http.ResponseWriter, r *http.Request) {
+	dl, err := in.deadLetter(r.Context(), r.PathValue("seq"))
 	if err != nil {
 		in.fail(w, r, err)
 		return
 	}
-	i := slices.IndexFunc(dls, func(d bus.DeadLetter) bool { return d.Seq == seq })
-	if i < 0 {
-		in.fail(w, r, fmt.Errorf("dead letter %d: %w", seq, jetstream.ErrMsgNotFound))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(dl.Data)
+}
+
+func (in *Inspector) replay(w http.ResponseWriter, r *http.Request) {
+	dl, err := in.deadLetter(r.Context(), r.FormValue("seq"))
+	if err != nil {
+		in.fail(w, r, err)
 		return
 	}
-	if err := bus.ReplayDeadLetter(r.Context(), in.deps.JS, dls[i]); err != nil {
-		in.fail(w, r, fmt.Errorf("replay %d: %w", seq, err))
+	if err := bus.ReplayDeadLetter(r.Context(), in.deps.JS, dl); err != nil {
+		in.fail(w, r, fmt.Errorf("replay %d: %w", dl.Seq, err))
 		return
 	}
-	in.logger.Info("dead letter replayed", zap.Uint64("seq", seq), zap.String("subject", dls[i].Subject))
-	http.Redirect(w, r, "/ui/dlq?flash="+url.QueryEscape(fmt.Sprintf("Replayed dead letter %d to %s.", seq, dls[i].Subject)), http.StatusSeeOther)
+	in.logger.Info("dead letter replayed", zap.Uint64("seq", dl.Seq), zap.String("subject", dl.Subject))
+	http.Redirect(w, r, "/ui/dlq?flash="+url.QueryEscape(fmt.Sprintf("Replayed dead letter %d to %s.", dl.Seq, dl.Subject)), http.StatusSeeOther)
 }
 
 func pretty(v any) string {

@@ -296,7 +296,7 @@ func TestPropertyRuleCompressorLosesNoKeyTokenAndNeverGrows(t *testing.T) {
 			cat := rapid.SampledFrom([]markdown.Category{markdown.CategoryGeneral, markdown.CategoryErrorSolution}).Draw(rt, "cat")
 			if rapid.IntRange(0, 5).Draw(rt, "kind") == 0 {
 				// Few days: sections of one day restate each other too.
-				doc = markdown.AppendBlock(doc, markdown.FormatLongTerm(start.AddDate(0, 0, rapid.IntRange(0, 2).Draw(rt, "day")), content))
+				doc = markdown.AppendBlock(doc, legacySection(start.AddDate(0, 0, rapid.IntRange(0, 2).Draw(rt, "day")), content))
 			} else {
 				doc = markdown.AppendBlock(doc, markdown.FormatEntry(markdown.Entry{Time: start.Add(time.Duration(i) * time.Hour), Category: cat, Content: content}))
 			}
@@ -317,6 +317,16 @@ func TestPropertyRuleCompressorLosesNoKeyTokenAndNeverGrows(t *testing.T) {
 	})
 }
 
+// legacySection is a long-term section as memory_append wrote it before it
+// wrote entries (SPEC A9): files holding them are still compressed.
+func legacySection(day time.Time, content string) string {
+	heading := "## " + day.UTC().Format(time.DateOnly) + "\n"
+	if c := markdown.SanitizeContent(content); c != "" {
+		return heading + "\n" + c + "\n"
+	}
+	return heading
+}
+
 // Repeats merge into the newest: an entry whose tokens only KeyTokens sees
 // ("0" of "0xd6", a name next to CJK text), and a section restated the same
 // day; a section of another day stays (its date would be lost).
@@ -326,10 +336,10 @@ func TestRuleCompressorMergesRestatements(t *testing.T) {
 	doc := ""
 	for _, b := range []string{
 		markdown.FormatEntry(markdown.Entry{Time: t0, Category: markdown.CategoryErrorSolution, Content: cjk}),
-		markdown.FormatLongTerm(t0, "The weekly sync with finance is every Tuesday at 10:00."),
-		markdown.FormatLongTerm(t0.AddDate(0, 0, -1), "The weekly sync with finance is every Tuesday at 10:00."),
+		legacySection(t0, "The weekly sync with finance is every Tuesday at 10:00."),
+		legacySection(t0.AddDate(0, 0, -1), "The weekly sync with finance is every Tuesday at 10:00."),
 		markdown.FormatEntry(markdown.Entry{Time: t0.AddDate(0, 0, 7), Category: markdown.CategoryErrorSolution, Content: cjk}),
-		markdown.FormatLongTerm(t0, "The weekly sync with finance is every Tuesday at 10:00 in room B12."),
+		legacySection(t0, "The weekly sync with finance is every Tuesday at 10:00 in room B12."),
 	} {
 		doc = markdown.AppendBlock(doc, b)
 	}

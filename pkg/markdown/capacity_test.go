@@ -130,7 +130,7 @@ func TestPropertySplitBlocksTilesTheDocument(t *testing.T) {
 		doc := rapid.SampledFrom([]string{"", "# Title\n\n", "note\n"}).Draw(t, "preamble")
 		for i := range rapid.IntRange(0, 6).Draw(t, "n") {
 			if rapid.Bool().Draw(t, "section") {
-				doc = AppendBlock(doc, FormatLongTerm(time.Date(2025, 1, 1+i, 0, 0, 0, 0, time.UTC), rapid.StringMatching(`[a-z ]{1,20}`).Draw(t, "text")))
+				doc = AppendBlock(doc, legacySection(time.Date(2025, 1, 1+i, 0, 0, 0, 0, time.UTC), rapid.StringMatching(`[a-z ]{1,20}`).Draw(t, "text")))
 			} else {
 				doc = AppendBlock(doc, FormatEntry(Entry{Time: time.Date(2025, 1, 1+i, 10, 0, 0, 0, time.UTC), Category: CategoryGeneral, Content: rapid.StringMatching(`[a-z]{1,20}`).Draw(t, "content")}))
 			}

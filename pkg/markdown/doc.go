@@ -51,13 +51,23 @@
 // line number. Everything outside entries (titles, human notes, "## YYYY-MM-DD"
 // sections, stray "---" rules) is ignored.
 //
-// # Long-term sections and daily notes (SPEC A9)
+// # Long-term appends and daily notes (SPEC A9)
 //
-// memory_append(slot=long_term) appends FormatLongTerm's section to MEMORY.md:
+// memory_append(slot=long_term) appends FormatLongTerm's block to MEMORY.md: an
+// entry of category general, so MEMORY.md has one format, A6 entries, whether the
+// extractor or an agent wrote it:
 //
-//	## 2025-01-15
+//	### [2025-01-15 14:30] general
 //
 //	The team's fiscal year starts in April.
+//
+//	---
+//
+// Files written before that hold long-term sections instead, "## YYYY-MM-DD", a
+// blank line and the content up to the next heading. They are still read: the
+// core head, chunks and capacity trimming treat a section as a block of its own,
+// the way they treat an entry; ParseEntries, which lists entries, skips them as
+// it skips any text outside entries, without an error.
 //
 // memory_append(slot=today) appends FormatDailyNote's item to the note named by
 // DailyNoteName, e.g. "202501/20250115.md"; ParseDailyNote reads the items back:

@@ -39,9 +39,11 @@ func ExampleAppendBlock() {
 	// Output:
 	// # Memory
 	//
-	// ## 2025-01-15
+	// ### [2025-01-15 14:30] general
 	//
 	// Fiscal year starts in April.
+	//
+	// ---
 	// 202501/20250115.md
 	// ### 14:30
 	//

@@ -30,12 +30,12 @@ func AppendBlock(doc, block string) string {
 	return doc + block
 }
 
-// FormatLongTerm renders a long-term memory section (SPEC A9): "## YYYY-MM-DD" (the UTC
-// date of day), a blank line, content as SanitizeContent makes it (no heading or
-// "---" line of its own), and a line ending; just the heading line when content is
-// blank. Append it with AppendBlock.
-func FormatLongTerm(day time.Time, content string) string {
-	return formatItem("## "+day.UTC().Format(dayLayout), content)
+// FormatLongTerm renders what memory_append(slot=long_term) appends to MEMORY.md
+// (SPEC A9): content as an entry of category general at time at (SPEC A6), so
+// MEMORY.md holds one format whoever writes it, and ParseEntries reads appended
+// content back like extracted content. Append it with AppendBlock.
+func FormatLongTerm(at time.Time, content string) string {
+	return FormatEntry(Entry{Time: at, Category: CategoryGeneral, Content: content})
 }
 
 // DailyNoteName returns the daily note's path for the UTC date of day:

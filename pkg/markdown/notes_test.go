@@ -9,14 +9,29 @@ import (
 	"pgregory.net/rapid"
 )
 
+// legacySection is a long-term section as memory_append wrote it before it wrote
+// entries: files holding them are still read.
+func legacySection(day time.Time, content string) string {
+	return formatItem("## "+day.UTC().Format(dayLayout), content)
+}
+
 func TestFormatLongTermAndAppend(t *testing.T) {
 	day := time.Date(2025, 1, 15, 23, 30, 0, 0, time.FixedZone("EST", -5*3600)) // 2025-01-16 in UTC
 	sec := FormatLongTerm(day, "\n  fiscal year starts in April  \n\n")
-	if want := "## 2025-01-16\n\n  fiscal year starts in April  \n"; sec != want {
+	if want := "### [2025-01-16 04:30] general\n\n  fiscal year starts in April  \n\n---\n"; sec != want {
 		t.Errorf("FormatLongTerm = %q, want %q", sec, want)
 	}
-	if got := FormatLongTerm(day, " \n"); got != "## 2025-01-16\n" {
-		t.Errorf("FormatLongTerm with blank content = %q", got)
+	// One format: what append writes parses back as the entry it is, next to
+	// the extractor's entries and the sections of older files.
+	doc := AppendBlock(AppendBlock(FormatEntry(Entry{Time: day, Category: CategoryUserPref, Content: "dark charts"}),
+		legacySection(day, "an old section")), sec)
+	entries, errs := ParseEntries(doc)
+	if len(errs) != 0 || len(entries) != 2 || entries[1].Category != CategoryGeneral || entries[1].Content != "  fiscal year starts in April  " ||
+		!entries[1].Time.Equal(time.Date(2025, 1, 16, 4, 30, 0, 0, time.UTC)) || entries[0].Content != "dark charts" {
+		t.Errorf("ParseEntries of extracted, legacy and appended blocks = %+v, %v\n%s", entries, errs, doc)
+	}
+	if _, blocks := SplitBlocks(doc); len(blocks) != 3 || !strings.HasPrefix(blocks[1].Text, "## 2025-01-16") || !blocks[2].IsEntry {
+		t.Errorf("blocks of extracted, legacy and appended content: %+v", blocks)
 	}
 	tests := []struct{ name, doc, want string }{
 		{"empty doc", "", sec},
@@ -126,13 +141,18 @@ func TestPropertyAppendedContentCannotForgeStructure(t *testing.T) {
 		if len(items) != 1 || !items[0].Time.Equal(at) || items[0].Content != SanitizeContent(content) {
 			t.Fatalf("ParseDailyNote(FormatDailyNote(%q)) = %+v; want one item at %v with %q", content, items, at, SanitizeContent(content))
 		}
-		doc := AppendBlock(FormatEntry(Entry{Time: at, Category: CategoryGeneral, Content: "kept"}), FormatLongTerm(day, content))
+		doc := AppendBlock(FormatEntry(Entry{Time: at, Category: CategoryGeneral, Content: "kept"}), legacySection(day, content))
 		entries, errs := ParseEntries(doc)
 		if len(entries) != 1 || len(errs) != 0 {
 			t.Fatalf("a long-term section of %q changed the entries: %+v, %v\ndoc:\n%s", content, entries, errs, doc)
 		}
 		if n := strings.Count("\n"+doc, "\n## "); n != 1 {
 			t.Fatalf("a long-term section of %q has %d section headings\ndoc:\n%s", content, n, doc)
+		}
+		doc = AppendBlock(doc, FormatLongTerm(at, content))
+		entries, errs = ParseEntries(doc)
+		if len(entries) != 2 || len(errs) != 0 || entries[1].Content != SanitizeContent(content) || entries[1].Category != CategoryGeneral {
+			t.Fatalf("a long-term append of %q is not one general entry: %+v, %v\ndoc:\n%s", content, entries, errs, doc)
 		}
 	})
 }

@@ -704,7 +704,7 @@ func TestAppendSlots(t *testing.T) { // SPEC A9
 	must(t, err)
 	note, err := r.docs.ReadFile(context.Background(), ns, today.File)
 	must(t, err)
-	if !strings.Contains(string(mem), "## 2026-11-22") || !strings.Contains(string(mem), "Uses the blue template.") || !strings.Contains(string(note), "Prefers bar charts.") {
+	if !strings.Contains(string(mem), "### [2026-11-22 ") || !strings.Contains(string(mem), "] general\n\nUses the blue template.\n\n---\n") || !strings.Contains(string(note), "Prefers bar charts.") {
 		t.Fatalf("MEMORY.md %q, note %q", mem, note)
 	}
 	failed(t, r.call(events.EndpointAppend, events.AppendRequest{UserID: "u1", Content: "x", Slot: "forever"}), events.RPCCodeBadRequest)

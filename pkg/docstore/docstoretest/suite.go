@@ -588,11 +588,12 @@ func testLongTermAppend(t *testing.T, b docstore.Backend) {
 	if !strings.HasPrefix(doc, before) || i < len(before) || j < i+len(first) {
 		t.Fatalf("long-term appends must follow the existing content in order; MEMORY.md:\n%s", doc)
 	}
-	if !strings.Contains(first, "## 2026-11-23") || !strings.Contains(second, "## 2026-11-24") {
-		t.Fatalf("long-term blocks lack their date headings: %q, %q", first, second)
-	}
-	if got := parseFile(t, s, ns, docstore.MemoryFile); !sameEntries(got, []markdown.Entry{e}) {
-		t.Fatalf("entries after long-term appends: %v", got)
+	// One format in MEMORY.md: a long-term append is an entry of category
+	// general, dated, beside the extractor's.
+	appended := []markdown.Entry{e, {Time: day1, Category: markdown.CategoryGeneral, Content: "Prefers metric units."},
+		{Time: clk.Now(), Category: markdown.CategoryGeneral, Content: "Moved to Lisbon."}}
+	if got := parseFile(t, s, ns, docstore.MemoryFile); !sameEntries(got, appended) {
+		t.Fatalf("entries after long-term appends: %v, want %v", got, appended)
 	}
 	mustErrorIs(t, s.AppendLongTerm(ctx, ns, " \n"), docstore.ErrInvalidContent, "AppendLongTerm of nothing")
 	if readString(t, s, ns, docstore.MemoryFile) != doc {
@@ -924,7 +925,7 @@ func testReadIfChangedSeesEveryWrite(t *testing.T, b docstore.Backend) {
 
 // testPutFileUsersDeleteNamespace checks the export/import/forget primitives:
 // PutFile restores bytes exactly (also in chunks), Users lists the namespaces of
-// a tenant, DeleteNamespace leaves nothing of one namespace and every other.
+// a tenant, Tenants the tenants, DeleteNamespace leaves nothing of one namespace and every other.
 func testPutFileUsersDeleteNamespace(t *testing.T, b docstore.Backend) {
 	ctx := context.Background()
 	clk := NewClock()
@@ -957,6 +958,9 @@ func testPutFileUsersDeleteNamespace(t *testing.T, b docstore.Backend) {
 	users, err := s.Users(ctx, ns.Tenant)
 	if err != nil || !slices.Equal(users, []string{ns.User, other.User}) {
 		t.Fatalf("Users = %v, %v", users, err)
+	}
+	if tenants, err := s.Tenants(ctx); err != nil || !slices.Equal(tenants, []string{ns.Tenant, elsewhere.Tenant}) {
+		t.Fatalf("Tenants = %v, %v; want %s and %s", tenants, err, ns.Tenant, elsewhere.Tenant)
 	}
 	files, err := s.Files(ctx, ns)
 	if err != nil {
