@@ -26,6 +26,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/extract"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
@@ -497,6 +498,12 @@ func readExtractions(ctx context.Context, js jetstream.JetStream, sessions []*se
 	if err != nil {
 		return nil, err
 	}
+	// The extraction states are sealed with each user's key (forget erases it).
+	ring, err := kvcas.NewKeyring(ctx, js, kvcas.KeyringConfig{})
+	if err != nil {
+		return nil, err
+	}
+	kv = kvcas.Sealed(kv, ring, kvcas.OwnerAt(0))
 	out := map[string]string{}
 	for _, ss := range sessions {
 		e, err := kv.Get(ctx, tenant+"."+ss.user+"."+ss.id)

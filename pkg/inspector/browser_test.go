@@ -558,6 +558,7 @@ func TestTenantPageListsNoInvalidUser(t *testing.T) {
 	apptest.WaitIdle(t, stack)
 	r := httptest.NewRequest("GET", "/ui/t/acme/", nil)
 	r.RemoteAddr = "127.0.0.1:5000"
+	r.Host = "127.0.0.1:9090"
 	w := httptest.NewRecorder()
 	in.ServeHTTP(w, r)
 	body := w.Body.String()
