@@ -72,7 +72,7 @@ func (s *session) observe(m Message) {
 		if role == RoleAssistant {
 			continue // an assistant's echo of the user's facts is no new evidence
 		}
-		s.observeFiles(sent.text)
+		s.observeFiles(sent.text, role == RoleUser)
 		if role == RoleUser && !sent.code {
 			s.observeStatement(sent.text)
 		}
