@@ -48,3 +48,32 @@ func TestRuleDeciderRememberJapaneseKorean(t *testing.T) {
 		}
 	}
 }
+
+// A short agreement with the assistant's statement or yes-no question about the
+// user makes it the user's statement; agreeing to an offer, or a yes to a
+// question about something else, keeps nothing (issue 29 item 6).
+func TestRuleDeciderAgreementMakesTheStatementTheUsers(t *testing.T) {
+	for _, tc := range []struct{ assistant, reply, thing string }{
+		{"Got it. So your fiscal year starts in April, right?", "Yes, exactly.", "My fiscal year starts in April."},
+		{"You're based in Munich?", "yep", "I'm based in Munich."},
+		{"Do you use Poetry for dependency management?", "That's right", "I use Poetry for dependency management."},
+		{"Ihr Geschäftsjahr beginnt also im April, richtig?", "Ja genau.", "User confirmed: Ihr Geschäftsjahr beginnt also im April."},
+		{"你的报表每周一发给财务部，对吧？", "对", "User confirmed: 你的报表每周一发给财务部."},
+	} {
+		ep := decideUser(t, tc.reply, "user", "Let me tell you about my setup.", "assistant", tc.assistant)
+		if !ep.Write || ep.Reason != ReasonAgreement || ep.Thing != tc.thing {
+			t.Errorf("%q / %q: write %v, reason %q, thing %q; want %q", tc.assistant, tc.reply, ep.Write, ep.Reason, ep.Thing, tc.thing)
+		}
+	}
+	for _, tc := range []struct{ assistant, reply string }{
+		{"Shall I plot the revenue as a bar chart?", "Yes"},
+		{"Do you want me to email the report to your manager?", "yes please"},
+		{"Soll ich die Tabelle nach Datum sortieren?", "Ja"},
+		{"The capital of Australia is Canberra.", "Right"},
+		{"So your fiscal year starts in April, right?", "No, in July."},
+	} {
+		if ep := decideUser(t, tc.reply, "assistant", tc.assistant); ep.Reason == ReasonAgreement {
+			t.Errorf("%q / %q kept %q as the user's statement", tc.assistant, tc.reply, ep.Thing)
+		}
+	}
+}
