@@ -67,8 +67,9 @@ func TestRuleDeciderAgreementMakesTheStatementTheUsers(t *testing.T) {
 	}
 	for _, tc := range []struct{ assistant, reply string }{
 		{"Shall I plot the revenue as a bar chart?", "Yes"},
-		{"Do you want me to email the report to your manager?", "yes please"},
-		{"Soll ich die Tabelle nach Datum sortieren?", "Ja"},
+		{"Do you want me to email the report to your manager?", "yes"},
+		{"Would you like me to round your totals to two decimals?", "Yes, exactly"},
+		{"Soll ich Ihre Tabelle nach Datum sortieren?", "Ja"},
 		{"The capital of Australia is Canberra.", "Right"},
 		{"So your fiscal year starts in April, right?", "No, in July."},
 	} {
