@@ -2,6 +2,7 @@ package extract_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentmem/agentmem/pkg/markdown"
@@ -34,6 +35,34 @@ func TestRulesRejectedSuggestionKeepsTheAlternative(t *testing.T) {
 	} {
 		if got := ofCategory(rulesExtract(t, conv("user", "Chart the monthly revenue.", "assistant", tc.assistant, "user", tc.user)), markdown.CategoryUserPref); len(got) != 0 {
 			t.Errorf("%q / %q kept %q as a preference", tc.assistant, tc.user, got)
+		}
+	}
+}
+
+// An assistant's fix the user confirms worked, in any of the usual words, is
+// kept as the solution of the error, not only the error (issue 29 item 7).
+func TestRulesConfirmedFixIsTheSolution(t *testing.T) {
+	for _, tc := range []struct{ err, fix, confirm, wantFix string }{
+		{"KeyError: 'Date'", "Rename the column: df.rename(columns={'date': 'Date'}).", "Perfect, that did it.", "Rename the column"},
+		{"ModuleNotFoundError: No module named 'yaml'", "Install it with pip install pyyaml.", "Yep, runs fine now.", "pip install pyyaml"},
+		{"TypeError: unsupported operand type(s) for +: 'int' and 'str'", "Cast the column first: df['qty'].astype(int).", "Nice, no more errors.", "astype(int)"},
+		{"Error: connection refused on port 5432", "Start the database with docker compose up -d db.", "Fixed!", "docker compose up -d db"},
+		{"Fehler: Datei nicht gefunden", "Gib den vollen Pfad an: C:/daten/umsatz.xlsx.", "Danke, läuft.", "C:/daten/umsatz.xlsx"},
+		{"报错：UnicodeDecodeError", "读取时加上 encoding='gbk'。", "没有报错了，谢谢！", "encoding='gbk'"},
+		{"エラー: KeyError 'price'", "列名を 'Price' に変えてください。", "直りました！", "'Price'"},
+		{"에러: KeyError 'price'", "열 이름을 'Price'로 바꿔 보세요.", "해결됐어요, 고마워요.", "'Price'"},
+	} {
+		got := ofCategory(rulesExtract(t, conv("user", "Running the monthly script.", "tool", tc.err, "assistant", tc.fix, "user", tc.confirm)), markdown.CategoryErrorSolution)
+		if len(got) != 1 || !strings.Contains(got[0], "Fix: ") || !strings.Contains(got[0], tc.wantFix) {
+			t.Errorf("%q after %q: got %q, want one entry whose fix holds %q", tc.confirm, tc.fix, got, tc.wantFix)
+		}
+	}
+	// A confirmation that says the error is back, or a thanks for nothing in
+	// particular, solves nothing.
+	for _, confirm := range []string{"Still getting the same error.", "No more ideas? It fails again.", "还是报错。", "Thanks."} {
+		got := ofCategory(rulesExtract(t, conv("tool", "KeyError: 'Date'", "assistant", "Rename the column to Date.", "user", confirm)), markdown.CategoryErrorSolution)
+		if len(got) != 0 {
+			t.Errorf("%q kept %q as solved", confirm, got)
 		}
 	}
 }
