@@ -78,3 +78,18 @@ func TestRuleDeciderAgreementMakesTheStatementTheUsers(t *testing.T) {
 		}
 	}
 }
+
+// A written statement is capitalised as a sentence, but code opening it keeps
+// its case (issue 29 item 9).
+func TestRuleDeciderKeepsTheCaseOfCode(t *testing.T) {
+	for text, thing := range map[string]string{
+		"read_csv needs sep=';' for our exports":          "read_csv needs sep=';' for our exports.",
+		"kubectl -n prod is how we reach the cluster":     "kubectl -n prod is how we reach the cluster.",
+		"customers_q3.parquet holds the cleaned accounts": "customers_q3.parquet holds the cleaned accounts.",
+		"our deploys go through Argo CD":                  "Our deploys go through Argo CD.",
+	} {
+		if ep := decideUser(t, text); !ep.Write || ep.Thing != thing {
+			t.Errorf("%q: write %v, thing %q; want %q", text, ep.Write, ep.Thing, thing)
+		}
+	}
+}
