@@ -9,6 +9,10 @@
 //
 // # The rules
 //
+// Entries are tidied: single spaces, a capital first letter unless the first
+// word is code ("read_csv", "df.groupby", "kubectl -n prod", a word in
+// backticks keep their case; textnorm.UpperFirst).
+//
 // Rules reads English, and Chinese and German for the three structured categories
 // (files, preferences, errors; see "Chinese and German" below). It splits each
 // message into sentences (at line breaks, at . ! ? followed by a space, and at
@@ -35,6 +39,10 @@
 //   - sheet names: "sheets Jan, Feb and Mar", "a sheet called Summary", "the 'Q1 2024'
 //     sheet", "the Summary tab".
 //
+// A data file a user names (a file name with a data extension) is kept even when
+// nothing of its structure is said ("I saved it as customers_q3.parquet" gives
+// "customers_q3.parquet: a file the user works with, structure not stated"); a
+// file a tool names is not, since a listing names files nobody works with.
 // A fact belongs to the subject named closest before it in its sentence, else the
 // first one after it, else the subject in discussion, else "table". All facts about
 // one subject merge into one entry, such as
@@ -59,6 +67,15 @@
 // question ("I prefer bars, can you redo it?") is missed; one-off requests with a
 // strong marker ("use CSV format for this export") are taken as preferences.
 //
+// A suggestion turned down for an alternative: when the assistant suggests or
+// offers something (a question, "how about", "I'd suggest", "shall I", "soll
+// ich", "要不要", "ましょうか", "할까요") and the user's reply opens with a "no"
+// ("no", "nope", "nein", "不，", "いいえ、", "아니요,") followed by something named,
+// that alternative is the preference: "No, a stacked bar chart please" gives "A
+// stacked bar chart please (preferred to the assistant's suggestion)". The
+// suggestion is never kept; a "no" with nothing in its place ("no thanks, that's
+// fine"), a question, a negation or an error report gives nothing.
+//
 // Errors and fixes (error_solution). An error is a user or tool sentence with a
 // Traceback's exception line or a sign such as "KeyError", "Error:", "Exception",
 // "failed with", "not found", "I get an error", or an Excel error (#VALUE!, #REF!,
@@ -66,8 +83,10 @@
 // It is resolved by a user or assistant sentence stating the fix ("fixed it by …",
 // "the fix was …", "solved it by …", "it worked after …"), which may follow the error
 // in the same sentence, or by a user sentence confirming the assistant's last reply
-// ("that worked", "thanks, it works", "works now", "problem solved") without a
-// negation ("that didn't work" resolves nothing). The fix taken from an assistant
+// ("that worked", "thanks, it works", "works now", "runs fine now", "Fixed!",
+// "problem solved") without a negation ("that didn't work" resolves nothing),
+// or saying the error is gone ("no more errors", "kein Fehler mehr", "没有报错了",
+// "エラーが出なくなった", "에러가 안 나요") unless it is back ("still", "again"). The fix taken from an assistant
 // reply is the whole reply that was confirmed (the last one before the
 // confirmation: a suggestion the user rejected, "that didn't work", is replaced by
 // the next), its questions and pleasantries ("Sure!", "Hope this helps") left out,
@@ -104,7 +123,8 @@
 // one. Errors: the signs above, and 报错, 错误, 出错, 失败, "Fehler", "funktioniert
 // nicht", Excel's German #NV, #WERT!, #BEZUG!, #ZAHL!; confirmations 可以了, 好了,
 // 成功了, 解决了, "hat funktioniert", "hat geklappt", "klappt", "jetzt geht/läuft",
-// "Problem gelöst", not with a negation (不, 没, 还是; "nicht", "kein", "immer noch").
+// "Problem gelöst", "läuft", and in Japanese and Korean 直りました, 解決しました,
+// 해결됐어요, 잘 돼요, not with a negation (不, 没, 还是; "nicht", "kein", "immer noch").
 //
 // Everything else — greetings, thanks, questions without facts, small talk — gives
 // no entry.

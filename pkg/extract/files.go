@@ -142,6 +142,9 @@ func (f *fileFacts) content() string {
 		parts = append(parts, "sheets "+strings.Join(f.sheets, ", "))
 	}
 	if len(parts) == 0 {
+		if fileNameRe.MatchString(f.display) {
+			return f.display + ": a file the user works with, structure not stated"
+		}
 		return ""
 	}
 	return f.display + ": " + strings.Join(parts, "; ")
@@ -160,8 +163,18 @@ type fact struct {
 }
 
 // observeFiles records the file facts of one sentence of a user or tool message.
-func (s *session) observeFiles(sent string) {
+// A data file the user names is recorded even when the sentence says nothing of
+// its structure (issue 29: "I saved it as customers_q3.parquet" left no trace of
+// the file): its name is a pattern of the user's files. A tool's listing names
+// files the user may never have looked at, so it records only their facts.
+func (s *session) observeFiles(sent string, user bool) {
 	mentions := s.subjects(sent)
+	if user {
+		for _, loc := range fileNameRe.FindAllStringIndex(sent, -1) {
+			name := sent[loc[0]:loc[1]]
+			s.fileFor(subject{key: strings.ToLower(name), display: name})
+		}
+	}
 	for _, f := range fileFactsIn(sent) {
 		f.apply(s.fileFor(s.resolve(mentions, f.pos)))
 	}

@@ -3,6 +3,7 @@ package extract
 import (
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentmem/agentmem/pkg/markdown"
@@ -136,4 +137,58 @@ func (s *session) observeStatement(sent string) {
 	if isPreference(sent) {
 		s.add(markdown.CategoryUserPref, tidy(sent))
 	}
+}
+
+var (
+	// rejectRe: a reply that turns a suggestion down and goes on ("No, a bar
+	// chart please", "Nein, lieber Polars", "不，用柱状图", "いいえ、棒グラフで",
+	// "아니요, 막대 그래프로 해 주세요"); group 1 or 2 is what follows. A Chinese,
+	// Japanese or Korean "no" needs punctuation after it: "不错" is praise.
+	rejectRe = regexp.MustCompile(`(?i)^(?:no|nope|nah|not really|rather not|nein|nee|lieber nicht)\b[\s,.!:;\-–—]*(.+)$|^(?:不用|不要|不|别|いいえ|いや|아니요|아니|아뇨)[\s,，、.。!！]+(.+)$`)
+	// proposalRe: an assistant's suggestion or offer.
+	proposalRe = regexp.MustCompile(`(?i)\b(?:how about|what about|i (?:would |'d )?(?:suggest|recommend|propose)|you (?:could|might|may want to|should)|shall i|should i|want me to|would you like|let's|i can|soll ich|wie wäre|ich (?:würde|schlage)|sollen wir)\b|[?？]|我建议|建议|要不要|要我|可以用|ましょうか|どうですか|할까요|어때요|드릴까요`)
+)
+
+// proposes reports whether an assistant message suggests or offers something.
+func proposes(text string) bool { return proposalRe.MatchString(text) }
+
+// observeRejection keeps the alternative a user names when turning down the
+// assistant's suggestion (issue 29 item 8): "No, use Polars instead" after "How
+// about pandas?" is the preference, the suggestion is not. A rejection with
+// nothing in its place ("No, that didn't work", "no thanks"), a question or an
+// error report names no alternative; a sentence that is a preference on its own
+// is kept by the preference rule already.
+func (s *session) observeRejection(sent string) {
+	m := rejectRe.FindStringSubmatch(strings.TrimSpace(sent))
+	if m == nil {
+		return
+	}
+	alt := strings.TrimSpace(m[1] + m[2])
+	switch {
+	case isQuestion(alt), negationRe.MatchString(alt), persistsRe.MatchString(alt),
+		errorSignRe.MatchString(alt), errorSignOtherRe.MatchString(alt), isPreference(sent):
+		return
+	case utf8.RuneCountInString(alt) < 2, !namesAlternative(alt):
+		return
+	}
+	s.add(markdown.CategoryUserPref, tidy(strings.TrimRight(alt, ".!。！"))+" (preferred to the assistant's suggestion)")
+}
+
+// declineWords close a rejection without naming anything in its place ("no,
+// that's fine", "nein danke", "不用了，谢谢").
+var declineWords = setOf("fine", "thanks", "thank", "thx", "good", "worries", "need", "needed", "necessary",
+	"later", "sorry", "bye", "wait", "stop", "leave", "keep", "as", "is", "that's", "it's", "i'm", "alright",
+	"danke", "gut", "passt", "schon", "nicht", "nötig", "了", "谢谢", "算了", "没事", "好的")
+
+// namesAlternative reports whether the rest of a rejection names something: a
+// word that is neither empty (see meaningful) nor a polite close.
+func namesAlternative(alt string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToLower(alt), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\''
+	}) {
+		if !emptyWords[w] && !declineWords[w] {
+			return true
+		}
+	}
+	return false
 }

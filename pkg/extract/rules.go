@@ -53,6 +53,9 @@ type session struct {
 	files   map[string]*fileFacts // by subject key
 	current subject               // the file in discussion
 	errs    errorTracker
+	// proposal: the last message was an assistant's suggestion or offer, which
+	// the user's next message may turn down for an alternative.
+	proposal bool
 }
 
 func (s *session) observe(m Message) {
@@ -67,12 +70,17 @@ func (s *session) observe(m Message) {
 	if role == RoleAssistant && s.errs.pending != "" {
 		s.errs.suggested = m.Text
 	}
-	for _, sent := range sentences(m.Text) {
+	proposal := s.proposal
+	s.proposal = role == RoleAssistant && proposes(m.Text)
+	for i, sent := range sentences(m.Text) {
+		if i == 0 && role == RoleUser && proposal && !sent.code {
+			s.observeRejection(sent.text)
+		}
 		s.observeErrors(role, sent.text)
 		if role == RoleAssistant {
 			continue // an assistant's echo of the user's facts is no new evidence
 		}
-		s.observeFiles(sent.text)
+		s.observeFiles(sent.text, role == RoleUser)
 		if role == RoleUser && !sent.code {
 			s.observeStatement(sent.text)
 		}

@@ -3,6 +3,7 @@ package extract_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,14 +108,34 @@ func TestRulesFileFacts(t *testing.T) {
 func TestRulesFileNonFacts(t *testing.T) {
 	for _, text := range []string{
 		"The columns look wrong.",
-		"Show me the first 10 rows of sales.csv.",
-		"I deleted 3 rows from report.xlsx.",
-		"Can you open sales.csv?",
 		"Add a column for tax.",
 		"It is a number.",
 	} {
 		if got := rulesExtract(t, conv("user", text)); len(got) != 0 {
 			t.Errorf("%q gave %+v, want nothing", text, got)
+		}
+	}
+}
+
+// A data file the user names in passing is kept by its name (issue 29), with no
+// structure read into what the sentence does with it; a tool naming a file is no
+// evidence that the user works with it.
+func TestRulesFileNamedInPassing(t *testing.T) {
+	for _, tc := range []struct{ role, text, want string }{
+		{"user", "Show me the first 10 rows of sales.csv.", "sales.csv: a file the user works with, structure not stated"},
+		{"user", "I deleted 3 rows from report.xlsx.", "report.xlsx: a file the user works with, structure not stated"},
+		{"user", "Can you open sales.csv?", "sales.csv: a file the user works with, structure not stated"},
+		{"user", "I saved the cleaned export as customers_q3.parquet last night.", "customers_q3.parquet: a file the user works with, structure not stated"},
+		{"user", "Ich habe alles in Umsatz_2025-Q1.xlsx abgelegt.", "Umsatz_2025-Q1.xlsx: a file the user works with, structure not stated"},
+		{"tool", "wrote /tmp/out/customers_q3.parquet", ""},
+	} {
+		got := ofCategory(rulesExtract(t, conv(tc.role, tc.text)), markdown.CategoryFilePattern)
+		want := []string{tc.want}
+		if tc.want == "" {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s %q:\n got %q\nwant %q", tc.role, tc.text, got, want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"github.com/agentmem/agentmem/pkg/textnorm"
 	"regexp"
 	"strings"
 	"unicode"
@@ -76,12 +77,7 @@ func stripFiller(s string) string {
 // as sentences whatever the speaker typed.
 func tidy(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	s = strings.TrimLeft(s, " ,;:-–—")
-	r, size := utf8.DecodeRuneInString(s)
-	if r == utf8.RuneError {
-		return s
-	}
-	return string(unicode.ToUpper(r)) + s[size:]
+	return textnorm.UpperFirst(strings.TrimLeft(s, " ,;:-–—"))
 }
 
 // clip bounds s to n runes, at a word boundary when there is one.

@@ -67,6 +67,12 @@ func (RuleDecider) Decide(_ context.Context, obs records.Observation) (records.E
 			ep.Context = describe(ReasonRemember, ep.Who, obs.ChatID)
 			return ep, nil
 		}
+		if fact, ok := agreedStatement(text, obs.Before); ok {
+			ep.Write, ep.Reason = true, ReasonAgreement
+			ep.Thing = fact
+			ep.Context = describe(ReasonAgreement, ep.Who, obs.ChatID)
+			return ep, nil
+		}
 		if confirmsFix(text, obs.Before) {
 			ep.Write, ep.Reason = true, ReasonConfirmedFix
 			ep.Thing = cleanStatement(text)

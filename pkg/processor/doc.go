@@ -65,9 +65,11 @@
 //     says is answer text, not memory.
 //
 //  7. Other languages and impersonal statements (multilingual.go), on the folded
-//     text (NFKC, case folded): a Chinese or German remember request ("请记住：…",
-//     "记住，…", "Merk dir bitte: …", "Vergiss nicht, dass …") is written like
-//     rule 2; a user message confirming a fix ("that worked", "可以了", "hat
+//     text (NFKC, case folded): a Chinese, German, Japanese or Korean remember
+//     request ("请记住：…", "记住，…", "…，别忘了", "Merk dir bitte: …", "Vergiss
+//     nicht, dass …", "…覚えておいてね", "覚えておいて：…", "…기억해 줘", "잊지
+//     마세요: …") is written like rule 2, the request's words left out; "我记住了"
+//     and "覚えてる？" are no requests; a user message confirming a fix ("that worked", "可以了", "hat
 //     geklappt"), without a negation, after an assistant reply that follows an
 //     error report in its context, is written, so the episode holds error, fix
 //     and confirmation; a human sentence that rule 5 did not keep is kept when
@@ -83,11 +85,22 @@
 //     ordinal ("am 1. Juli"). Sentences addressed to the assistant ("Your ...")
 //     are not kept by this rule.
 //
+//  8. A user reply made only of agreement ("yes", "exactly", "that's right", "ja
+//     genau", "对", "はい", "네 맞아요") to an assistant's statement or yes-no
+//     question about the user (it says "you", "your", "Sie", "dein", "你", ...)
+//     writes that statement as the user's (agreement.go): "So your fiscal year
+//     starts in April, right?" → "My fiscal year starts in April."; a question
+//     whose verb the rules cannot move, or another language, is kept as "User
+//     confirmed: …". A yes to an offer ("Shall I ...", "Would you like me to
+//     ...", "Soll ich ...") is consent, not a fact, and is not written.
+//
 // Before any rule, ingest replaces credentials by [REDACTED:<kind>] and drops
 // planted instructions (pkg/redact), in the text and in its context.
 //
 // The episode is written when a sentence was kept; Thing is the kept sentences,
-// cleaned (single spaces, capital letter, final period). Limits: the rules are
+// cleaned (single spaces, capital letter unless the first word is code —
+// "read_csv", "kubectl -n prod", a word in backticks keep their case — final
+// period). Limits: the rules are
 // lexical, English first with the Chinese and German cues of rule 7; an
 // impersonal statement without an anchor ("the weather is nice") is not written; a first-person sentence about something
 // fleeting ("I'm tired today") is; sarcasm, negation and coreference are not

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentmem/agentmem/pkg/bm25"
 	"github.com/agentmem/agentmem/pkg/records"
@@ -13,10 +14,22 @@ import (
 // impersonal statements"). They read the folded text (bm25.Fold: NFKC, case
 // folded), so full-width forms and case do not matter.
 
+// rememberJaKo: the Japanese and Korean verbs of a request to remember, with
+// their polite and casual endings.
+const rememberJaKo = `覚えて(?:おいて|おいてね|おいてください|ください|てね|ね)?|覚えといて|忘れないで(?:ください|ね)?|メモして(?:おいて|ください)?|기억해\s*(?:줘|주세요|둬|두세요|줄래|요)?|기억하세요|잊지\s*(?:마|마세요|말아\s*줘|말아\s*주세요)`
+
 var (
-	// rememberOtherRe: an explicit request to remember in Chinese or German
-	// ("请记住：…", "记住，…", "Merk dir bitte: …", "Vergiss nicht, dass …").
-	rememberOtherRe = regexp.MustCompile(`^\s*(?:(?:请|麻烦)?(?:你)?(?:记住|记得|记下|别忘了|不要忘记|不要忘了)|(?:bitte\s+)?(?:merk(?:e)?\s+dir|vergiss\s+nicht|denk(?:e)?\s+daran|notier(?:e)?\s+dir)(?:\s+bitte)?)[\s:：,，!！\-–]*(?:dass\s+)?(.+)$`)
+	// rememberOtherRes: an explicit request to remember in Chinese, German,
+	// Japanese or Korean, the body in group 1. Chinese and German open with the
+	// request ("请记住：…", "Merk dir bitte: …", "Vergiss nicht, dass …"); Japanese
+	// and Korean put the verb last ("娘の名前はさくらです。覚えておいてね",
+	// "내 딸 이름은 지우야. 기억해 줘"), or first as a command ("覚えておいて：…",
+	// "기억해 줘: …"), and Chinese may close with it ("…，请记住", "…，别忘了"; not "我记住了",
+	// which says the speaker knows it).
+	rememberOtherRes = []*regexp.Regexp{
+		regexp.MustCompile(`^\s*(?:(?:请|麻烦)?(?:你)?(?:记住|记得|记下|别忘了|不要忘记|不要忘了)|(?:bitte\s+)?(?:merk(?:e)?\s+dir|vergiss\s+nicht|denk(?:e)?\s+daran|notier(?:e)?\s+dir)(?:\s+bitte)?|` + rememberJaKo + `)[\s:：,，、!！。\-–]*(?:dass\s+)?(.+)$`),
+		regexp.MustCompile(`^\s*(.+?)[\s,，、。.!！]*(?:ということ|ってこと|こと)?(?:を|は|って)?(?:ちゃんと|しっかり)?(?:` + rememberJaKo + `|请(?:你)?(?:记住|记下)|(?:记住|记得)(?:哦|啊)|别忘了)[\s。.!！~～ね]*$`),
+	}
 	// firstPersonOther are first-person words of German, and Chinese first-person
 	// characters (found as substrings: Chinese has no spaces).
 	firstPersonDE = setOf("ich", "mich", "mir", "mein", "meine", "meinen", "meinem", "meiner", "meines",
@@ -57,22 +70,29 @@ var anchorSubstrings = []string{"文件", "表", "列", "字段", "报告", "报
 	"datei", "tabelle", "spalte", "blatt", "blätter", "arbeitsmappe", "bericht", "frist", "geschäftsjahr",
 	"projekt", "server", "meeting", "version", "format", "diagramm", "antwort", "datum", "zeilen"}
 
-// rememberOther returns the body of a Chinese or German remember request.
+// rememberOther returns the body of a Chinese, German, Japanese or Korean
+// remember request.
 func rememberOther(text string) (string, bool) {
-	m := rememberOtherRe.FindStringSubmatch(bm25.Fold(strings.TrimSpace(text)))
-	if m == nil {
-		return "", false
+	text = strings.TrimSpace(text)
+	folded := bm25.Fold(text)
+	for _, re := range rememberOtherRes {
+		m := re.FindStringSubmatchIndex(folded)
+		if m == nil {
+			continue
+		}
+		// The body is cut from the original text, so its case survives folding.
+		// Folding keeps the rune count of nearly all text, but not its bytes:
+		// the body is found by rune offsets, or taken folded when the counts
+		// differ (half-width kana with a voicing mark fold to one rune).
+		body := folded[m[2]:m[3]]
+		if orig := []rune(text); len(orig) == utf8.RuneCountInString(folded) {
+			from := utf8.RuneCountInString(folded[:m[2]])
+			body = string(orig[from : from+utf8.RuneCountInString(body)])
+		}
+		body = strings.TrimSpace(body)
+		return body, utf8.RuneCountInString(body) >= 4
 	}
-	// The body is cut from the original text, so its case survives folding
-	// (folding keeps rune counts of the scripts above, but not bytes: find it by
-	// the folded prefix's rune count).
-	prefixRunes := len([]rune(bm25.Fold(strings.TrimSpace(text)))) - len([]rune(m[1]))
-	orig := []rune(strings.TrimSpace(text))
-	if prefixRunes < 0 || prefixRunes > len(orig) {
-		return m[1], len([]rune(m[1])) >= 4
-	}
-	body := strings.TrimSpace(string(orig[prefixRunes:]))
-	return body, len([]rune(body)) >= 4
+	return "", false
 }
 
 // cjkRunes counts the CJK runes of s: Chinese has no words to count.

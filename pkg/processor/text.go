@@ -168,8 +168,7 @@ func cleanStatement(s string) string {
 	if s == "" {
 		return ""
 	}
-	r, size := utf8.DecodeRuneInString(s)
-	return string(unicode.ToUpper(r)) + s[size:] + end
+	return textnorm.UpperFirst(s) + end
 }
 
 func setOf(ws ...string) map[string]bool {

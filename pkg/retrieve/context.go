@@ -38,12 +38,15 @@ var (
 
 // Cues of the same two topics in other languages, found as substrings of the
 // query's folded form (bm25.Fold): Chinese has no spaces and German joins nouns
-// ("Umsatzdatei"), so a term match would miss them.
+// ("Umsatzdatei"), so a term match would miss them; Japanese and Korean are
+// written the same way (issue 29).
 var (
 	fileStructureCues = []string{"文件", "表格", "工作表", "工作簿", "字段", "列", "行数", "数据表",
-		"datei", "tabelle", "spalte", "blatt", "blätter", "arbeitsmappe", "zeilen", "feld"}
+		"datei", "tabelle", "spalte", "blatt", "blätter", "arbeitsmappe", "zeilen", "feld",
+		"ファイル", "シート", "列名", "行数", "파일", "시트", "열 이름", "행 수"}
 	preferenceCues = []string{"格式", "图表", "偏好", "喜欢", "风格", "回答", "显示", "语言", "代码", "习惯",
-		"format", "diagramm", "bevorz", "stil", "antwort", "darstell", "sprache", "codebeispiel", "gewohn"}
+		"format", "diagramm", "bevorz", "stil", "antwort", "darstell", "sprache", "codebeispiel", "gewohn",
+		"好み", "グラフ", "形式", "書式", "回答", "선호", "그래프", "형식", "답변"}
 )
 
 func mentionsCue(folded string, cues []string) bool {

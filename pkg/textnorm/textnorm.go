@@ -99,3 +99,44 @@ func isSingleSpaced(s string) bool {
 	}
 	return !afterSpace || s == ""
 }
+
+// UpperFirst upper-cases the first letter of s, so a stored statement reads as a
+// sentence, unless the first word is code, whose case is part of its meaning
+// (issue 29: "kubectl" became "Kubectl", "read_csv" "Read_csv"). A word is code
+// when it is in backticks, holds a character no prose word has (_ . / \ : = ( ) <
+// > [ ] { } # $ @ or a digit), has an upper-case letter after its first, or
+// opens a command line (a later word of its clause is a flag such as -f or
+// --all).
+func UpperFirst(s string) string {
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError || !unicode.IsLower(r) || isCode(s) {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[size:]
+}
+
+// isCode reports whether the first word of s is code (see UpperFirst).
+func isCode(s string) bool {
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return false
+	}
+	first := strings.TrimRight(fields[0], ".,;:!?'\"")
+	if strings.ContainsAny(first, "_./\\:=()<>[]{}#$@`0123456789") {
+		return true
+	}
+	for i, r := range first {
+		if i > 0 && unicode.IsUpper(r) {
+			return true
+		}
+	}
+	for _, f := range fields[1:] {
+		if strings.ContainsAny(f, ",;") {
+			break // the clause ends
+		}
+		if len(f) > 1 && f[0] == '-' && (unicode.IsLetter(rune(f[1])) || f[1] == '-') {
+			return true
+		}
+	}
+	return false
+}
