@@ -362,22 +362,29 @@ func NewLLMMerger(cfg LLMConfig, logger *zap.Logger) (*LLMMerger, error) {
 }
 
 // Merge asks the model for the merged text.
-func (m *LLMMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
+func (m *LLMMerger) Merge(ctx context.Context, a, b vectorstore.Record) (Rewrite, error) {
 	var reply struct {
 		Text string `json:"text"`
 	}
 	fallback, err := m.c.ask(ctx, mergePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)}, &reply)
 	if err != nil {
-		return "", err
+		return Rewrite{}, err
 	}
 	if !fallback && strings.TrimSpace(reply.Text) == "" {
 		m.c.badReply(mergePrompt, fmt.Errorf("%w: empty text", errUnusable))
 		fallback = true
 	}
 	if fallback {
-		return m.rules.Merge(ctx, a, b)
+		r, err := m.rules.Merge(ctx, a, b)
+		return fellBack(r), err
 	}
-	return strings.TrimSpace(reply.Text), nil
+	return Rewrite{Text: strings.TrimSpace(reply.Text)}, nil
+}
+
+// fellBack marks r, a rule-based twin's rewrite, as standing in for the model's.
+func fellBack(r Rewrite) Rewrite {
+	r.ProcessedBy = records.ProcessedByRulesFallback
+	return r
 }
 
 // LLMSeparator separates with a model; on a bad reply, or two rewrites that are
@@ -397,14 +404,14 @@ func NewLLMSeparator(cfg LLMConfig, logger *zap.Logger) (*LLMSeparator, error) {
 }
 
 // Separate asks the model for two distinct rewrites.
-func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (string, string, error) {
+func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (Rewrite, Rewrite, error) {
 	var reply struct {
 		A string `json:"a"`
 		B string `json:"b"`
 	}
 	fallback, err := s.c.ask(ctx, separatePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)}, &reply)
 	if err != nil {
-		return "", "", err
+		return Rewrite{}, Rewrite{}, err
 	}
 	ta, tb := strings.TrimSpace(reply.A), strings.TrimSpace(reply.B)
 	if !fallback && textnorm.Normalize(ta) == textnorm.Normalize(tb) {
@@ -412,9 +419,10 @@ func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (s
 		fallback = true
 	}
 	if fallback {
-		return s.rules.Separate(ctx, a, b)
+		ra, rb, err := s.rules.Separate(ctx, a, b)
+		return fellBack(ra), fellBack(rb), err
 	}
-	return ta, tb, nil
+	return Rewrite{Text: ta}, Rewrite{Text: tb}, nil
 }
 
 // LLMReconsolidator rewrites a recalled memory with a model; on a bad reply the
@@ -435,7 +443,7 @@ func NewLLMReconsolidator(cfg LLMConfig, logger *zap.Logger) (*LLMReconsolidator
 
 // Reconsolidate asks the model for the rewritten text only: the caller keeps time,
 // chat and speaker.
-func (r *LLMReconsolidator) Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (string, error) {
+func (r *LLMReconsolidator) Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (Rewrite, error) {
 	var reply struct {
 		Text string `json:"text"`
 	}
@@ -445,10 +453,15 @@ func (r *LLMReconsolidator) Reconsolidate(ctx context.Context, m vectorstore.Rec
 	}{viewRecord(m), newContext}
 	fallback, err := r.c.ask(ctx, reconsolidatePrompt, data, &reply)
 	if err != nil {
-		return "", err
+		return Rewrite{}, err
 	}
-	if fallback || strings.TrimSpace(reply.Text) == "" {
-		return r.rules.Reconsolidate(ctx, m, newContext)
+	if !fallback && strings.TrimSpace(reply.Text) == "" {
+		r.c.badReply(reconsolidatePrompt, fmt.Errorf("%w: empty text", errUnusable))
+		fallback = true
 	}
-	return strings.TrimSpace(reply.Text), nil
+	if fallback {
+		rw, err := r.rules.Reconsolidate(ctx, m, newContext)
+		return fellBack(rw), err
+	}
+	return Rewrite{Text: strings.TrimSpace(reply.Text)}, nil
 }
