@@ -29,6 +29,10 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 		ep.ProcessedBy = records.ProcessedByRulesFallback
 		return ep
 	}
+	markedRewrite := func(r Rewrite) Rewrite {
+		r.ProcessedBy = records.ProcessedByRulesFallback
+		return r
+	}
 	for _, sw := range llmtest.UnusableReplies {
 		t.Run(sw.Name, func(t *testing.T) {
 			client, fallbacks := sw.Start(t)
@@ -58,18 +62,18 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 				}},
 				{"merge", func() (any, error) { return merger.Merge(ctx, a, b) }, func() (any, error) {
 					r, err := NewRuleMerger().Merge(ctx, a, b)
-					return fellBack(r), err
+					return markedRewrite(r), err
 				}},
 				{"separate", func() (any, error) {
 					x, y, err := separator.Separate(ctx, a, b)
 					return [2]Rewrite{x, y}, err
 				}, func() (any, error) {
 					x, y, err := NewRuleSeparator().Separate(ctx, a, b)
-					return [2]Rewrite{fellBack(x), fellBack(y)}, err
+					return [2]Rewrite{markedRewrite(x), markedRewrite(y)}, err
 				}},
 				{"reconsolidate", func() (any, error) { return recon.Reconsolidate(ctx, a, "planning a trip") }, func() (any, error) {
 					r, err := NewRuleReconsolidator().Reconsolidate(ctx, a, "planning a trip")
-					return fellBack(r), err
+					return markedRewrite(r), err
 				}},
 			} {
 				logs.TakeAll()
