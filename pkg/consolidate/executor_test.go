@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/llm"
 	"github.com/agentmem/agentmem/pkg/llm/llmtest"
-	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -362,31 +360,12 @@ func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing
 // model's place, its reply unparsable or off its schema, is written with
 // metadata processed_by: rules_fallback (and counted); a model's is not marked.
 func TestRewritesTheRulesMadeInTheModelsPlaceAreMarked(t *testing.T) {
-	valid := func(t testing.TB) (*llm.Client, func() map[string]float64) {
-		m := llmtest.NewModel(t)
-		reg := prometheus.NewRegistry()
-		metrics, err := obs.NewLLMMetrics(reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := llm.New(llm.Config{BaseURL: m.URL(), Model: "fake", MaxRetries: -1, Observer: metrics}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, func() map[string]float64 {
-			n, err := obs.LLMOutcomeCounts(reg, llm.OutcomeFallback)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
 	type rewriteCase struct {
 		name  string
 		start func(testing.TB) (*llm.Client, func() map[string]float64)
 		mark  any // metadata processed_by of every rewritten record
 	}
-	cases := []rewriteCase{{"valid reply", valid, nil}}
+	cases := []rewriteCase{{llmtest.UsableReply.Name, llmtest.UsableReply.Start, nil}}
 	for _, u := range llmtest.UnusableReplies {
 		cases = append(cases, rewriteCase{u.Name, u.Start, records.ProcessedByRulesFallback})
 	}

@@ -363,22 +363,31 @@ func NewLLMMerger(cfg LLMConfig, logger *zap.Logger) (*LLMMerger, error) {
 
 // Merge asks the model for the merged text.
 func (m *LLMMerger) Merge(ctx context.Context, a, b vectorstore.Record) (Rewrite, error) {
+	return m.c.askText(ctx, mergePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)},
+		func() (Rewrite, error) { return m.rules.Merge(ctx, a, b) })
+}
+
+// askText asks p for a text ({"text": ...}, trimmed). On a bad reply, or an
+// empty text (logged and counted as a bad reply), rules writes it instead,
+// marked as standing in for the model.
+func (c llmCaller) askText(ctx context.Context, p llm.Prompt, data any, rules func() (Rewrite, error)) (Rewrite, error) {
 	var reply struct {
 		Text string `json:"text"`
 	}
-	fallback, err := m.c.ask(ctx, mergePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)}, &reply)
+	fallback, err := c.ask(ctx, p, data, &reply)
 	if err != nil {
 		return Rewrite{}, err
 	}
-	if !fallback && strings.TrimSpace(reply.Text) == "" {
-		m.c.badReply(mergePrompt, fmt.Errorf("%w: empty text", errUnusable))
+	text := strings.TrimSpace(reply.Text)
+	if !fallback && text == "" {
+		c.badReply(p, fmt.Errorf("%w: empty text", errUnusable))
 		fallback = true
 	}
 	if fallback {
-		r, err := m.rules.Merge(ctx, a, b)
-		return fellBack(r), err
+		rw, err := rules()
+		return fellBack(rw), err
 	}
-	return Rewrite{Text: strings.TrimSpace(reply.Text)}, nil
+	return Rewrite{Text: text}, nil
 }
 
 // fellBack marks r, a rule-based twin's rewrite, as standing in for the model's.
@@ -444,24 +453,10 @@ func NewLLMReconsolidator(cfg LLMConfig, logger *zap.Logger) (*LLMReconsolidator
 // Reconsolidate asks the model for the rewritten text only: the caller keeps time,
 // chat and speaker.
 func (r *LLMReconsolidator) Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (Rewrite, error) {
-	var reply struct {
-		Text string `json:"text"`
-	}
 	data := struct {
 		Memory  promptRecord
 		Context string
 	}{viewRecord(m), newContext}
-	fallback, err := r.c.ask(ctx, reconsolidatePrompt, data, &reply)
-	if err != nil {
-		return Rewrite{}, err
-	}
-	if !fallback && strings.TrimSpace(reply.Text) == "" {
-		r.c.badReply(reconsolidatePrompt, fmt.Errorf("%w: empty text", errUnusable))
-		fallback = true
-	}
-	if fallback {
-		rw, err := r.rules.Reconsolidate(ctx, m, newContext)
-		return fellBack(rw), err
-	}
-	return Rewrite{Text: strings.TrimSpace(reply.Text)}, nil
+	return r.c.askText(ctx, reconsolidatePrompt, data,
+		func() (Rewrite, error) { return r.rules.Reconsolidate(ctx, m, newContext) })
 }
