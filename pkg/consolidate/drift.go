@@ -49,31 +49,33 @@ func baseText(rec vectorstore.Record) string {
 // rewriteFromBase asks r to reconsolidate rec for newContext from its base text
 // and checks the rewrite keeps the statement's anchors. The error wraps
 // ErrRewriteLosesFacts for a rejected rewrite.
-func rewriteFromBase(ctx context.Context, r processor.Reconsolidator, rec vectorstore.Record, newContext string) (string, error) {
+func rewriteFromBase(ctx context.Context, r processor.Reconsolidator, rec vectorstore.Record, newContext string) (processor.Rewrite, error) {
 	base := rec
 	base.Text = baseText(rec)
-	text, err := r.Reconsolidate(ctx, base, newContext)
+	rw, err := r.Reconsolidate(ctx, base, newContext)
 	if err != nil {
-		return "", err
+		return processor.Rewrite{}, err
 	}
-	if lost := lostAnchors(statementOf(rec), base.Text, text); len(lost) > 0 {
-		return "", fmt.Errorf("%w: %q missing", ErrRewriteLosesFacts, lost)
+	if lost := lostAnchors(statementOf(rec), base.Text, rw.Text); len(lost) > 0 {
+		return processor.Rewrite{}, fmt.Errorf("%w: %q missing", ErrRewriteLosesFacts, lost)
 	}
-	return text, nil
+	return rw, nil
 }
 
 // reconsolidationPatch is the patch of rec's reconsolidation for newContext at
-// now, text being the reconsolidator's rewrite (SPEC C5): newContext becomes
+// now, rw being the reconsolidator's rewrite (SPEC C5): newContext becomes
 // the record's context and an updates entry keeps the text and context it had.
 // The text (then its base text too, what later rewrites start from) is in the
 // patch only when a model rewrote it: the offline reconsolidator keeps it as it
-// is, so a read writes nothing into a memory that the user did not say.
-func reconsolidationPatch(rec vectorstore.Record, text, newContext string, now time.Time) vectorstore.Patch {
+// is, so a read writes nothing into a memory that the user did not say. A
+// rewrite the rules made in the model's place marks the record (processed_by).
+func reconsolidationPatch(rec vectorstore.Record, rw processor.Rewrite, newContext string, now time.Time) vectorstore.Patch {
 	p := vectorstore.Patch{Metadata: map[string]any{
 		records.MetaContext: newContext,
 		records.MetaUpdates: records.AppendContextUpdate(rec, now, newContext),
 	}}
-	if text != rec.Text {
+	markProcessedBy(p.Metadata, rw)
+	if text := rw.Text; text != rec.Text {
 		p.Text = &text
 		p.Metadata[records.MetaBaseText] = baseText(rec)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
@@ -24,14 +25,14 @@ type countingReconsolidator struct {
 	seen  []string // the texts it was asked to rewrite
 }
 
-func (c *countingReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, newContext string) (string, error) {
+func (c *countingReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, newContext string) (processor.Rewrite, error) {
 	c.calls++
 	c.seen = append(c.seen, m.Text)
 	text := m.Text + " (recalled: " + newContext + ")"
 	if c.drop != "" {
 		text = strings.ReplaceAll(text, c.drop, "several")
 	}
-	return text, nil
+	return processor.Rewrite{Text: text}, nil
 }
 
 // Issue 22: twenty context packs of one session using one memory reconsolidate it

@@ -186,15 +186,16 @@ func (e *Executor) cleanMerged(ctx context.Context, tenant, userID string, recs 
 
 // merge inserts the merged record, then deletes the originals.
 func (e *Executor) merge(ctx context.Context, act Action) error {
-	text, err := e.merger.Merge(ctx, act.A, act.B)
+	merged, err := e.merger.Merge(ctx, act.A, act.B)
 	if err != nil {
 		return err
 	}
-	vecs, err := e.embed(ctx, text)
+	vecs, err := e.embed(ctx, merged.Text)
 	if err != nil {
 		return err
 	}
-	m := MergedRecord(act.A, act.B, text, vecs[0])
+	m := MergedRecord(act.A, act.B, merged.Text, vecs[0])
+	markProcessedBy(m.Metadata, merged)
 	if err := e.store.Upsert(ctx, m); err != nil {
 		return err
 	}
@@ -209,15 +210,16 @@ func (e *Executor) separate(ctx context.Context, act Action) (done bool, err err
 	if err != nil {
 		return false, err
 	}
-	vecs, err := e.embed(ctx, ta, tb)
+	vecs, err := e.embed(ctx, ta.Text, tb.Text)
 	if err != nil {
 		return false, err
 	}
 	for i, r := range []struct {
 		rec, other vectorstore.Record
-		text       string
+		rw         processor.Rewrite
 	}{{act.A, act.B, ta}, {act.B, act.A, tb}} {
-		patch := e.rewritePatch(r.rec, r.text, vecs[i], "separated from memory "+r.other.ID)
+		patch := e.rewritePatch(r.rec, r.rw.Text, vecs[i], "separated from memory "+r.other.ID)
+		markProcessedBy(patch.Metadata, r.rw)
 		patch.Metadata[records.MetaSeparatedFromIDs] = records.ToAnyList(union(records.StringList(r.rec.Metadata[records.MetaSeparatedFromIDs]), []string{r.other.ID}))
 		err := e.store.UpdatePayload(ctx, r.rec.Tenant, r.rec.UserID, r.rec.ID, patch)
 		if errors.Is(err, vectorstore.ErrNotFound) {
@@ -245,6 +247,15 @@ func (e *Executor) rewritePatch(rec vectorstore.Record, text string, vec []float
 			// rewrites from it from now on.
 			records.MetaBaseText: text,
 		},
+	}
+}
+
+// markProcessedBy marks md, the metadata of a record rw is written to, with
+// rw.ProcessedBy when the rules wrote rw in the model's place. A model's rewrite
+// leaves the key as it is: an earlier step's fallback mark stays until a redo.
+func markProcessedBy(md map[string]any, rw processor.Rewrite) {
+	if rw.ProcessedBy != "" {
+		md[records.MetaProcessedBy] = rw.ProcessedBy
 	}
 }
 
@@ -297,7 +308,7 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 		if rec.MemoryType != vectorstore.Episodic {
 			continue
 		}
-		text, err := rewriteFromBase(ctx, r, rec, newContext)
+		rw, err := rewriteFromBase(ctx, r, rec, newContext)
 		if errors.Is(err, ErrRewriteLosesFacts) {
 			e.logger.Warn("reconsolidation rejected; the memory keeps its text", obs.MemoryID(rec.ID), zap.Error(err))
 			continue
@@ -305,9 +316,9 @@ func (e *Executor) Reconsolidate(ctx context.Context, tenant, userID string, ids
 		if err != nil {
 			return fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 		}
-		patch := reconsolidationPatch(rec, text, newContext, e.cfg.Now())
+		patch := reconsolidationPatch(rec, rw, newContext, e.cfg.Now())
 		if patch.Text != nil {
-			texts, written = append(texts, text), append(written, len(patches))
+			texts, written = append(texts, rw.Text), append(written, len(patches))
 		}
 		targets, patches = append(targets, rec), append(patches, patch)
 	}

@@ -3,6 +3,7 @@ package consolidate
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/llm"
+	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -163,12 +166,12 @@ func TestConsolidateAfterACrashBetweenInsertAndDeleteLosesNothingAndDuplicatesNo
 			if act.Kind != ActionMerge {
 				continue
 			}
-			text, _ := e.merger.Merge(context.Background(), act.A, act.B)
-			vecs, err := e.embed(context.Background(), text)
+			merged, _ := e.merger.Merge(context.Background(), act.A, act.B)
+			vecs, err := e.embed(context.Background(), merged.Text)
 			if err != nil {
 				rt.Fatal(err)
 			}
-			if err := store.Upsert(context.Background(), MergedRecord(act.A, act.B, text, vecs[0])); err != nil {
+			if err := store.Upsert(context.Background(), MergedRecord(act.A, act.B, merged.Text, vecs[0])); err != nil {
 				rt.Fatal(err)
 			}
 		}
@@ -350,5 +353,80 @@ func TestEpisodeRecordRoundTripsC1FieldsAndRedeliveryUpsertsTheSameID(t *testing
 	}
 	if r.MemoryType != vectorstore.Episodic || r.Who != "user" || r.ChatID != "c1" || !r.TS.Equal(t0) || r.HitCount != 0 {
 		t.Errorf("record fields %+v", r)
+	}
+}
+
+// Issue 28 item 6: a merge, separation or reconsolidation the rules made in the
+// model's place, its reply unparsable or off its schema, is written with
+// metadata processed_by: rules_fallback (and counted); a model's is not marked.
+func TestRewritesTheRulesMadeInTheModelsPlaceAreMarked(t *testing.T) {
+	type rewriteCase struct {
+		name  string
+		start func(testing.TB) (*llm.Client, func() map[string]float64)
+		mark  any // metadata processed_by of every rewritten record
+	}
+	cases := []rewriteCase{{llmtest.UsableReply.Name, llmtest.UsableReply.Start, nil}}
+	for _, u := range llmtest.UnusableReplies {
+		cases = append(cases, rewriteCase{u.Name, u.Start, records.ProcessedByRulesFallback})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			client, fallbacks := c.start(t)
+			cfg := processor.LLMConfig{Client: client}
+			merger, err := processor.NewLLMMerger(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sep, _ := processor.NewLLMSeparator(cfg, nil)
+			recon, _ := processor.NewLLMReconsolidator(cfg, nil)
+			emb, _ := embed.NewLocal(embed.LocalConfig{Dimensions: testDims})
+			store := newStore(t)
+			e, err := NewExecutor(ExecutorConfig{Now: func() time.Time { return t0.Add(60 * 24 * time.Hour) }}, store, emb, merger, sep, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs := stored([]vectorstore.Record{
+				// a and b: one vector, one chat, minutes apart: merged.
+				{ID: testID(1), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c1", TS: t0, Vector: axis(0), Text: "I moved to Berlin."},
+				{ID: testID(2), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c1", TS: t0.Add(5 * time.Minute), Vector: axis(0), Text: "I moved to Berlin in May."},
+				// c and d: one vector, other chats a month apart: separated.
+				{ID: testID(3), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c2", TS: t0, Vector: axis(1), Text: "I went hiking."},
+				{ID: testID(4), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c3", TS: t0.Add(30 * 24 * time.Hour), Vector: axis(1), Text: "I went hiking with Ana."},
+				// r: alone, reconsolidated.
+				{ID: testID(5), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c4", TS: t0, Vector: axis(2), Text: "I live in Hamburg."},
+				// u: alone and never rewritten.
+				{ID: testID(6), MemoryType: vectorstore.Episodic, Who: "user", ChatID: "c5", TS: t0, Vector: axis(3), Text: "I play chess."},
+			})
+			if err := store.Upsert(context.Background(), recs...); err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.Consolidate(context.Background(), tenant, user)
+			if err != nil || res.Merged != 1 || res.Separated != 1 {
+				t.Fatalf("consolidate = %+v, %v; want one merge and one separation", res, err)
+			}
+			if err := e.Reconsolidate(context.Background(), tenant, user, []string{testID(5)}, "planning a trip", recon); err != nil {
+				t.Fatal(err)
+			}
+			after := allEpisodes(t, store)
+			for _, id := range []string{vectorstore.DeterministicID("merge", min(testID(1), testID(2)), max(testID(1), testID(2))), testID(3), testID(4), testID(5)} {
+				rec, ok := after[id]
+				if !ok {
+					t.Fatalf("record %s missing; stored %v", id, slices.Collect(maps.Keys(after)))
+				}
+				if got := rec.Metadata[records.MetaProcessedBy]; got != c.mark {
+					t.Errorf("record %s (%q): processed_by %v, want %v", id, rec.Text, got, c.mark)
+				}
+			}
+			if got := after[testID(6)].Metadata[records.MetaProcessedBy]; got != nil {
+				t.Errorf("untouched record marked processed_by %v", got)
+			}
+			want := map[string]float64{}
+			if c.mark != nil {
+				want = map[string]float64{llmtest.StepMerge: 1, llmtest.StepSeparate: 1, llmtest.StepReconsolidate: 1}
+			}
+			if got := fallbacks(); !maps.Equal(got, want) {
+				t.Errorf("fallbacks counted %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -188,7 +188,7 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		return p, nil
 	}
 	newContext := cmp.Or(newest.Query, recallContext)
-	text, err := rewriteFromBase(ctx, r.deps.Reconsolidator, rec, newContext)
+	rw, err := rewriteFromBase(ctx, r.deps.Reconsolidator, rec, newContext)
 	switch {
 	case errors.Is(err, ErrRewriteLosesFacts):
 		// The text stays; the session counts as done, so the model is not asked
@@ -201,7 +201,7 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 	}
 	r.metrics.reconsolidation(outcomeRewritten)
-	rp := reconsolidationPatch(rec, text, newContext, now)
+	rp := reconsolidationPatch(rec, rw, newContext, now)
 	p.changes = append(p.changes, reconsolidationChange(rec, rp, now))
 	p.patch.Text = rp.Text
 	maps.Copy(p.patch.Metadata, rp.Metadata)

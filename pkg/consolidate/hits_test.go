@@ -265,7 +265,7 @@ func TestPropertyBatchedHitsCountOnceAndReconsolidateOncePerBatch(t *testing.T) 
 				if err != nil {
 					rt.Fatal(err)
 				}
-				text = next
+				text = next.Text
 			}
 			rest = rest[k:]
 		}

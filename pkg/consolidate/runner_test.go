@@ -154,7 +154,7 @@ func newBlockingMerger(t *testing.T) *blockingMerger {
 	return &blockingMerger{t: t, inner: processor.NewRuleMerger(), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (m *blockingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
+func (m *blockingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (processor.Rewrite, error) {
 	if n := m.active.Add(1); n > 1 {
 		m.t.Errorf("%d merges at once on one namespace", n)
 	}
@@ -165,7 +165,7 @@ func (m *blockingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (st
 		select {
 		case <-m.release:
 		case <-ctx.Done():
-			return "", context.Cause(ctx)
+			return processor.Rewrite{}, context.Cause(ctx)
 		}
 	}
 	return m.inner.Merge(ctx, a, b)
@@ -231,7 +231,7 @@ type countingMerger struct {
 	calls  atomic.Int32
 }
 
-func (m *countingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
+func (m *countingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (processor.Rewrite, error) {
 	if n := m.active.Add(1); n > 1 {
 		m.t.Errorf("%d merges at once on one namespace", n)
 	}

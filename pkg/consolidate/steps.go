@@ -218,14 +218,14 @@ type recordingMerger struct {
 	calls []mergeCall
 }
 
-func (m *recordingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
-	text, err := m.Merger.Merge(ctx, a, b)
+func (m *recordingMerger) Merge(ctx context.Context, a, b vectorstore.Record) (processor.Rewrite, error) {
+	rw, err := m.Merger.Merge(ctx, a, b)
 	if err == nil {
 		m.mu.Lock()
-		m.calls = append(m.calls, mergeCall{a, b, text})
+		m.calls = append(m.calls, mergeCall{a, b, rw.Text})
 		m.mu.Unlock()
 	}
-	return text, err
+	return rw, err
 }
 
 func (m *recordingMerger) done() []mergeCall {
@@ -246,11 +246,11 @@ type recordingSeparator struct {
 	calls []separateCall
 }
 
-func (s *recordingSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (string, string, error) {
+func (s *recordingSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (processor.Rewrite, processor.Rewrite, error) {
 	ta, tb, err := s.Separator.Separate(ctx, a, b)
 	if err == nil {
 		s.mu.Lock()
-		s.calls = append(s.calls, separateCall{a, b, ta, tb})
+		s.calls = append(s.calls, separateCall{a, b, ta.Text, tb.Text})
 		s.mu.Unlock()
 	}
 	return ta, tb, err

@@ -29,6 +29,10 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 		ep.ProcessedBy = records.ProcessedByRulesFallback
 		return ep
 	}
+	markedRewrite := func(r Rewrite) Rewrite {
+		r.ProcessedBy = records.ProcessedByRulesFallback
+		return r
+	}
 	for _, sw := range llmtest.UnusableReplies {
 		t.Run(sw.Name, func(t *testing.T) {
 			client, fallbacks := sw.Start(t)
@@ -56,16 +60,20 @@ func TestEveryProcessorStepFallsBackOnUnusableReplies(t *testing.T) {
 				{"semantic", func() (any, error) { return semantic.Facts(ctx, []vectorstore.Record{a}, nil) }, func() (any, error) {
 					return []records.Fact{{Fact: "User lives in Berlin with their wife.", SourceChatID: "c1", FirstSeen: t0, ProcessedBy: records.ProcessedByRulesFallback}}, nil
 				}},
-				{"merge", func() (any, error) { return merger.Merge(ctx, a, b) }, func() (any, error) { return NewRuleMerger().Merge(ctx, a, b) }},
+				{"merge", func() (any, error) { return merger.Merge(ctx, a, b) }, func() (any, error) {
+					r, err := NewRuleMerger().Merge(ctx, a, b)
+					return markedRewrite(r), err
+				}},
 				{"separate", func() (any, error) {
 					x, y, err := separator.Separate(ctx, a, b)
-					return [2]string{x, y}, err
+					return [2]Rewrite{x, y}, err
 				}, func() (any, error) {
 					x, y, err := NewRuleSeparator().Separate(ctx, a, b)
-					return [2]string{x, y}, err
+					return [2]Rewrite{markedRewrite(x), markedRewrite(y)}, err
 				}},
 				{"reconsolidate", func() (any, error) { return recon.Reconsolidate(ctx, a, "planning a trip") }, func() (any, error) {
-					return NewRuleReconsolidator().Reconsolidate(ctx, a, "planning a trip")
+					r, err := NewRuleReconsolidator().Reconsolidate(ctx, a, "planning a trip")
+					return markedRewrite(r), err
 				}},
 			} {
 				logs.TakeAll()

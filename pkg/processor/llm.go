@@ -362,22 +362,38 @@ func NewLLMMerger(cfg LLMConfig, logger *zap.Logger) (*LLMMerger, error) {
 }
 
 // Merge asks the model for the merged text.
-func (m *LLMMerger) Merge(ctx context.Context, a, b vectorstore.Record) (string, error) {
+func (m *LLMMerger) Merge(ctx context.Context, a, b vectorstore.Record) (Rewrite, error) {
+	return m.c.askText(ctx, mergePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)},
+		func() (Rewrite, error) { return m.rules.Merge(ctx, a, b) })
+}
+
+// askText asks p for a text ({"text": ...}, trimmed). On a bad reply, or an
+// empty text (logged and counted as a bad reply), rules writes it instead,
+// marked as standing in for the model.
+func (c llmCaller) askText(ctx context.Context, p llm.Prompt, data any, rules func() (Rewrite, error)) (Rewrite, error) {
 	var reply struct {
 		Text string `json:"text"`
 	}
-	fallback, err := m.c.ask(ctx, mergePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)}, &reply)
+	fallback, err := c.ask(ctx, p, data, &reply)
 	if err != nil {
-		return "", err
+		return Rewrite{}, err
 	}
-	if !fallback && strings.TrimSpace(reply.Text) == "" {
-		m.c.badReply(mergePrompt, fmt.Errorf("%w: empty text", errUnusable))
+	text := strings.TrimSpace(reply.Text)
+	if !fallback && text == "" {
+		c.badReply(p, fmt.Errorf("%w: empty text", errUnusable))
 		fallback = true
 	}
 	if fallback {
-		return m.rules.Merge(ctx, a, b)
+		rw, err := rules()
+		return fellBack(rw), err
 	}
-	return strings.TrimSpace(reply.Text), nil
+	return Rewrite{Text: text}, nil
+}
+
+// fellBack marks r, a rule-based twin's rewrite, as standing in for the model's.
+func fellBack(r Rewrite) Rewrite {
+	r.ProcessedBy = records.ProcessedByRulesFallback
+	return r
 }
 
 // LLMSeparator separates with a model; on a bad reply, or two rewrites that are
@@ -397,14 +413,14 @@ func NewLLMSeparator(cfg LLMConfig, logger *zap.Logger) (*LLMSeparator, error) {
 }
 
 // Separate asks the model for two distinct rewrites.
-func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (string, string, error) {
+func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (Rewrite, Rewrite, error) {
 	var reply struct {
 		A string `json:"a"`
 		B string `json:"b"`
 	}
 	fallback, err := s.c.ask(ctx, separatePrompt, struct{ A, B promptRecord }{viewRecord(a), viewRecord(b)}, &reply)
 	if err != nil {
-		return "", "", err
+		return Rewrite{}, Rewrite{}, err
 	}
 	ta, tb := strings.TrimSpace(reply.A), strings.TrimSpace(reply.B)
 	if !fallback && textnorm.Normalize(ta) == textnorm.Normalize(tb) {
@@ -412,9 +428,10 @@ func (s *LLMSeparator) Separate(ctx context.Context, a, b vectorstore.Record) (s
 		fallback = true
 	}
 	if fallback {
-		return s.rules.Separate(ctx, a, b)
+		ra, rb, err := s.rules.Separate(ctx, a, b)
+		return fellBack(ra), fellBack(rb), err
 	}
-	return ta, tb, nil
+	return Rewrite{Text: ta}, Rewrite{Text: tb}, nil
 }
 
 // LLMReconsolidator rewrites a recalled memory with a model; on a bad reply the
@@ -435,20 +452,11 @@ func NewLLMReconsolidator(cfg LLMConfig, logger *zap.Logger) (*LLMReconsolidator
 
 // Reconsolidate asks the model for the rewritten text only: the caller keeps time,
 // chat and speaker.
-func (r *LLMReconsolidator) Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (string, error) {
-	var reply struct {
-		Text string `json:"text"`
-	}
+func (r *LLMReconsolidator) Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (Rewrite, error) {
 	data := struct {
 		Memory  promptRecord
 		Context string
 	}{viewRecord(m), newContext}
-	fallback, err := r.c.ask(ctx, reconsolidatePrompt, data, &reply)
-	if err != nil {
-		return "", err
-	}
-	if fallback || strings.TrimSpace(reply.Text) == "" {
-		return r.rules.Reconsolidate(ctx, m, newContext)
-	}
-	return strings.TrimSpace(reply.Text), nil
+	return r.c.askText(ctx, reconsolidatePrompt, data,
+		func() (Rewrite, error) { return r.rules.Reconsolidate(ctx, m, newContext) })
 }

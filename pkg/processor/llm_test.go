@@ -189,34 +189,35 @@ func TestLLMRewritersUseTheModelAndFallBackOnBadReplies(t *testing.T) {
 	m, _ := NewLLMMerger(cfg, logger)
 	s, _ := NewLLMSeparator(cfg, logger)
 	r, _ := NewLLMReconsolidator(cfg, logger)
-	if got, err := m.Merge(ctx, a, b); err != nil || got != "I went hiking with Ana." {
-		t.Fatalf("merge = %q, %v", got, err)
+	if got, err := m.Merge(ctx, a, b); err != nil || got != (Rewrite{Text: "I went hiking with Ana."}) {
+		t.Fatalf("merge = %+v, %v", got, err)
 	}
-	if ga, gb, err := s.Separate(ctx, a, b); err != nil || ga != "Hiking alone in chat c1." || gb != "Hiking with Ana in chat c2." {
-		t.Fatalf("separate = %q, %q, %v", ga, gb, err)
+	if ga, gb, err := s.Separate(ctx, a, b); err != nil || ga != (Rewrite{Text: "Hiking alone in chat c1."}) || gb != (Rewrite{Text: "Hiking with Ana in chat c2."}) {
+		t.Fatalf("separate = %+v, %+v, %v", ga, gb, err)
 	}
-	if got, err := r.Reconsolidate(ctx, a, "planning a trip"); err != nil || got != "I went hiking; recalled while planning a trip." {
-		t.Fatalf("reconsolidate = %q, %v", got, err)
+	if got, err := r.Reconsolidate(ctx, a, "planning a trip"); err != nil || got != (Rewrite{Text: "I went hiking; recalled while planning a trip."}) {
+		t.Fatalf("reconsolidate = %+v, %v", got, err)
 	}
 
 	cfg, _, logs, logger := llmFixture(t,
 		llmtest.Reply{Content: `{"text": ""}`},
 		llmtest.Reply{Content: `{"a": "Same.", "b": "same"}`},
-		llmtest.Reply{Content: `not json`})
+		llmtest.Reply{Content: `{"text": " "}`})
 	m, _ = NewLLMMerger(cfg, logger)
 	s, _ = NewLLMSeparator(cfg, logger)
 	r, _ = NewLLMReconsolidator(cfg, logger)
+	marked := func(rw Rewrite) Rewrite { return Rewrite{Text: rw.Text, ProcessedBy: records.ProcessedByRulesFallback} }
 	wantM, _ := NewRuleMerger().Merge(ctx, a, b)
-	if got, err := m.Merge(ctx, a, b); err != nil || got != wantM {
-		t.Fatalf("merge fallback = %q, %v; want %q", got, err, wantM)
+	if got, err := m.Merge(ctx, a, b); err != nil || got != marked(wantM) {
+		t.Fatalf("merge fallback = %+v, %v; want %+v", got, err, marked(wantM))
 	}
 	wantA, wantB, _ := NewRuleSeparator().Separate(ctx, a, b)
-	if ga, gb, err := s.Separate(ctx, a, b); err != nil || ga != wantA || gb != wantB {
-		t.Fatalf("separate fallback = %q, %q, %v", ga, gb, err)
+	if ga, gb, err := s.Separate(ctx, a, b); err != nil || ga != marked(wantA) || gb != marked(wantB) {
+		t.Fatalf("separate fallback = %+v, %+v, %v", ga, gb, err)
 	}
 	wantR, _ := NewRuleReconsolidator().Reconsolidate(ctx, a, "trip")
-	if got, err := r.Reconsolidate(ctx, a, "trip"); err != nil || got != wantR {
-		t.Fatalf("reconsolidate fallback = %q, %v; want %q", got, err, wantR)
+	if got, err := r.Reconsolidate(ctx, a, "trip"); err != nil || got != marked(wantR) {
+		t.Fatalf("reconsolidate fallback = %+v, %v; want %+v", got, err, marked(wantR))
 	}
 	if n := len(logs.FilterMessage("LLM reply unusable, using the rule-based default").All()); n != 3 {
 		t.Fatalf("%d fallback warnings, want 3", n)

@@ -37,19 +37,28 @@ type SemanticWriter interface {
 	Facts(ctx context.Context, episodes []vectorstore.Record, known []vectorstore.Record) ([]records.Fact, error)
 }
 
+// Rewrite is a text a Merger, Separator or Reconsolidator wrote. ProcessedBy is
+// records.ProcessedByRulesFallback when the rule-based twin wrote it in the
+// model's place; like records.Episode's, it becomes metadata
+// records.MetaProcessedBy of the record the text is written to.
+type Rewrite struct {
+	Text        string
+	ProcessedBy string
+}
+
 // Merger writes the text of the memory that replaces two near-duplicates (SPEC C6).
 type Merger interface {
-	Merge(ctx context.Context, a, b vectorstore.Record) (string, error)
+	Merge(ctx context.Context, a, b vectorstore.Record) (Rewrite, error)
 }
 
 // Separator rewrites two similar but distinct memories so that they read as
 // distinct (SPEC C6).
 type Separator interface {
-	Separate(ctx context.Context, a, b vectorstore.Record) (string, string, error)
+	Separate(ctx context.Context, a, b vectorstore.Record) (Rewrite, Rewrite, error)
 }
 
 // Reconsolidator rewrites a memory after it was used in a new context (SPEC C5).
 // It returns only the new text: time, chat and speaker are the caller's to keep.
 type Reconsolidator interface {
-	Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (string, error)
+	Reconsolidate(ctx context.Context, m vectorstore.Record, newContext string) (Rewrite, error)
 }

@@ -19,7 +19,7 @@ func NewRuleMerger() *RuleMerger { return &RuleMerger{} }
 // Merge keeps the text with more content words (then the longer one, then a's)
 // and appends each sentence of the other whose content words are not all in it
 // already, so no sentence is repeated and nothing new is lost.
-func (RuleMerger) Merge(_ context.Context, a, b vectorstore.Record) (string, error) {
+func (RuleMerger) Merge(_ context.Context, a, b vectorstore.Record) (Rewrite, error) {
 	primary, other := recordText(a), recordText(b)
 	pw, ow := words(primary), words(other)
 	if cw, co := contentWords(ow), contentWords(pw); cw > co || (cw == co && len(other) > len(primary)) {
@@ -48,7 +48,7 @@ func (RuleMerger) Merge(_ context.Context, a, b vectorstore.Record) (string, err
 		}
 		parts = append(parts, cleanStatement(text))
 	}
-	return strings.TrimSpace(strings.Join(parts, " ")), nil
+	return Rewrite{Text: strings.TrimSpace(strings.Join(parts, " "))}, nil
 }
 
 // RuleSeparator is the offline separator: it prefixes each text with its own time
@@ -64,7 +64,7 @@ func NewRuleSeparator() *RuleSeparator { return &RuleSeparator{} }
 var separatorPrefix = regexp.MustCompile(`^On \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC(?: in chat [^:]*?)?(?:, memory [^:]*)?: `)
 
 // Separate rewrites a and b with their own time and chat in front.
-func (RuleSeparator) Separate(_ context.Context, a, b vectorstore.Record) (string, string, error) {
+func (RuleSeparator) Separate(_ context.Context, a, b vectorstore.Record) (Rewrite, Rewrite, error) {
 	pa, pb := situation(a), situation(b)
 	if pa == pb {
 		pa += ", memory " + a.ID
@@ -73,9 +73,9 @@ func (RuleSeparator) Separate(_ context.Context, a, b vectorstore.Record) (strin
 	ta := pa + ": " + separatorPrefix.ReplaceAllString(recordText(a), "")
 	tb := pb + ": " + separatorPrefix.ReplaceAllString(recordText(b), "")
 	if ta == tb {
-		return "", "", fmt.Errorf("%w: cannot separate two memories with the same id, time, chat and text (id %q)", ErrInvalidInput, a.ID)
+		return Rewrite{}, Rewrite{}, fmt.Errorf("%w: cannot separate two memories with the same id, time, chat and text (id %q)", ErrInvalidInput, a.ID)
 	}
-	return ta, tb, nil
+	return Rewrite{Text: ta}, Rewrite{Text: tb}, nil
 }
 
 // situation is "On <time> in chat <chat>" for r.
@@ -99,6 +99,6 @@ type RuleReconsolidator struct{}
 func NewRuleReconsolidator() *RuleReconsolidator { return &RuleReconsolidator{} }
 
 // Reconsolidate returns m's text unchanged, whatever newContext is.
-func (RuleReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, _ string) (string, error) {
-	return recordText(m), nil
+func (RuleReconsolidator) Reconsolidate(_ context.Context, m vectorstore.Record, _ string) (Rewrite, error) {
+	return Rewrite{Text: recordText(m)}, nil
 }

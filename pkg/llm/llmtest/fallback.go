@@ -21,6 +21,10 @@ var UnusableReplies = []Unusable{
 	{"wrong schema", func(m *Model) { m.SetWrongSchema(true) }},
 }
 
+// UsableReply leaves the Model answering every step well: the control case
+// beside UnusableReplies, started and counted the same way.
+var UsableReply = Unusable{"valid reply", func(*Model) {}}
+
 // Start starts a Model answering so and returns a client of it, without
 // retries, whose calls are counted in a registry of its own; fallbacks reads
 // agentmem_llm_calls_total{outcome="fallback"} from it, per step.

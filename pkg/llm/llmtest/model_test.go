@@ -59,22 +59,22 @@ func TestModelAnswersEveryStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text, err := merger.Merge(ctx, a, b); err != nil || !strings.Contains(text, "moved") || !strings.Contains(text, "live") {
-		t.Fatalf("merge: %q, %v", text, err)
+	if rw, err := merger.Merge(ctx, a, b); err != nil || !strings.Contains(rw.Text, "moved") || !strings.Contains(rw.Text, "live") || rw.ProcessedBy != "" {
+		t.Fatalf("merge: %+v, %v", rw, err)
 	}
 	separator, err := processor.NewLLMSeparator(lc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ta, tb, err := separator.Separate(ctx, a, b); err != nil || ta == tb {
-		t.Fatalf("separate: %q %q, %v", ta, tb, err)
+	if ta, tb, err := separator.Separate(ctx, a, b); err != nil || ta.Text == tb.Text || ta.ProcessedBy != "" {
+		t.Fatalf("separate: %+v %+v, %v", ta, tb, err)
 	}
 	reconsolidator, err := processor.NewLLMReconsolidator(lc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text, err := reconsolidator.Reconsolidate(ctx, a, "asked where they live"); err != nil || text != a.Text {
-		t.Fatalf("reconsolidate: %q, %v", text, err)
+	if rw, err := reconsolidator.Reconsolidate(ctx, a, "asked where they live"); err != nil || rw != (processor.Rewrite{Text: a.Text}) {
+		t.Fatalf("reconsolidate: %+v, %v", rw, err)
 	}
 	for _, step := range []string{llmtest.StepDecide, llmtest.StepExtract, llmtest.StepSemantic, llmtest.StepMerge, llmtest.StepSeparate, llmtest.StepReconsolidate} {
 		if n := m.Calls(step); n != 1 {
