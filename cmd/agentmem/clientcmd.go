@@ -44,22 +44,23 @@ func loadConfig(g *globalFlags, overrides map[string]string) (config.Config, *za
 // a tenant to speak for, the two must agree: the server would refuse everything
 // else. A person running a client command wants its
 // output, not the connection's info lines: it logs warnings and errors only (or
-// less, as the configuration says), everything with --verbose.
-func dial(g *globalFlags, tenant, hint string) (*nats.Conn, error) {
+// less, as the configuration says), everything with --verbose. It returns the
+// configuration it connected with.
+func dial(g *globalFlags, tenant, hint string) (*nats.Conn, config.Config, error) {
 	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
+		return nil, config.Config{}, err
 	}
 	cfg, logger, err := loadConfig(g, map[string]string{})
 	if err != nil {
-		return nil, err
+		return nil, config.Config{}, err
 	}
 	if tenant != "" && cfg.NATS.CredsFile != "" {
 		id, err := natsauth.InspectFile(cfg.NATS.CredsFile)
 		if err != nil {
-			return nil, err
+			return nil, config.Config{}, err
 		}
 		if id.Tenant != "" && id.Tenant != tenant {
-			return nil, fmt.Errorf("the credential %s is for tenant %q, not %q", cfg.NATS.CredsFile, id.Tenant, tenant)
+			return nil, config.Config{}, fmt.Errorf("the credential %s is for tenant %q, not %q", cfg.NATS.CredsFile, id.Tenant, tenant)
 		}
 	}
 	if !g.verbose && logger.Core().Enabled(zapcore.InfoLevel) {
@@ -73,9 +74,9 @@ func dial(g *globalFlags, tenant, hint string) (*nats.Conn, error) {
 		go nc.Close()
 	}, logger)
 	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, hint)
+		return nil, config.Config{}, fmt.Errorf("%w%s", err, hint)
 	}
-	return nc, nil
+	return nc, cfg, nil
 }
 
 // checkID vets the id given as --flag ("" is left to the flag's own rules), so
@@ -91,15 +92,11 @@ func checkID(flag, id string) error {
 // connection afterwards. The client refuses events over the deployment's text
 // limit (limits.max_text_bytes of the configuration) before publishing them.
 func withClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *client.Client) error) error {
-	nc, err := dial(g, tenant, " (is `agentmem up` running? set --nats-url; with `up --auth`, AGENTMEM_NATS_CREDS_FILE)")
+	nc, cfg, err := dial(g, tenant, " (is `agentmem up` running? set --nats-url; with `up --auth`, AGENTMEM_NATS_CREDS_FILE)")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cfg, _, err := loadConfig(g, map[string]string{})
-	if err != nil {
-		return err
-	}
 	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli", MaxTextBytes: cfg.Limits.MaxTextBytes})
 	if err != nil {
 		return err
@@ -465,7 +462,7 @@ reason class (--reason malformed|max_deliveries|retries_exhausted).`,
 }
 
 func jetStream(g *globalFlags) (jetstream.JetStream, func(), error) {
-	nc, err := dial(g, "", "")
+	nc, _, err := dial(g, "", "")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -119,7 +119,7 @@ resumes when started again with the same selection.`,
 			if err != nil {
 				return err
 			}
-			nc, err := dial(g, sel.tenant, " (replay reads the live stream: is agentmem running? set --nats-url)")
+			nc, _, err := dial(g, sel.tenant, " (replay reads the live stream: is agentmem running? set --nats-url)")
 			if err != nil {
 				return err
 			}
@@ -339,7 +339,7 @@ func runDiff(g *globalFlags, tenant, user, name, against string) (diff.Result, e
 // while the live NATS server answers (whatever the stores, and the embedded vector
 // store stays with the process that owns it), else from the stopped stack's stores.
 func liveSnapshot(ctx context.Context, g *globalFlags, cfg config.Config, tenant, user string, logger *zap.Logger) (diff.Snapshot, error) {
-	if nc, err := dial(g, tenant, ""); err == nil {
+	if nc, _, err := dial(g, tenant, ""); err == nil {
 		defer nc.Close()
 		var archive bytes.Buffer
 		err := withTransferConn(ctx, nc, tenant, func(ctx context.Context, cl *client.Client, _ int) error {

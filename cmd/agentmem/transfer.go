@@ -25,7 +25,7 @@ const transferTimeout = 5 * time.Minute
 // withTransferClient is withClient for the long commands: no overall deadline
 // (an export runs as long as it has pages), interrupted by SIGINT or SIGTERM.
 func withTransferClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *client.Client, maxPayload int) error) error {
-	nc, err := dial(g, tenant, " (is `agentmem up` running? set --nats-url)")
+	nc, _, err := dial(g, tenant, " (is `agentmem up` running? set --nats-url)")
 	if err != nil {
 		return err
 	}
