@@ -428,7 +428,7 @@ type HistoryReply struct {
 // Change is one step in a memory's life.
 type Change struct {
 	TS     time.Time      `json:"ts"`
-	Op     string         `json:"op"` // add, update, reconsolidate, merge, separate, delete
+	Op     string         `json:"op"` // create (told from the record), add, update, reconsolidate, merge, separate, delete
 	Text   string         `json:"text,omitempty"`
 	Detail map[string]any `json:"detail,omitempty"`
 }

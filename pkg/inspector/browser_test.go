@@ -307,7 +307,7 @@ func TestInspectorInBrowser(t *testing.T) {
 		if !strings.Contains(b.text(), "History") || !strings.Contains(b.text(), "hit count") {
 			t.Errorf("memory page without history: %s", b.text())
 		}
-		if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "created") {
+		if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "create") {
 			t.Errorf("the history does not start with the memory's creation: %q\n%s", op, b.text())
 		}
 		id := b.eval(`document.querySelector("a.provenance").textContent`)
@@ -435,7 +435,7 @@ func TestInspectorOnTheDemo(t *testing.T) {
 	if n := b.eval(`document.querySelectorAll("a.provenance").length + ""`); n == "0" {
 		t.Errorf("the demo's memory shows no source event:\n%s", b.text())
 	}
-	if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "created") {
+	if op := b.eval(`document.querySelector("table.history tr:nth-child(2) td:nth-child(2)").textContent`); !strings.HasPrefix(op, "create") {
 		t.Errorf("the demo's memory has no history:\n%s", b.text())
 	}
 	if path := os.Getenv("AGENTMEM_TEST_INSPECTOR_SCREENSHOT"); path != "" {

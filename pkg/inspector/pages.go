@@ -416,23 +416,9 @@ func (in *Inspector) memory(w http.ResponseWriter, r *http.Request) {
 	if h, err := cl.History(r.Context(), events.HistoryRequest{UserID: n.User, ID: id}); err != nil {
 		d.HistErr = err.Error()
 	} else {
-		d.History = withCreated(h.Changes, m, d.Statement)
+		d.History = h.Changes
 	}
 	in.render(w, "memory", page{Title: "memory " + id, Crumbs: crumbs(n, crumb{"memories", userURL(n) + "memories"}, crumb{id, ""}), Data: d})
-}
-
-// withCreated is a memory's history led by its creation: a memory the pipeline
-// wrote from observations (ingest, extraction) has no "add" in its log, so its
-// creation is told from the memory itself.
-func withCreated(changes []events.Change, m events.Memory, statement string) []events.Change {
-	if len(changes) > 0 && changes[0].Op == "add" {
-		return changes
-	}
-	created := events.Change{TS: m.TS, Op: "created", Text: statement}
-	if m.ChatID != "" {
-		created.Op = "created from session " + m.ChatID
-	}
-	return append([]events.Change{created}, changes...)
 }
 
 type timelineRow struct {

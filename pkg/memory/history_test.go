@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/memory"
+	"github.com/agentmem/agentmem/pkg/records"
 )
 
 func TestHistoryLogKeepsTheNewest(t *testing.T) {
@@ -283,5 +285,58 @@ func fillHistory(tb testing.TB, log *memory.HistoryLog, id string, n int) {
 		if err := log.Append(context.Background(), "acme", "u1", id, ch); err != nil {
 			tb.Fatal(err)
 		}
+	}
+}
+
+// A memory the pipeline wrote has no "add" in its log; its history starts with
+// a "create" told from the record (its statement, not the messages kept as its
+// context, and its session), for every reader alike. A memory deleted since
+// keeps the log alone.
+func TestPipelineMemoryHistoryStartsWithItsCreation(t *testing.T) {
+	f := newFixture(t, memory.Config{})
+	ctx := context.Background()
+	obs := records.Observation{Role: "user", Text: "My bike is red.", TS: t0, ChatID: "s7", EventID: "01HZX3V6Q8K2M4N6P8R0T2V4X6",
+		Before: []records.Utterance{{Role: "assistant", Text: "What colour is your bike?"}}}
+	rec := records.EpisodeRecord("acme", "u1", obs, records.Episode{Write: true, Thing: "My bike is red.", Who: "user", Time: t0})
+	vec, err := f.emb.Embed(ctx, []string{rec.Text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Vector = vec[0]
+	if err := f.store.Upsert(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.svc.History(ctx, "acme", events.HistoryRequest{UserID: "u1", ID: rec.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Changes) != 1 {
+		t.Fatalf("history %+v, want one create", h.Changes)
+	}
+	c := h.Changes[0]
+	if c.Op != "create" || c.Text != "My bike is red." || !c.TS.Equal(t0) || c.Detail["session"] != "s7" || c.Detail["memory_type"] != "episodic" {
+		t.Errorf("creation %+v, want create of the statement alone at %v in session s7", c, t0)
+	}
+
+	if _, err := f.svc.Update(ctx, "acme", events.UpdateRequest{UserID: "u1", ID: rec.ID, Text: "My bike is blue."}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Delete(ctx, "acme", events.DeleteRequest{UserID: "u1", IDs: []string{rec.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err = f.svc.History(ctx, "acme", events.HistoryRequest{UserID: "u1", ID: rec.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, c := range h.Changes {
+		ops = append(ops, c.Op)
+	}
+	if !slices.Equal(ops, []string{"update", "delete"}) {
+		t.Errorf("history of the deleted memory %v, want update, delete", ops)
+	}
+	// Another user asking for the id finds nothing, not the creation.
+	if _, err := f.svc.History(ctx, "acme", events.HistoryRequest{UserID: "u2", ID: rec.ID}); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("history of u1's memory asked by u2: %v, want not found", err)
 	}
 }

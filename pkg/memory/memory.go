@@ -532,14 +532,32 @@ func (s *Service) History(ctx context.Context, tenant string, req events.History
 	if err != nil {
 		return events.HistoryReply{}, err
 	}
-	if len(changes) == 0 {
-		// A memory written by another path (ingest) has no history yet.
-		if _, err := s.fetch(ctx, tenant, req.UserID, id, vectorTypes); err != nil {
-			return events.HistoryReply{}, err
-		}
-		changes = []events.Change{}
+	if len(changes) > 0 && changes[0].Op == "add" {
+		return events.HistoryReply{ID: id, Changes: changes}, nil
+	}
+	// The pipeline (ingest, extraction) writes memories without a history entry,
+	// which would cost a write per observation; the creation is told from the
+	// record instead, so every reader (CLI, SDK, inspector) sees the same history.
+	rec, err := s.fetch(ctx, tenant, req.UserID, id, vectorTypes)
+	switch {
+	case err == nil:
+		changes = append([]events.Change{creation(rec)}, changes...)
+	case len(changes) == 0 || !errors.Is(err, ErrNotFound):
+		return events.HistoryReply{}, err
 	}
 	return events.HistoryReply{ID: id, Changes: changes}, nil
+}
+
+// creation is the "create" change of a memory the pipeline wrote: its time, its
+// statement (without the earlier messages kept as its context) and the session
+// it came from.
+func creation(rec vectorstore.Record) events.Change {
+	statement, _ := records.SplitContext(rec)
+	ch := events.Change{TS: rec.TS, Op: "create", Text: statement, Detail: map[string]any{"memory_type": string(rec.MemoryType)}}
+	if rec.ChatID != "" {
+		ch.Detail["session"] = rec.ChatID
+	}
+	return ch
 }
 
 func firstErr(errs ...error) error {
