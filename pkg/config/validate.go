@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"go.uber.org/zap/zapcore"
 )
@@ -79,6 +80,29 @@ func (p *problems) notBoth(keyA string, a bool, keyB string, b bool) {
 func (p *problems) tls(prefix string, t TLS) {
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		p.add(prefix+".cert_file", "and %s.key_file must be set together", prefix)
+	}
+}
+
+// quotas checks the default quotas and each tenant's overrides.
+func (p *problems) quotas(q Quotas) {
+	limits := func(prefix string, rate *float64, counts map[string]*int) {
+		if r := rate; r != nil && (math.IsNaN(*r) || math.IsInf(*r, 0) || *r < 0) {
+			p.add(prefix+"events_per_second", "must be a number >= 0 (0 is no limit), got %v", *r)
+		}
+		for key, v := range counts {
+			if v != nil && *v < 0 {
+				p.add(prefix+key, "must be >= 0 (0 is no limit), got %d", *v)
+			}
+		}
+	}
+	limits("quotas.", &q.EventsPerSecond, map[string]*int{"events_burst": &q.EventsBurst, "memories": &q.Memories, "markdown_bytes": &q.MarkdownBytes})
+	for t, o := range q.Tenants {
+		prefix := "quotas.tenants." + t + "."
+		if err := events.ValidateID("tenant", t); err != nil {
+			p.add("quotas.tenants", "names %q, which is not a tenant id: %v", t, err)
+			continue
+		}
+		limits(prefix, o.EventsPerSecond, map[string]*int{"events_burst": o.EventsBurst, "memories": o.Memories, "markdown_bytes": o.MarkdownBytes})
 	}
 }
 
@@ -251,6 +275,8 @@ func (c Config) Validate() error {
 		p.add("limits.max_text_bytes", "must be between 1 and %d (NATS's default max_payload is 1 MiB), got %d", MaxTextBytesCeiling, n)
 	}
 	p.positive("limits.max_clock_skew", c.Limits.MaxClockSkew)
+
+	p.quotas(c.Quotas)
 
 	p.hostPort("http.listen", c.HTTP.Listen)
 	for _, h := range c.HTTP.UIHosts {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/quota"
 	"github.com/agentmem/agentmem/pkg/writes"
 )
 
@@ -43,6 +44,10 @@ func writeOp[Req any](s *Service, op string) func(context.Context, string, Req) 
 func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, error) {
 	env, err := writes.Record(tenant, op, req, s.deps.Now())
 	if err != nil {
+		return nil, err
+	}
+	kind, n := quotaOf(op, req)
+	if err := s.withinQuota(ctx, tenant, kind, n); err != nil {
 		return nil, err
 	}
 	unlock := s.lockNamespace(tenant, env.UserID)
@@ -76,7 +81,41 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	if ack.Duplicate {
 		return s.retried(ctx, env, ack)
 	}
-	return s.writes.Apply(ctx, env)
+	reply, err := s.writes.Apply(ctx, env)
+	if err == nil && kind != "" {
+		s.deps.Quota.Added(tenant, kind, n)
+	}
+	return reply, err
+}
+
+// quotaOf is the quota a write of op grows and by how much: memories for add
+// and item.save, Markdown bytes for append; "" for the writes that do not
+// (updates, deletes: a tenant over its quota can always make room).
+func quotaOf(op string, req any) (quota.Kind, int) {
+	switch r := req.(type) {
+	case events.AppendRequest:
+		return quota.MarkdownBytes, len(r.Content)
+	case events.AddRequest:
+		return quota.Memories, 1
+	case events.ItemRequest:
+		if op == events.EndpointItemSave {
+			return quota.Memories, 1
+		}
+	}
+	return "", 0
+}
+
+// withinQuota refuses a write that would take tenant over its quota of kind
+// (an error wrapping quota.ErrExceeded: 429) before it is recorded.
+func (s *Service) withinQuota(ctx context.Context, tenant string, kind quota.Kind, n int) error {
+	if kind == "" {
+		return nil
+	}
+	err := s.deps.Quota.Check(ctx, tenant, kind, n)
+	if err != nil && !errors.Is(err, quota.ErrExceeded) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // lockNamespace locks the stripe of tenant/user and returns its unlock.
