@@ -279,6 +279,21 @@ func (m *Meter) Added(tenant string, kind Kind, n int) {
 	}
 }
 
+// Recount drops tenant's counts: the next Check reads the stores again (after
+// a delete, so that the room it made counts at once).
+func (m *Meter) Recount(tenant string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.held {
+		if k.tenant == tenant {
+			delete(m.held, k)
+		}
+	}
+}
+
 func (m *Meter) count(ctx context.Context, tenant string, kind Kind) (int, error) {
 	k := heldKey{tenant, kind}
 	m.mu.Lock()

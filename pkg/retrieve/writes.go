@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -82,11 +83,20 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 		return s.retried(ctx, env, ack)
 	}
 	reply, err := s.writes.Apply(ctx, env)
-	if err == nil && kind != "" {
+	switch {
+	case err != nil:
+	case kind != "":
 		s.deps.Quota.Added(tenant, kind, n)
+	case slices.Contains(shrinkingOps, op):
+		s.deps.Quota.Recount(tenant)
 	}
 	return reply, err
 }
+
+// shrinkingOps are the writes that can leave a tenant holding less: its quota
+// counts are read again after one, so that the room it made is seen at once.
+var shrinkingOps = []string{events.EndpointDelete, events.EndpointReset, events.EndpointItemDelete,
+	events.EndpointItemDeleteScope, events.EndpointCompress, events.EndpointBackupsRestore}
 
 // quotaOf is the quota a write of op grows and by how much: memories for add
 // and item.save, Markdown bytes for append; "" for the writes that do not
