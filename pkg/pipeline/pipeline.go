@@ -320,7 +320,12 @@ func (w *Worker) quota(msg *message.Message, env events.Envelope) error {
 	}
 	storedAt, _ := time.Parse(time.RFC3339Nano, msg.Metadata.Get(bus.MetaStoredTime))
 	if err := w.cfg.Quota(env, storedAt); err != nil {
-		w.logger.Warn("refusing an event over quota", append(eventFields(env), zap.Error(err))...)
+		// A flood is refused event by event: a line each at Warn would cost
+		// more than the refusal. The dead letter is its record, and
+		// agentmem_dead_letters_total{reason="quota"} counts them.
+		if w.logger.Core().Enabled(zap.DebugLevel) {
+			w.logger.Debug("refusing an event over quota", append(eventFields(env), zap.Error(err))...)
+		}
 		return bus.Permanent(err)
 	}
 	return nil
