@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app/apptest"
@@ -100,7 +101,7 @@ func TestNoisyTenantOverItsRateIsDeadLetteredQuietTenantStored(t *testing.T) {
 // dead-lettered with class quota), while another tenant writes as before and
 // a delete still makes room.
 func TestTenantAtItsHeldQuotasIsRefused(t *testing.T) {
-	stack, _ := apptest.Up(t, `AGENTMEM_QUOTAS_TENANTS={"small":{"memories":2,"markdown_bytes":100}}`)
+	stack, _ := apptest.Up(t, `AGENTMEM_QUOTAS_TENANTS={"small":{"memories":2,"markdown_bytes":100}}`, "AGENTMEM_NATS_STREAM_DLQ_MAX_AGE=168h")
 	small, other := apptest.Client(t, stack, "small"), apptest.Client(t, stack, "other")
 	ctx := context.Background()
 	over := func(what, key string, err error) {
@@ -158,6 +159,19 @@ func TestTenantAtItsHeldQuotasIsRefused(t *testing.T) {
 	}
 	if want := []string{"small " + smallID + " ingest quota"}; !slices.Equal(got, want) {
 		t.Errorf("dead letters %q, want %q", got, want)
+	}
+
+	// Retention: the dead letters of a flood are not kept forever when so set.
+	dlq, err := stack.Runtime().JS.Stream(ctx, bus.DefaultDLQStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dlq.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.MaxAge != 168*time.Hour {
+		t.Errorf("dead-letter stream max age %s, want nats.stream.dlq_max_age 168h", info.Config.MaxAge)
 	}
 
 	// A delete makes room again.

@@ -117,6 +117,7 @@ func (rt *Runtime) open(ctx context.Context) error {
 	}
 	if err := bus.ProvisionStreams(ctx, rt.JS, bus.StreamConfig{
 		MaxAge:          rt.Config.NATS.Stream.MaxAge,
+		DLQMaxAge:       rt.Config.NATS.Stream.DLQMaxAge,
 		DuplicateWindow: rt.Config.NATS.Stream.DuplicateWindow,
 		Replicas:        rt.Config.NATS.Stream.Replicas,
 	}); err != nil {

@@ -108,7 +108,10 @@ type Embedded struct {
 
 // Stream is the AGENTMEM JetStream stream.
 type Stream struct {
-	MaxAge          time.Duration `koanf:"max_age"` // 0 = unlimited
+	MaxAge time.Duration `koanf:"max_age"` // 0 = unlimited
+	// DLQMaxAge bounds how long the dead-letter stream keeps a dead letter;
+	// 0 keeps them until replayed (a tenant flooding past its quota fills it).
+	DLQMaxAge       time.Duration `koanf:"dlq_max_age"`
 	DuplicateWindow time.Duration `koanf:"duplicate_window"`
 	Replicas        int           `koanf:"replicas"`
 }

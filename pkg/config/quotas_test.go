@@ -2,9 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmem/agentmem/pkg/quota"
 )
@@ -72,6 +74,22 @@ func TestBadQuotasNameTheirKey(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%q %q: error %q does not say %q", c.file, c.env, err, w)
 			}
+		}
+	}
+}
+
+// Retention (issue 32.6): the dead-letter stream's age limit is a key of its own,
+// and an age limit shorter than the duplicate window is refused before JetStream
+// would refuse the stream.
+func TestStreamAgeLimits(t *testing.T) {
+	if got := mustLoad(t, "", "AGENTMEM_NATS_STREAM_DLQ_MAX_AGE=168h").NATS.Stream.DLQMaxAge; got != 168*time.Hour {
+		t.Errorf("nats.stream.dlq_max_age = %s, want 168h", got)
+	}
+	_, err := Load("", []string{"AGENTMEM_NATS_STREAM_DLQ_MAX_AGE=1m", "AGENTMEM_NATS_STREAM_MAX_AGE=90s"})
+	for _, w := range []string{"nats.stream.dlq_max_age: is 1m0s, shorter than nats.stream.duplicate_window (2m0s)",
+		"nats.stream.max_age: is 1m30s, shorter than nats.stream.duplicate_window (2m0s)"} {
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(fmt.Sprint(err), w) {
+			t.Errorf("error %v does not say %q", err, w)
 		}
 	}
 }

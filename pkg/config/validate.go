@@ -176,6 +176,15 @@ func (c Config) Validate() error {
 	if n.Stream.MaxAge < 0 {
 		p.add("nats.stream.max_age", "must be >= 0 (0 is unlimited), got %s", n.Stream.MaxAge)
 	}
+	if n.Stream.DLQMaxAge < 0 {
+		p.add("nats.stream.dlq_max_age", "must be >= 0 (0 is unlimited), got %s", n.Stream.DLQMaxAge)
+	}
+	for key, age := range map[string]time.Duration{"nats.stream.max_age": n.Stream.MaxAge, "nats.stream.dlq_max_age": n.Stream.DLQMaxAge} {
+		if age > 0 && age < n.Stream.DuplicateWindow {
+			// JetStream refuses such a stream; say so before it does.
+			p.add(key, "is %s, shorter than nats.stream.duplicate_window (%s)", age, n.Stream.DuplicateWindow)
+		}
+	}
 	p.positive("nats.stream.duplicate_window", n.Stream.DuplicateWindow)
 	if r := n.Stream.Replicas; r < 1 || r > 5 {
 		p.add("nats.stream.replicas", "must be between 1 and 5, got %d", r) // JetStream's own limit
