@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
 // Issue 32.6 through the whole stack: a noisy tenant sends observations far
@@ -174,11 +175,33 @@ func TestTenantAtItsHeldQuotasIsRefused(t *testing.T) {
 		t.Errorf("dead-letter stream max age %s, want nats.stream.dlq_max_age 168h", info.Config.MaxAge)
 	}
 
-	// A delete makes room again.
+	// A delete makes room again: the refused observation, replayed from the
+	// dead letters (dlq replay --reason quota), takes it, and the next add is
+	// refused once more.
 	if _, err := small.Delete(ctx, events.DeleteRequest{UserID: "u1", IDs: ids[:1]}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := small.Add(ctx, events.AddRequest{UserID: "u1", Text: "I prefer pie charts"}); err != nil {
-		t.Errorf("add after a delete made room: %v", err)
+	for _, dl := range bus.SelectDeadLetters(dls, bus.ClassQuota) {
+		if err := bus.ReplayDeadLetter(ctx, stack.Runtime().JS, dl); err != nil {
+			t.Fatal(err)
+		}
 	}
+	apptest.WaitIdle(t, stack)
+	recs, _, err := stack.Runtime().Vectors.Scroll(ctx, vectorstore.Filter{Tenant: "small", UserID: "u1", IncludeExpired: true}, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, r := range recs {
+		texts = append(texts, r.Text)
+	}
+	slices.Sort(texts)
+	if len(texts) != 2 || texts[0] != "My manager is Dana" || !strings.Contains(texts[1], "vault is in room 12") {
+		t.Errorf("small's memories after the delete and the replay: %q, want Dana's and the replayed vault episode", texts)
+	}
+	if left, err := bus.ListDeadLetters(ctx, stack.Runtime().JS, bus.DefaultDLQStream, 100); err != nil || len(left) != 0 {
+		t.Errorf("dead letters after the replay: %d (%v), want none", len(left), err)
+	}
+	_, err = small.Add(ctx, events.AddRequest{UserID: "u1", Text: "I prefer pie charts"})
+	over("add once the replay took the room", "quotas.tenants.small.memories", err)
 }
