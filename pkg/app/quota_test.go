@@ -120,6 +120,10 @@ func TestTenantAtItsHeldQuotasIsRefused(t *testing.T) {
 		}
 		ids = append(ids, reply.MemoryIDs...)
 	}
+	// A retry of the add that reached the quota is answered as the retry it is.
+	if reply, err := small.Add(ctx, events.AddRequest{UserID: "u1", Text: "My manager is Dana"}); err != nil || !slices.Equal(reply.MemoryIDs, ids[1:]) {
+		t.Errorf("retried add at the quota: %v %v, want the first answer %v", reply.MemoryIDs, err, ids[1:])
+	}
 	_, err := small.Add(ctx, events.AddRequest{UserID: "u2", Text: "I prefer pie charts"})
 	over("third add (another user, same tenant)", "quotas.tenants.small.memories", err)
 	_, err = small.SaveItem(ctx, events.ItemRequest{UserID: "u1", Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemNote, Key: "k", Content: "x", Confidence: 1}})

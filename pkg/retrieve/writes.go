@@ -47,26 +47,34 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	if err != nil {
 		return nil, err
 	}
-	kind, n := quotaOf(op, req)
-	if err := s.withinQuota(ctx, tenant, kind, n); err != nil {
-		return nil, err
-	}
 	unlock := s.lockNamespace(tenant, env.UserID)
 	defer unlock()
 	msg, err := eventstore.Msg(env)
 	if err != nil {
 		return nil, err
 	}
-	msgID := writes.MsgID(env, 0)
+	msgID, retry := writes.MsgID(env, 0), false
 	switch last, err := s.deps.Events.Last(ctx, msg.Subject); {
 	case err == nil:
 		if prev, derr := events.Decode(last.Data); derr == nil && writes.SameRequest(prev, env) && last.Header.Get(events.HeaderMsgID) != "" {
-			msgID = last.Header.Get(events.HeaderMsgID)
+			msgID, retry = last.Header.Get(events.HeaderMsgID), true
 		} else {
 			msgID = writes.MsgID(env, last.Sequence)
 		}
 	case !errors.Is(err, eventstore.ErrNotFound):
 		return nil, fmt.Errorf("%w: record the %s write: %w", ErrUnavailable, op, err)
+	}
+	// The retry of a write the quota let through is answered as one, not
+	// refused for the room the write itself took: it is refused only when the
+	// tenant is over the quota already (a repeat outside the duplicate window
+	// is applied again, and may pass the quota by itself once).
+	kind, n := quotaOf(op, req)
+	checkN := n
+	if retry {
+		checkN = 0
+	}
+	if err := s.withinQuota(ctx, tenant, kind, checkN); err != nil {
+		return nil, err
 	}
 	msg.Header.Set(events.HeaderMsgID, msgID)
 	ack, err := s.deps.JS.PublishMsg(ctx, msg)
