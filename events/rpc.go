@@ -20,6 +20,9 @@ const (
 	// RPCCodeTooLarge: the reply would not fit in one NATS message (the
 	// connection's max_payload) and cannot be cut; the message names both sizes.
 	RPCCodeTooLarge = "413"
+	// RPCCodeQuota: the write would take the tenant over one of its quotas
+	// (quotas.memories, quotas.markdown_bytes); the message names the key.
+	RPCCodeQuota = "429"
 )
 
 // Limits of list-shaped requests, so one request cannot ask for the whole store.

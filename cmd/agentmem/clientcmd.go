@@ -405,7 +405,7 @@ func newDLQCmd(g *globalFlags) *cobra.Command {
 		Long: `replay re-publishes dead letters to their original subjects, each with a fresh
 message id, and deletes each from the dead-letter stream once its publish is acked.
 Name them by sequence (see dlq list), or take every one (--all) or every one of a
-reason class (--reason malformed|max_deliveries|retries_exhausted).`,
+reason class (--reason malformed|max_deliveries|retries_exhausted|quota).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case reason != "" && !slices.Contains(bus.ReasonClasses, reason):

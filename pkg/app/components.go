@@ -232,6 +232,10 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 	if err != nil {
 		return nil, err
 	}
+	meter, err := rt.quotaMeter()
+	if err != nil {
+		return nil, err
+	}
 	return ingest.New(ingest.Config{
 		Consumer:        bus.WorkerConsumer(bus.WorkerIngest, rt.consumerDefaults()),
 		Concurrency:     in.Concurrency,
@@ -248,6 +252,7 @@ func (rt *Runtime) ingest(_ context.Context, p componentParts) (Component, error
 		Policy: func(ctx context.Context, tenant, user, session string) policy.Policy {
 			return policies.For(ctx, docstore.Namespace{Tenant: tenant, User: user}, session)
 		},
+		Rate: rt.quotaRate(), Memories: meter,
 	}, p.logger)
 }
 
@@ -260,10 +265,14 @@ func (rt *Runtime) extractor(_ context.Context, p componentParts) (Component, er
 	if err != nil {
 		return nil, err
 	}
+	meter, err := rt.quotaMeter()
+	if err != nil {
+		return nil, err
+	}
 	return extract.NewWorker(rt.extractorConfig(), extract.WorkerDeps{
 		Dial: rt.Dial, JS: rt.JS, Events: rt.Events, Docs: rt.Docs, Extractor: p.procs.extractor,
 		Decider: p.procs.decider, Semantic: p.procs.semantic, Vectors: rt.Vectors, Embedder: rt.Embedder, Metrics: p.metrics,
-		Summaries: summaries, Evolver: evolver, Keyring: rt.Keyring,
+		Summaries: summaries, Evolver: evolver, Keyring: rt.Keyring, Quota: meter,
 	}, p.logger)
 }
 
@@ -373,6 +382,10 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 	if err != nil {
 		return nil, err
 	}
+	meter, err := rt.quotaMeter()
+	if err != nil {
+		return nil, err
+	}
 	m := rt.Config.Memory
 	return retrieve.New(retrieve.Config{
 		Policy:        m.Policy,
@@ -388,7 +401,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 	}, retrieve.Deps{
 		Conn: conn, JS: rt.JS, Docs: rt.Docs, Events: rt.Events, Sessions: rt.Sessions,
 		Memories: mem, Consolidator: runner, Compressor: compactor, Transfer: moves, Summarize: extract.SummarizeSession, Gate: rt.Priority,
-		Metrics: rpcMetrics,
+		Metrics: rpcMetrics, Quota: meter,
 	}, p.logger)
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/memory"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/priority"
+	"github.com/agentmem/agentmem/pkg/quota"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore/embedded"
@@ -72,6 +73,9 @@ type Runtime struct {
 	lcMetrics *lifecycle.Metrics
 	compact   *lifecycle.Compactor
 	policies  *lifecycle.Policies
+	// The tenants' quotas (quotas.*), built on first use, shared.
+	rate  *quota.Rate
+	meter *quota.Meter
 }
 
 // NewRuntime connects to NATS (in-process to srv when it is not nil), provisions the
@@ -113,6 +117,7 @@ func (rt *Runtime) open(ctx context.Context) error {
 	}
 	if err := bus.ProvisionStreams(ctx, rt.JS, bus.StreamConfig{
 		MaxAge:          rt.Config.NATS.Stream.MaxAge,
+		DLQMaxAge:       rt.Config.NATS.Stream.DLQMaxAge,
 		DuplicateWindow: rt.Config.NATS.Stream.DuplicateWindow,
 		Replicas:        rt.Config.NATS.Stream.Replicas,
 	}); err != nil {

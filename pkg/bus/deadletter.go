@@ -31,8 +31,9 @@ type DeadLetter struct {
 	Subject string
 	// Reason the message was dead-lettered.
 	Reason string
-	// Class of the reason: ClassMalformed, ClassMaxDeliveries or
-	// ClassRetriesExhausted ("" for dead letters written before classes existed).
+	// Class of the reason: ClassMalformed, ClassMaxDeliveries,
+	// ClassRetriesExhausted or ClassQuota ("" for dead letters written before
+	// classes existed).
 	Class string
 	// Deliveries of the original message when it was dead-lettered.
 	Deliveries int
@@ -160,4 +161,4 @@ func SelectDeadLetters(dls []DeadLetter, class string) []DeadLetter {
 }
 
 // ReasonClasses are the dead-letter reason classes, for validating a selection.
-var ReasonClasses = []string{ClassMalformed, ClassMaxDeliveries, ClassRetriesExhausted}
+var ReasonClasses = []string{ClassMalformed, ClassMaxDeliveries, ClassRetriesExhausted, ClassQuota}

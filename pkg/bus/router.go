@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/quota"
 )
 
 // Dead-letter headers, set by Watermill's PoisonQueue middleware. A dead letter also
@@ -32,6 +33,9 @@ const (
 	ClassMaxDeliveries = "max_deliveries"
 	// ClassRetriesExhausted: the handler kept failing through every retry.
 	ClassRetriesExhausted = "retries_exhausted"
+	// ClassQuota: the event's tenant was over one of its quotas (pkg/quota);
+	// replayed once the quota is raised or the tenant holds less.
+	ClassQuota = "quota"
 )
 
 // ReasonClass is the class of a handler error that dead-letters its message.
@@ -39,6 +43,8 @@ func ReasonClass(err error) string {
 	switch {
 	case errors.Is(err, ErrMaxDeliveries):
 		return ClassMaxDeliveries
+	case errors.Is(err, quota.ErrExceeded):
+		return ClassQuota
 	case IsPermanent(err):
 		return ClassMalformed
 	}
@@ -265,8 +271,10 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
-// IsPermanent reports whether err, or any error it wraps, was marked by Permanent.
+// IsPermanent reports whether err, or any error it wraps, was marked by Permanent,
+// or is a tenant over a quota (quota.ErrExceeded): retries within one message's
+// deliveries would not bring the tenant under it.
 func IsPermanent(err error) bool {
 	var p *permanentError
-	return errors.As(err, &p)
+	return errors.As(err, &p) || errors.Is(err, quota.ErrExceeded)
 }

@@ -44,6 +44,9 @@ var (
 	ErrNotFound    = errors.New("client: not found")
 	ErrInternal    = errors.New("client: retriever internal error")
 	ErrUnavailable = errors.New("client: retriever dependency unavailable")
+	// ErrQuota: the write would take the tenant over a quota (429); the
+	// message names the quota's configuration key.
+	ErrQuota = errors.New("client: tenant over quota")
 )
 
 // Error is a failed request as the retriever reported it in the NATS micro error
@@ -70,6 +73,8 @@ func (e *Error) Is(target error) bool {
 		return target == ErrInternal
 	case events.RPCCodeUnavailable:
 		return target == ErrUnavailable
+	case events.RPCCodeQuota:
+		return target == ErrQuota
 	}
 	return false
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/quota"
 )
 
 // Config is the whole configuration. Field tags are the YAML keys.
@@ -26,6 +27,7 @@ type Config struct {
 	Search  Search  `koanf:"search"`
 	Ingest  Ingest  `koanf:"ingest"`
 	Limits  Limits  `koanf:"limits"`
+	Quotas  Quotas  `koanf:"quotas"`
 	HTTP    HTTP    `koanf:"http"`
 	Log     Log     `koanf:"log"`
 	Runtime Runtime `koanf:"runtime"`
@@ -106,7 +108,10 @@ type Embedded struct {
 
 // Stream is the AGENTMEM JetStream stream.
 type Stream struct {
-	MaxAge          time.Duration `koanf:"max_age"` // 0 = unlimited
+	MaxAge time.Duration `koanf:"max_age"` // 0 = unlimited
+	// DLQMaxAge bounds how long the dead-letter stream keeps a dead letter;
+	// 0 keeps them until replayed (a tenant flooding past its quota fills it).
+	DLQMaxAge       time.Duration `koanf:"dlq_max_age"`
 	DuplicateWindow time.Duration `koanf:"duplicate_window"`
 	Replicas        int           `koanf:"replicas"`
 }
@@ -288,6 +293,62 @@ func (l Limits) Events() events.Limits {
 // MaxTextBytesCeiling is the largest limits.max_text_bytes: half of NATS's default
 // max_payload, so a request carrying one such text still fits in a message.
 const MaxTextBytesCeiling = 512 << 10
+
+// Quotas bound each tenant (pkg/quota): a tenant over one is refused, an RPC
+// with 429 and an event dead-lettered with class quota. 0 is no limit, every
+// quota's default.
+type Quotas struct {
+	// EventsPerSecond is the observations per second one ingest replica accepts
+	// of a tenant, in the stream's time (a token bucket per tenant and replica).
+	EventsPerSecond float64 `koanf:"events_per_second"`
+	// EventsBurst is the bucket's size; 0 is one second's worth.
+	EventsBurst int `koanf:"events_burst"`
+	// Memories bounds the vector-store records a tenant holds.
+	Memories int `koanf:"memories"`
+	// MarkdownBytes bounds the bytes of a tenant's Markdown memory files.
+	MarkdownBytes int `koanf:"markdown_bytes"`
+	// Tenants overrides the quotas above for the tenants it names, key by key:
+	// what a tenant's entry leaves out is the default. In a file
+	// quotas.tenants.<tenant>.memories; in the environment one JSON object,
+	// AGENTMEM_QUOTAS_TENANTS='{"acme":{"memories":100000}}'.
+	Tenants TenantQuotas `koanf:"tenants"`
+}
+
+// TenantQuotas are the per-tenant overrides of Quotas, by tenant.
+type TenantQuotas map[string]TenantQuota
+
+// TenantQuota is one tenant's overrides; a nil field is the default's value.
+type TenantQuota struct {
+	EventsPerSecond *float64 `koanf:"events_per_second" json:"events_per_second"`
+	EventsBurst     *int     `koanf:"events_burst" json:"events_burst"`
+	Memories        *int     `koanf:"memories" json:"memories"`
+	MarkdownBytes   *int     `koanf:"markdown_bytes" json:"markdown_bytes"`
+}
+
+// Quota is the quotas as pkg/quota takes them: each tenant's overrides
+// filled in from the defaults.
+func (q Quotas) Quota() quota.Config {
+	def := quota.Limits{EventsPerSecond: q.EventsPerSecond, EventsBurst: q.EventsBurst, Memories: q.Memories, MarkdownBytes: q.MarkdownBytes}
+	out := quota.Config{Default: def}
+	if len(q.Tenants) > 0 {
+		out.Tenants = make(map[string]quota.Limits, len(q.Tenants))
+	}
+	for t, o := range q.Tenants {
+		l := def
+		override(&l.EventsPerSecond, o.EventsPerSecond)
+		override(&l.EventsBurst, o.EventsBurst)
+		override(&l.Memories, o.Memories)
+		override(&l.MarkdownBytes, o.MarkdownBytes)
+		out.Tenants[t] = l
+	}
+	return out
+}
+
+func override[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
 
 // HTTP is the operations server (/metrics, /healthz, /readyz, and the web
 // inspector at /ui/ when UI is on).

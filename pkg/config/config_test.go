@@ -218,6 +218,9 @@ func envValue(t *rapid.T, key string, def any) (string, any) {
 			parts[i] = x.String()
 		}
 		return strings.Join(parts, ","), v
+	case TenantQuotas:
+		n := rapid.IntRange(1, 1000).Draw(t, key)
+		return fmt.Sprintf(`{"acme":{"memories":%d}}`, n), TenantQuotas{"acme": {Memories: &n}}
 	case []string:
 		v := rapid.SliceOfN(rapid.StringMatching(`[a-z][a-z0-9-]{0,10}(\.[a-z]{2,5}){0,2}`), 1, 4).Draw(t, key)
 		return strings.Join(v, ","), v

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -98,6 +99,7 @@ func load(path string, environ []string) (Config, error) {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToWeakSliceHookFunc(","), // backoff from the environment: "1s,5s"
 			durationHook,
+			tenantQuotasHook,
 		),
 		// Values from the environment are strings: "200" must become an int.
 		WeaklyTypedInput: true,
@@ -131,11 +133,22 @@ func checkFileKeys(path string, fk *koanf.Koanf) error {
 	}
 	var errs []error
 	for _, k := range fk.Keys() {
-		if !known[k] && !groups[k] {
+		if !known[k] && !groups[k] && !underMap(k) {
 			errs = append(errs, fmt.Errorf("%w %q in %s", ErrUnknownKey, k, path))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// underMap reports whether key is inside a map-valued key (quotas.tenants.acme.memories):
+// the map's own type decides which of its keys exist, and decoding refuses the rest.
+func underMap(key string) bool {
+	for _, l := range leaves {
+		if reflect.TypeFor[Config]().FieldByIndex(l.index).Type.Kind() == reflect.Map && strings.HasPrefix(key, l.key+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // fromEnv returns the keys set by AGENTMEM_ variables.
@@ -184,6 +197,26 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("want a duration with a unit such as \"30s\", got the bare number %v", data)
 	}
 	return data, nil
+}
+
+var tenantQuotasType = reflect.TypeFor[TenantQuotas]()
+
+// tenantQuotasHook decodes quotas.tenants from the environment, where it is one
+// JSON object (a tenant id may hold "_", so it cannot be part of a variable name).
+func tenantQuotasHook(from, to reflect.Type, data any) (any, error) {
+	if to != tenantQuotasType || from.Kind() != reflect.String {
+		return data, nil
+	}
+	out := TenantQuotas{}
+	if strings.TrimSpace(data.(string)) == "" {
+		return out, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(data.(string)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf(`want a JSON object such as {"acme":{"memories":100000}}: %w`, err)
+	}
+	return out, nil
 }
 
 // decodeError turns mapstructure's errors into FieldErrors naming the key.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"go.uber.org/zap/zapcore"
 )
@@ -82,6 +83,29 @@ func (p *problems) tls(prefix string, t TLS) {
 	}
 }
 
+// quotas checks the default quotas and each tenant's overrides.
+func (p *problems) quotas(q Quotas) {
+	limits := func(prefix string, rate *float64, counts map[string]*int) {
+		if r := rate; r != nil && (math.IsNaN(*r) || math.IsInf(*r, 0) || *r < 0) {
+			p.add(prefix+"events_per_second", "must be a number >= 0 (0 is no limit), got %v", *r)
+		}
+		for key, v := range counts {
+			if v != nil && *v < 0 {
+				p.add(prefix+key, "must be >= 0 (0 is no limit), got %d", *v)
+			}
+		}
+	}
+	limits("quotas.", &q.EventsPerSecond, map[string]*int{"events_burst": &q.EventsBurst, "memories": &q.Memories, "markdown_bytes": &q.MarkdownBytes})
+	for t, o := range q.Tenants {
+		prefix := "quotas.tenants." + t + "."
+		if err := events.ValidateID("tenant", t); err != nil {
+			p.add("quotas.tenants", "names %q, which is not a tenant id: %v", t, err)
+			continue
+		}
+		limits(prefix, o.EventsPerSecond, map[string]*int{"events_burst": o.EventsBurst, "memories": o.Memories, "markdown_bytes": o.MarkdownBytes})
+	}
+}
+
 // Validate reports every problem, each as a *FieldError naming its key, joined with
 // errors.Join.
 func (c Config) Validate() error {
@@ -151,6 +175,15 @@ func (c Config) Validate() error {
 	p.hostPort("nats.embedded.listen", n.Embedded.Listen)
 	if n.Stream.MaxAge < 0 {
 		p.add("nats.stream.max_age", "must be >= 0 (0 is unlimited), got %s", n.Stream.MaxAge)
+	}
+	if n.Stream.DLQMaxAge < 0 {
+		p.add("nats.stream.dlq_max_age", "must be >= 0 (0 is unlimited), got %s", n.Stream.DLQMaxAge)
+	}
+	for key, age := range map[string]time.Duration{"nats.stream.max_age": n.Stream.MaxAge, "nats.stream.dlq_max_age": n.Stream.DLQMaxAge} {
+		if age > 0 && age < n.Stream.DuplicateWindow {
+			// JetStream refuses such a stream; say so before it does.
+			p.add(key, "is %s, shorter than nats.stream.duplicate_window (%s)", age, n.Stream.DuplicateWindow)
+		}
 	}
 	p.positive("nats.stream.duplicate_window", n.Stream.DuplicateWindow)
 	if r := n.Stream.Replicas; r < 1 || r > 5 {
@@ -251,6 +284,8 @@ func (c Config) Validate() error {
 		p.add("limits.max_text_bytes", "must be between 1 and %d (NATS's default max_payload is 1 MiB), got %d", MaxTextBytesCeiling, n)
 	}
 	p.positive("limits.max_clock_skew", c.Limits.MaxClockSkew)
+
+	p.quotas(c.Quotas)
 
 	p.hostPort("http.listen", c.HTTP.Listen)
 	for _, h := range c.HTTP.UIHosts {

@@ -26,6 +26,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/pipeline"
 	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/quota"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -126,6 +127,10 @@ type WorkerDeps struct {
 	// Keyring seals each extraction record, which holds what the session said,
 	// with its user's key (kvcas.Sealed); nil keeps them plain.
 	Keyring *kvcas.Keyring
+	// Quota is the tenants' memories and markdown_bytes quotas: a session whose
+	// entries or facts would take its tenant over one is dead-lettered with
+	// class quota before anything is written. Nil limits nothing.
+	Quota *quota.Meter
 }
 
 func (d WorkerDeps) validate() error {
@@ -246,6 +251,19 @@ type extraction struct {
 	ProcessedBy string `json:"processed_by,omitempty"`
 }
 
+// held is what applying ex adds to its tenant's held quotas, at most: its
+// entries' bytes and its facts (an entry or fact already stored adds nothing).
+func (ex *extraction) held() map[quota.Kind]int {
+	out := map[quota.Kind]int{}
+	for _, e := range ex.Entries {
+		out[quota.MarkdownBytes] += len(e.Content)
+	}
+	if len(ex.Facts) > 0 {
+		out[quota.Memories] = len(ex.Facts)
+	}
+	return out
+}
+
 type storedEntry struct {
 	Time     time.Time         `json:"ts"`
 	Category markdown.Category `json:"category"`
@@ -290,8 +308,17 @@ func (w *Worker) handle(ctx context.Context, env events.Envelope) error {
 		log.Debug("session applied; nothing to do", zap.String("by_event", ex.EventID))
 		return nil
 	}
+	held := ex.held()
+	for kind, n := range held {
+		if err := w.deps.Quota.Check(ctx, env.Tenant, kind, n); err != nil {
+			return fmt.Errorf("extract: session %s: %w", key, err)
+		}
+	}
 	if err := w.apply(ctx, env, ex, log); err != nil {
 		return err
+	}
+	for kind, n := range held {
+		w.deps.Quota.Added(env.Tenant, kind, n)
 	}
 	ex.Status = statusApplied
 	data, err := json.Marshal(ex)

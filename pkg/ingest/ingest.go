@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -30,6 +31,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/priority"
 	"github.com/agentmem/agentmem/pkg/processor"
+	"github.com/agentmem/agentmem/pkg/quota"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/redact"
 	"github.com/agentmem/agentmem/pkg/session"
@@ -95,6 +97,12 @@ type Deps struct {
 	// session_summary_* keys then replace Config.Summary's, so an evolved
 	// threshold reaches new sessions (SPEC B5).
 	Policy func(ctx context.Context, tenant, user, session string) policy.Policy
+	// Rate is the tenants' events_per_second quota, taken per observation in
+	// the stream's time; Memories their memories quota, checked before a
+	// batch's episodes are stored. An observation over either is dead-lettered
+	// with class quota. Nil limits nothing.
+	Rate     *quota.Rate
+	Memories *quota.Meter
 }
 
 func (d Deps) validate() error {
@@ -152,6 +160,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Worker, error) {
 		Dial:        deps.Dial,
 		Metrics:     deps.Metrics,
 		Claim:       claimOf(deps.Events),
+		Quota:       rateOf(deps.Rate),
 	}, cfg.Batch, w.HandleBatch, logger)
 	if err != nil {
 		return nil, err
@@ -166,6 +175,20 @@ func claimOf(st *eventstore.Store) func(context.Context, events.Envelope, string
 		return nil
 	}
 	return st.Claim
+}
+
+// rateOf takes each observation from its tenant's bucket; nil without a rate.
+// Write events are not counted: the retriever checked their quotas.
+func rateOf(r *quota.Rate) func(events.Envelope, time.Time) error {
+	if r == nil {
+		return nil
+	}
+	return func(env events.Envelope, storedAt time.Time) error {
+		if env.Type != events.TypeObservation {
+			return nil
+		}
+		return r.Take(env.Tenant, storedAt)
+	}
 }
 
 // Run consumes observations until ctx ends.
@@ -247,6 +270,7 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 			owners = append(owners, i)
 		}
 	}
+	recs, texts, owners = w.withinQuota(ctx, envs, recs, texts, owners, errs)
 	if len(recs) == 0 {
 		return
 	}
@@ -262,6 +286,40 @@ func (w *Worker) writeEpisodes(ctx context.Context, envs []events.Envelope, stat
 		errs[owners[j]] = err
 	}
 	w.publishWritten(ctx, envs, recs, owners, errs)
+}
+
+// withinQuota keeps the episodes (recs, texts[j] what recs[j] embeds, owners[j]
+// its index in envs) of the tenants whose memories quota holds them, setting
+// errs of the others' observations; it counts the kept ones as held.
+func (w *Worker) withinQuota(ctx context.Context, envs []events.Envelope, recs []vectorstore.Record, texts []string, owners []int, errs []error) ([]vectorstore.Record, []string, []int) {
+	if w.deps.Memories == nil || len(recs) == 0 {
+		return recs, texts, owners
+	}
+	adding := map[string]int{}
+	for _, r := range recs {
+		adding[r.Tenant]++
+	}
+	refused := map[string]error{}
+	for tenant, n := range adding {
+		if err := w.deps.Memories.Check(ctx, tenant, quota.Memories, n); err != nil {
+			refused[tenant] = err // over quota: dead-lettered at once (bus.IsPermanent)
+		}
+	}
+	keep := 0
+	for j, r := range recs {
+		if err := refused[r.Tenant]; err != nil {
+			errs[owners[j]] = err
+			continue
+		}
+		recs[keep], texts[keep], owners[keep] = r, texts[j], owners[j]
+		keep++
+	}
+	for tenant, n := range adding {
+		if refused[tenant] == nil {
+			w.deps.Memories.Added(tenant, quota.Memories, n)
+		}
+	}
+	return recs[:keep], texts[:keep], owners[:keep]
 }
 
 // applySessions folds the observations still without an error (errs[i] == nil)

@@ -180,7 +180,8 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 	close(bt.done)
 }
 
-// decodeAll decodes msgs into results: each is admitted, then, with a Claim,
+// decodeAll decodes msgs into results: each is admitted and asked about its
+// tenant's quota (in the batch's order, the stream's), then, with a Claim,
 // claimed after the batches that started before this one claimed theirs
 // (prev), and within the batch in stream order per event id, so that of two
 // events reusing an id the earlier one claims first; distinct ids are claimed
@@ -190,6 +191,9 @@ func (b *batcher) decodeAll(ctx context.Context, msgs []*message.Message, result
 	groups := map[string][]int{} // by tenant and event id: indices into msgs
 	for i, msg := range msgs {
 		env, err := b.w.admit(msg)
+		if err == nil {
+			err = b.w.quota(msg, env)
+		}
 		if err != nil {
 			results[i].err = err
 			continue

@@ -71,6 +71,11 @@ type Config struct {
 	// (eventstore.Store.Claim): an error wrapping events.ErrInvalidEvent
 	// dead-letters the event, any other is retried.
 	Claim func(ctx context.Context, env events.Envelope, subject string, seq uint64) error
+	// Quota, when set, is asked about each admitted event before its claim,
+	// with the time the stream stored it (the time of a token bucket,
+	// quota.Rate.Take): an error dead-letters the event at once, with class
+	// quota when it wraps quota.ErrExceeded.
+	Quota func(env events.Envelope, storedAt time.Time) error
 }
 
 func (c *Config) setDefaults() {
@@ -299,9 +304,31 @@ func (w *Worker) logProcessed(r *result) {
 func (w *Worker) decode(ctx context.Context, msg *message.Message) (events.Envelope, error) {
 	env, err := w.admit(msg)
 	if err == nil {
+		err = w.quota(msg, env)
+	}
+	if err == nil {
 		err = w.claim(ctx, msg, env)
 	}
 	return env, err
+}
+
+// quota asks Config.Quota about env, admitted from msg; an over-quota event is
+// refused for good (bus.ClassQuota), never retried into the same refusal.
+func (w *Worker) quota(msg *message.Message, env events.Envelope) error {
+	if w.cfg.Quota == nil {
+		return nil
+	}
+	storedAt, _ := time.Parse(time.RFC3339Nano, msg.Metadata.Get(bus.MetaStoredTime))
+	if err := w.cfg.Quota(env, storedAt); err != nil {
+		// A flood is refused event by event: a line each at Warn would cost
+		// more than the refusal. The dead letter is its record, and
+		// agentmem_dead_letters_total{reason="quota"} counts them.
+		if w.logger.Core().Enabled(zap.DebugLevel) {
+			w.logger.Debug("refusing an event over quota", append(eventFields(env), zap.Error(err))...)
+		}
+		return bus.Permanent(err)
+	}
+	return nil
 }
 
 // admit checks one message as every reader of the stream does (events.Admit:

@@ -17,13 +17,14 @@ import (
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
 	"github.com/agentmem/agentmem/pkg/priority"
+	"github.com/agentmem/agentmem/pkg/quota"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/writes"
 )
 
 // Sentinel errors. Request handlers map them, and those of the stores, to the micro
-// error codes of events/rpc.go (400, 404, 500, 503).
+// error codes of events/rpc.go (400, 404, 429, 500, 503).
 var (
 	// ErrInvalidConfig reports a Config or Deps that cannot work.
 	ErrInvalidConfig = errors.New("retrieve: invalid config")
@@ -230,6 +231,9 @@ type Deps struct {
 	// Gate, when set, marks every request as foreground work, so that background
 	// work of the process that waits on it (ingest batches) lets reads go first.
 	Gate *priority.Gate
+	// Quota is the tenants' memories and markdown_bytes quotas, checked before
+	// a write that grows them is recorded (429 when over); nil limits nothing.
+	Quota *quota.Meter
 	// Metrics counts refused requests; nil counts them in a registry of their own.
 	Metrics *obs.RPCMetrics
 	Now     func() time.Time // default time.Now

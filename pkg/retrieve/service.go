@@ -26,6 +26,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/natsauth"
 	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/policy"
+	"github.com/agentmem/agentmem/pkg/quota"
 	"github.com/agentmem/agentmem/pkg/session"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 	"github.com/agentmem/agentmem/pkg/writes"
@@ -443,7 +444,7 @@ func (s *Service) respondError(req request, endpoint string, err error) {
 }
 
 // ErrorCode maps an error to the micro error code of events/rpc.go: bad input 400,
-// a missing record 404, a dependency that is not there or not answering 503, the
+// a tenant over a quota 429, a missing record 404, a dependency that is not there or not answering 503, the
 // rest 500.
 func ErrorCode(err error) string {
 	switch {
@@ -457,6 +458,8 @@ func ErrorCode(err error) string {
 		return events.RPCCodeBadRequest
 	case errors.Is(err, ErrReplyTooLarge):
 		return events.RPCCodeTooLarge
+	case errors.Is(err, quota.ErrExceeded):
+		return events.RPCCodeQuota
 	case errors.Is(err, ErrNotFound), errors.Is(err, vectorstore.ErrNotFound), errors.Is(err, memory.ErrNotFound),
 		errors.Is(err, session.ErrNotFound), errors.Is(err, eventstore.ErrNotFound), errors.Is(err, docstore.ErrNotFound),
 		errors.Is(err, writes.ErrNotFound):

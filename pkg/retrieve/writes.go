@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/lifecycle"
 	"github.com/agentmem/agentmem/pkg/markdown"
+	"github.com/agentmem/agentmem/pkg/quota"
 	"github.com/agentmem/agentmem/pkg/writes"
 )
 
@@ -51,16 +53,28 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	if err != nil {
 		return nil, err
 	}
-	msgID := writes.MsgID(env, 0)
+	msgID, retry := writes.MsgID(env, 0), false
 	switch last, err := s.deps.Events.Last(ctx, msg.Subject); {
 	case err == nil:
 		if prev, derr := events.Decode(last.Data); derr == nil && writes.SameRequest(prev, env) && last.Header.Get(events.HeaderMsgID) != "" {
-			msgID = last.Header.Get(events.HeaderMsgID)
+			msgID, retry = last.Header.Get(events.HeaderMsgID), true
 		} else {
 			msgID = writes.MsgID(env, last.Sequence)
 		}
 	case !errors.Is(err, eventstore.ErrNotFound):
 		return nil, fmt.Errorf("%w: record the %s write: %w", ErrUnavailable, op, err)
+	}
+	// The retry of a write the quota let through is answered as one, not
+	// refused for the room the write itself took: it is refused only when the
+	// tenant is over the quota already (a repeat outside the duplicate window
+	// is applied again, and may pass the quota by itself once).
+	kind, n := quotaOf(op, req)
+	checkN := n
+	if retry {
+		checkN = 0
+	}
+	if err := s.withinQuota(ctx, tenant, kind, checkN); err != nil {
+		return nil, err
 	}
 	msg.Header.Set(events.HeaderMsgID, msgID)
 	ack, err := s.deps.JS.PublishMsg(ctx, msg)
@@ -76,7 +90,50 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	if ack.Duplicate {
 		return s.retried(ctx, env, ack)
 	}
-	return s.writes.Apply(ctx, env)
+	reply, err := s.writes.Apply(ctx, env)
+	switch {
+	case err != nil:
+	case kind != "":
+		s.deps.Quota.Added(tenant, kind, n)
+	case slices.Contains(shrinkingOps, op):
+		s.deps.Quota.Recount(tenant)
+	}
+	return reply, err
+}
+
+// shrinkingOps are the writes that can leave a tenant holding less: its quota
+// counts are read again after one, so that the room it made is seen at once.
+var shrinkingOps = []string{events.EndpointDelete, events.EndpointReset, events.EndpointItemDelete,
+	events.EndpointItemDeleteScope, events.EndpointCompress, events.EndpointBackupsRestore}
+
+// quotaOf is the quota a write of op grows and by how much: memories for add
+// and item.save, Markdown bytes for append; "" for the writes that do not
+// (updates, deletes: a tenant over its quota can always make room).
+func quotaOf(op string, req any) (quota.Kind, int) {
+	switch r := req.(type) {
+	case events.AppendRequest:
+		return quota.MarkdownBytes, len(r.Content)
+	case events.AddRequest:
+		return quota.Memories, 1
+	case events.ItemRequest:
+		if op == events.EndpointItemSave {
+			return quota.Memories, 1
+		}
+	}
+	return "", 0
+}
+
+// withinQuota refuses a write that would take tenant over its quota of kind
+// (an error wrapping quota.ErrExceeded: 429) before it is recorded.
+func (s *Service) withinQuota(ctx context.Context, tenant string, kind quota.Kind, n int) error {
+	if kind == "" {
+		return nil
+	}
+	err := s.deps.Quota.Check(ctx, tenant, kind, n)
+	if err != nil && !errors.Is(err, quota.ErrExceeded) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // lockNamespace locks the stripe of tenant/user and returns its unlock.
