@@ -164,11 +164,11 @@ func TestCallerDeadlineAndCancelAreNeutral(t *testing.T) {
 type outcome int
 
 const (
-	answers     outcome = iota // the endpoint answers
-	fails                      // the client reports it unreachable (its own timeout, 5xx)
-	callerEnds                 // the caller's deadline passes during the call
-	callerGone                 // the caller cancels during the call
-	callPanics                 // the call panics (a bug above the client)
+	answers    outcome = iota // the endpoint answers
+	fails                     // the client reports it unreachable (its own timeout, 5xx)
+	callerEnds                // the caller's deadline passes during the call
+	callerGone                // the caller cancels during the call
+	callPanics                // the call panics (a bug above the client)
 	outcomeCount
 )
 
