@@ -38,6 +38,11 @@ var ErrRewriteLosesFacts = errors.New("consolidate: rewrite loses facts of the s
 // without a session does not reconsolidate the memory again.
 const DefaultReconsolidateWindow = time.Hour
 
+// DefaultMaxReconsolidations is RunnerConfig.MaxReconsolidations' default: 16
+// rewrites of a 300 ms model take about 5 s, well within the consolidator's 30 s
+// handler deadline even behind other steps' calls.
+const DefaultMaxReconsolidations = 16
+
 // baseText is the text a reconsolidation of rec rewrites from.
 func baseText(rec vectorstore.Record) string {
 	if s, ok := rec.Metadata[records.MetaBaseText].(string); ok && s != "" {
@@ -180,6 +185,9 @@ const (
 	outcomeRewritten = "rewritten"
 	outcomeRejected  = "rejected"
 	outcomeSkipped   = "skipped"
+	// outcomeShed: the batch of hits had spent its MaxReconsolidations; the memory
+	// keeps its text and is reconsolidated by a later use.
+	outcomeShed = "shed"
 )
 
 // driftMetrics counts reconsolidations by outcome; the zero value counts nothing.
@@ -192,7 +200,7 @@ func newDriftMetrics(reg prometheus.Registerer) (driftMetrics, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "reconsolidations_total",
-		Help:      "Reconsolidations of used episodic memories: rewritten, rejected (the rewrite lost a number, date or entity of the statement) or skipped (already done in the session or window).",
+		Help:      "Reconsolidations of used episodic memories: rewritten, rejected (the rewrite lost a number, date or entity of the statement), skipped (already done in the session or window) or shed (its batch of hits had asked the model for MaxReconsolidations rewrites already; a later use reconsolidates it).",
 	}, []string{"outcome"})
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -205,7 +213,7 @@ func newDriftMetrics(reg prometheus.Registerer) (driftMetrics, error) {
 		}
 		c = existing
 	}
-	for _, o := range []string{outcomeRewritten, outcomeRejected, outcomeSkipped} {
+	for _, o := range []string{outcomeRewritten, outcomeRejected, outcomeSkipped, outcomeShed} {
 		c.WithLabelValues(o)
 	}
 	return driftMetrics{outcomes: c}, nil
