@@ -190,37 +190,64 @@ const (
 	outcomeShed = "shed"
 )
 
-// driftMetrics counts reconsolidations by outcome; the zero value counts nothing.
-type driftMetrics struct{ outcomes *prometheus.CounterVec }
+// runnerMetrics counts reconsolidations by outcome and the namespace leases
+// lost; the zero value counts nothing.
+type runnerMetrics struct {
+	outcomes   *prometheus.CounterVec
+	leasesLost prometheus.Counter
+}
 
-func newDriftMetrics(reg prometheus.Registerer) (driftMetrics, error) {
+func newRunnerMetrics(reg prometheus.Registerer) (runnerMetrics, error) {
 	if reg == nil {
-		return driftMetrics{}, nil
+		return runnerMetrics{}, nil
 	}
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	c, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "reconsolidations_total",
 		Help:      "Reconsolidations of used episodic memories: rewritten, rejected (the rewrite lost a number, date or entity of the statement), skipped (already done in the session or window) or shed (its batch of hits had asked the model for MaxReconsolidations rewrites already; a later use reconsolidates it).",
-	}, []string{"outcome"})
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return driftMetrics{}, fmt.Errorf("consolidate: register metrics: %w", err)
-		}
-		existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-		if !ok {
-			return driftMetrics{}, fmt.Errorf("consolidate: register metrics: %w", err)
-		}
-		c = existing
+	}, []string{"outcome"}))
+	if err != nil {
+		return runnerMetrics{}, err
 	}
 	for _, o := range []string{outcomeRewritten, outcomeRejected, outcomeSkipped, outcomeShed} {
 		c.WithLabelValues(o)
 	}
-	return driftMetrics{outcomes: c}, nil
+	lost, err := registerOrReuse(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "agentmem",
+		Name:      "leases_lost_total",
+		Help:      "Namespace leases a replica lost while holding them (its renewals missed the TTL): its run stopped, and its work may have overlapped another replica's.",
+	}))
+	if err != nil {
+		return runnerMetrics{}, err
+	}
+	return runnerMetrics{outcomes: c, leasesLost: lost}, nil
 }
 
-func (m driftMetrics) reconsolidation(outcome string) {
+// registerOrReuse registers c in reg, or returns the collector of its kind
+// registered there already (every Runner of a process shares the series).
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	var zero C
+	return zero, fmt.Errorf("consolidate: register metrics: %w", err)
+}
+
+func (m runnerMetrics) reconsolidation(outcome string) {
 	if m.outcomes != nil {
 		m.outcomes.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m runnerMetrics) leaseLost() {
+	if m.leasesLost != nil {
+		m.leasesLost.Inc()
 	}
 }

@@ -172,7 +172,8 @@ type RunnerDeps struct {
 	// Owner names this process in leases; unique per process. Default
 	// "<hostname>-<pid>-<random>".
 	Owner string
-	// Metrics, when set, gets agentmem_reconsolidations_total{outcome}.
+	// Metrics, when set, gets agentmem_reconsolidations_total{outcome} and
+	// agentmem_leases_lost_total.
 	Metrics prometheus.Registerer
 }
 
@@ -222,7 +223,7 @@ func (d RunnerDeps) validate() error {
 // Runner consolidates namespaces and applies memory hits, one at a time per
 // namespace across all processes (see the package doc). Safe for concurrent use.
 type Runner struct {
-	metrics driftMetrics
+	metrics runnerMetrics
 	cfg     RunnerConfig
 	deps    RunnerDeps
 	leases  *leases
@@ -262,7 +263,7 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 	if err != nil {
 		return nil, fmt.Errorf("consolidate: %w", err)
 	}
-	metrics, err := newDriftMetrics(deps.Metrics)
+	metrics, err := newRunnerMetrics(deps.Metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +272,7 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 		metrics: metrics,
 		cfg:     cfg,
 		deps:    deps,
-		leases:  &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger},
+		leases:  &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger, metrics: metrics},
 		state:   stateKV,
 		logger:  logger,
 	}, nil
