@@ -221,6 +221,7 @@ func (rt *Runtime) Component(ctx context.Context, name string) (Component, error
 		return nil, err
 	}
 	if slices.Contains(streamWorkers, name) {
+		metrics.ExportDeadLetterReasons(bus.ReasonClasses...)
 		if err := registerBacklog(rt.Registry, rt.JS, name, rt.Logger); err != nil {
 			return nil, err
 		}

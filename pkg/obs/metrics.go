@@ -92,6 +92,15 @@ func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
 	return m, nil
 }
 
+// ExportDeadLetterReasons exports the worker's dead-letter series of reasons at
+// zero from the start: increase() only sees a counter's first increment against
+// an earlier sample, so the first dead letter of a reason would not fire an alert.
+func (m *Metrics) ExportDeadLetterReasons(reasons ...string) {
+	for _, r := range reasons {
+		m.deadLetters.WithLabelValues(r)
+	}
+}
+
 // register registers c, or returns the collector already registered under its name.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	err := reg.Register(c)

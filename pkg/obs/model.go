@@ -42,6 +42,14 @@ func NewEndpointMetrics(reg prometheus.Registerer) (*EndpointMetrics, error) {
 	return &EndpointMetrics{available: available, configErrors: configErrors}, nil
 }
 
+// Watch exports endpoint's series from the start: available, no configuration
+// error yet. increase() only sees a counter's first increment against an earlier
+// sample, so a counter born at 1 would never fire its alert.
+func (m *EndpointMetrics) Watch(endpoint string) {
+	m.Available(endpoint, true)
+	m.configErrors.WithLabelValues(endpoint)
+}
+
 // Available sets whether endpoint's circuit is closed.
 func (m *EndpointMetrics) Available(endpoint string, up bool) {
 	v := 0.0
