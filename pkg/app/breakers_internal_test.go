@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentmem/agentmem/pkg/breaker"
+	"github.com/agentmem/agentmem/pkg/breaker/breakertest"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/embed"
 	"github.com/agentmem/agentmem/pkg/llm"
@@ -148,22 +149,18 @@ func TestOpenCircuitRecoversThroughItsProbe(t *testing.T) {
 	var g errgroup.Group
 	for i := range 32 {
 		g.Go(func() error {
-			timeout := time.Duration(10+i) * time.Millisecond // shorter than an answer
-			for {
-				err, _ := r.ask(timeout)
-				var outage bus.OutageError
-				switch {
-				case err == nil:
-					return nil
-				case errors.As(err, &outage):
-					if err := outage.WaitRecovery(ctx); err != nil {
-						return fmt.Errorf("caller %d: no recovery, circuit %s: %w", i, r.chatB.State(), err)
-					}
-				case !errors.Is(err, context.DeadlineExceeded):
-					return fmt.Errorf("caller %d: %w", i, err)
+			err := breakertest.CallUntilAnswered(ctx, func(attempt int) error {
+				timeout := time.Duration(10+i) * time.Millisecond // shorter than an answer
+				if attempt > 0 {
+					timeout = 5 * time.Second
 				}
-				timeout = 5 * time.Second
+				err, _ := r.ask(timeout)
+				return err
+			}, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) })
+			if err != nil {
+				return fmt.Errorf("caller %d, circuit %s: %w", i, r.chatB.State(), err)
 			}
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/pkg/breaker"
+	"github.com/agentmem/agentmem/pkg/breaker/breakertest"
 	"github.com/agentmem/agentmem/pkg/bus"
 )
 
@@ -251,20 +252,17 @@ func TestPropertyOpenCircuitAlwaysRecovers(t *testing.T) {
 		var g errgroup.Group
 		for _, o := range firsts {
 			g.Go(func() error {
-				for ; ; o = answers {
-					_, err := run(b, o)
-					var outage bus.OutageError
-					switch {
-					case err == nil:
-						return nil
-					case errors.As(err, &outage):
-						if err := outage.WaitRecovery(ctx); err != nil {
-							return fmt.Errorf("no recovery (state %s): %w", b.State(), err)
-						}
-					case ctx.Err() != nil:
-						return ctx.Err()
+				err := breakertest.CallUntilAnswered(ctx, func(attempt int) error {
+					if attempt > 0 {
+						o = answers
 					}
+					_, err := run(b, o)
+					return err
+				}, func(error) bool { return true })
+				if err != nil {
+					return fmt.Errorf("state %s: %w", b.State(), err)
 				}
+				return nil
 			})
 		}
 		if err := g.Wait(); err != nil {
