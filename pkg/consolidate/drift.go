@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -201,7 +202,7 @@ func newRunnerMetrics(reg prometheus.Registerer) (runnerMetrics, error) {
 	if reg == nil {
 		return runnerMetrics{}, nil
 	}
-	c, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	c, err := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "reconsolidations_total",
 		Help:      "Reconsolidations of used episodic memories: rewritten, rejected (the rewrite lost a number, date or entity of the statement), skipped (already done in the session or window) or shed (its batch of hits had asked the model for MaxReconsolidations rewrites already; a later use reconsolidates it).",
@@ -212,7 +213,7 @@ func newRunnerMetrics(reg prometheus.Registerer) (runnerMetrics, error) {
 	for _, o := range []string{outcomeRewritten, outcomeRejected, outcomeSkipped, outcomeShed} {
 		c.WithLabelValues(o)
 	}
-	lost, err := registerOrReuse(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	lost, err := obs.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "leases_lost_total",
 		Help:      "Namespace leases a replica lost while holding them (its renewals missed the TTL): its run stopped, and its work may have overlapped another replica's.",
@@ -221,23 +222,6 @@ func newRunnerMetrics(reg prometheus.Registerer) (runnerMetrics, error) {
 		return runnerMetrics{}, err
 	}
 	return runnerMetrics{outcomes: c, leasesLost: lost}, nil
-}
-
-// registerOrReuse registers c in reg, or returns the collector of its kind
-// registered there already (every Runner of a process shares the series).
-func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	var zero C
-	return zero, fmt.Errorf("consolidate: register metrics: %w", err)
 }
 
 func (m runnerMetrics) reconsolidation(outcome string) {

@@ -364,7 +364,7 @@ func TestRunStopsWhenItsLeaseIsLost(t *testing.T) {
 		c.LeaseTTL = 600 * time.Millisecond
 		d.Merger, d.Metrics = merger, reg
 	})
-	if n := counterTotal(t, reg, "agentmem_leases_lost_total"); n != 0 {
+	if n := counterValue(t, reg, "agentmem_leases_lost_total", "", ""); n != 0 {
 		t.Fatalf("%v leases lost before any run", n)
 	}
 	errc := make(chan error, 1)
@@ -386,7 +386,7 @@ func TestRunStopsWhenItsLeaseIsLost(t *testing.T) {
 	if err := <-errc; !errors.Is(err, consolidate.ErrLeaseLost) {
 		t.Fatalf("run after losing its lease: %v, want ErrLeaseLost", err)
 	}
-	if n := counterTotal(t, reg, "agentmem_leases_lost_total"); n != 1 {
+	if n := counterValue(t, reg, "agentmem_leases_lost_total", "", ""); n != 1 {
 		t.Errorf("agentmem_leases_lost_total %v, want 1", n)
 	}
 	if n := len(e.records(t, user, vectorstore.Episodic)); n != 2 {
@@ -420,20 +420,4 @@ func TestRunnerConfigValidate(t *testing.T) {
 	if _, err := r.Consolidate(testCtx(t), "acme", "bad.user"); !errors.Is(err, consolidate.ErrInvalidInput) {
 		t.Errorf("bad user id: %v, want ErrInvalidInput", err)
 	}
-}
-
-// counterTotal is the value of reg's counter name (without labels).
-func counterTotal(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no counter %s", name)
-	return 0
 }

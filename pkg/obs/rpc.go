@@ -27,7 +27,7 @@ func NewRPCMetrics(reg prometheus.Registerer) (*RPCMetrics, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: nil prometheus registerer", ErrInvalidConfig)
 	}
-	refused, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	refused, err := Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "rpc_refused_replies_total",
 		Help:      "Requests not served because their reply subject is outside the requesting tenant's inbox, by endpoint.",
@@ -35,7 +35,7 @@ func NewRPCMetrics(reg prometheus.Registerer) (*RPCMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	duration, err := Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "agentmem",
 		Name:      "rpc_duration_seconds",
 		Help:      "Time from receiving a request to sending its reply (an error reply too), by endpoint.",
