@@ -135,8 +135,8 @@ func TestSlowHealthyModelKeepsTheCircuitsClosed(t *testing.T) {
 
 // An open circuit gets its probe and closes once the model answers again, even
 // when callers give up during the probe: 32 callers waiting out the outage as the
-// stream workers do (WaitRecovery, then call again), the first attempts with a
-// deadline shorter than the model's answer, all get through.
+// stream workers do (WaitRecovery, then call again), their first call after the
+// wait with a deadline shorter than the model's answer, all get through.
 func TestOpenCircuitRecoversThroughItsProbe(t *testing.T) {
 	r := newSlowModelRig(t)
 	r.model.SetStatus(http.StatusServiceUnavailable)
@@ -150,8 +150,10 @@ func TestOpenCircuitRecoversThroughItsProbe(t *testing.T) {
 	for i := range 32 {
 		g.Go(func() error {
 			err := breakertest.CallUntilAnswered(ctx, func(attempt int) error {
-				timeout := time.Duration(10+i) * time.Millisecond // shorter than an answer
-				if attempt > 0 {
+				// The first call is refused (the circuit is open); the one after
+				// the wait, the probe for one of them, gives up before the answer.
+				timeout := time.Duration(10+i) * time.Millisecond
+				if attempt > 1 {
 					timeout = 5 * time.Second
 				}
 				err, _ := r.ask(timeout)
