@@ -26,7 +26,7 @@ func (rt *Runtime) newBreaker(name, endpoint string, classify func(error) breake
 	if err != nil {
 		return nil, err
 	}
-	m.Available(name, true)
+	m.Watch(name)
 	b, err := breaker.New(breaker.Config{
 		Name:     name,
 		Endpoint: endpoint,

@@ -220,6 +220,12 @@ func (rt *Runtime) Component(ctx context.Context, name string) (Component, error
 	if err != nil {
 		return nil, err
 	}
+	if slices.Contains(streamWorkers, name) {
+		metrics.ExportDeadLetterReasons(bus.ReasonClasses...)
+		if err := registerBacklog(rt.Registry, rt.JS, name, rt.Logger); err != nil {
+			return nil, err
+		}
+	}
 	// The one place the worker field is added: the packages below log with the
 	// logger they are given, and rt.Logger is the process's (RunWorker's too).
 	logger := rt.Logger.With(obs.Worker(name))

@@ -14,10 +14,9 @@ import (
 // everything in the stream, twice in a row (a handler may publish follow-up events
 // for another worker just before acking), polling every interval until ctx ends.
 func WaitIdle(ctx context.Context, js jetstream.JetStream, interval time.Duration) error {
-	durables := []string{
-		bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable,
-		bus.WorkerConsumer(bus.WorkerExtractor, bus.ConsumerDefaults{}).Durable,
-		bus.WorkerConsumer(bus.WorkerConsolidator, bus.ConsumerDefaults{}).Durable,
+	durables := make([]string, len(streamWorkers))
+	for i, w := range streamWorkers {
+		durables[i] = bus.WorkerConsumer(w, bus.ConsumerDefaults{}).Durable
 	}
 	quiet := 0
 	for {

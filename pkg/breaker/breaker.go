@@ -187,26 +187,24 @@ func (b *Breaker) State() State {
 // Do runs call unless the circuit refuses it, and records what its outcome says
 // about the endpoint. It returns call's error, wrapped in *Unavailable for a
 // transient failure and in *Misconfigured for a configuration error; a refused
-// call returns one of those without running. A call whose ctx passed its deadline
-// counts as transient (the endpoint did not answer in time); one whose ctx was
-// cancelled counts as neutral.
+// call returns one of those without running. A call whose ctx ended (cancelled or
+// past its deadline) counts as neutral: the caller's deadline also covers the
+// time spent before the call (queued behind the client's concurrency limit, or
+// behind other work of the same handler), so it would open the circuit of an
+// endpoint that answers, only slowly. The client's own timeout of one attempt,
+// which covers the request alone, is what reports an endpoint that does not
+// answer in time (as a transient error). The outcome is recorded even if call
+// panics (as neutral): a probe that never reported would leave the circuit
+// probing, every waiter waiting and nobody probing.
 func (b *Breaker) Do(ctx context.Context, call func(context.Context) error) error {
 	gen, err := b.allow()
 	if err != nil {
 		return err
 	}
+	class := ClassNeutral
+	defer func() { b.record(gen, class, err) }()
 	err = call(ctx)
-	class := ClassSuccess
-	if err != nil {
-		class = b.cfg.Classify(err)
-		if class != ClassConfig && ctx.Err() != nil {
-			class = ClassNeutral
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				class = ClassTransient
-			}
-		}
-	}
-	b.record(gen, class, err)
+	class = b.classOf(ctx, err)
 	switch class {
 	case ClassTransient:
 		return &Unavailable{b: b, err: err}
@@ -214,6 +212,18 @@ func (b *Breaker) Do(ctx context.Context, call func(context.Context) error) erro
 		return &Misconfigured{b: b, err: err}
 	}
 	return err
+}
+
+// classOf is what a call's outcome says about the endpoint.
+func (b *Breaker) classOf(ctx context.Context, err error) Class {
+	if err == nil {
+		return ClassSuccess
+	}
+	class := b.cfg.Classify(err)
+	if class != ClassConfig && ctx.Err() != nil {
+		return ClassNeutral
+	}
+	return class
 }
 
 // allow admits a call, taking the probe when half open, and returns the

@@ -3,10 +3,15 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"pgregory.net/rapid"
+
 	"github.com/agentmem/agentmem/pkg/breaker"
+	"github.com/agentmem/agentmem/pkg/breaker/breakertest"
 	"github.com/agentmem/agentmem/pkg/bus"
 )
 
@@ -137,10 +142,10 @@ func TestOneProbeAtATime(t *testing.T) {
 	}
 }
 
-// A call whose caller's deadline passed counts as the endpoint not answering; a
-// cancelled one says nothing.
-func TestDeadlineIsTransientCancelIsNeutral(t *testing.T) {
-	b, _ := newBreaker(t, time.Hour)
+// A call whose caller gave up, cancelled or past its deadline, says nothing
+// about the endpoint: the deadline also ran while the call waited its turn.
+func TestCallerDeadlineAndCancelAreNeutral(t *testing.T) {
+	b, changes := newBreaker(t, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := b.Do(ctx, func(ctx context.Context) error { return ctx.Err() })
@@ -149,9 +154,132 @@ func TestDeadlineIsTransientCancelIsNeutral(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	err = b.Do(ctx, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
-	if !bus.IsOutage(err) || b.State() != breaker.StateOpen {
-		t.Fatalf("call past its deadline: %v, state %s", err, b.State())
+	// The endpoint's client reports the cut request as unreachable, as it does.
+	err = b.Do(ctx, func(ctx context.Context) error { <-ctx.Done(); return fmt.Errorf("%w: %w", errDown, ctx.Err()) })
+	if bus.IsOutage(err) || b.State() != breaker.StateClosed || len(*changes) != 0 {
+		t.Fatalf("call past its caller's deadline: %v, state %s, changes %v", err, b.State(), *changes)
+	}
+}
+
+// outcome is what one call of the properties below does.
+type outcome int
+
+const (
+	answers    outcome = iota // the endpoint answers
+	fails                     // the client reports it unreachable (its own timeout, 5xx)
+	callerEnds                // the caller's deadline passes during the call
+	callerGone                // the caller cancels during the call
+	callPanics                // the call panics (a bug above the client)
+	outcomeCount
+)
+
+// run makes one call with outcome o; a panic is recovered here.
+func run(b *breaker.Breaker, o outcome) (called bool, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if o == callerEnds {
+		ctx, cancel = context.WithDeadline(ctx, time.Now())
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil && o != callPanics {
+			panic(r)
+		}
+	}()
+	err = b.Do(ctx, func(ctx context.Context) error {
+		called = true
+		switch o {
+		case fails:
+			return errDown
+		case callerEnds:
+			<-ctx.Done()
+			return fmt.Errorf("%w: %w", errDown, ctx.Err())
+		case callerGone:
+			cancel()
+			return fmt.Errorf("%w: %w", errDown, ctx.Err())
+		case callPanics:
+			panic("bug")
+		}
+		return nil
+	})
+	return called, err
+}
+
+// An endpoint that always answers keeps the circuit closed however its callers
+// give up: no deadline or cancellation of theirs, whenever it comes, opens it.
+func TestPropertyAnsweringEndpointStaysClosed(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var changes []breaker.State
+		b, err := breaker.New(breaker.Config{Name: "llm", Endpoint: "http://model/v1", Classify: classify,
+			OnChange: func(s breaker.State) { changes = append(changes, s) }}, nil)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		ops := rapid.SliceOfN(rapid.SampledFrom([]outcome{answers, callerEnds, callerGone}), 1, 50).Draw(rt, "calls")
+		for i, o := range ops {
+			if called, _ := run(b, o); !called || b.State() != breaker.StateClosed {
+				rt.Fatalf("call %d (%d): called %v, state %s", i, o, called, b.State())
+			}
+		}
+		if len(changes) != 0 {
+			rt.Fatalf("state changes %v", changes)
+		}
+	})
+}
+
+// Whatever happened before (failures, probes cut short, panics), once the
+// endpoint answers again every caller that waits out the outage as a stream
+// worker does (WaitRecovery, then call again) gets through, and the circuit
+// closes: an open circuit always gets its probe.
+func TestPropertyOpenCircuitAlwaysRecovers(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		b, err := breaker.New(breaker.Config{Name: "llm", Endpoint: "http://model/v1", Classify: classify,
+			OpenFor: time.Millisecond, MaxOpenFor: 4 * time.Millisecond}, nil)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		history := rapid.SliceOfN(rapid.IntRange(0, int(outcomeCount)-1), 1, 30).Draw(rt, "history")
+		for _, o := range history {
+			if b.State() == breaker.StateOpen && rapid.Bool().Draw(rt, "wait out the open period") {
+				waitPassable(rt, b)
+			}
+			run(b, outcome(o))
+		}
+		// A waiter's first call may be cut short by its caller; the next ones are not.
+		firsts := rapid.SliceOfN(rapid.SampledFrom([]outcome{answers, callerGone}), 1, 16).Draw(rt, "waiters")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var g errgroup.Group
+		for _, o := range firsts {
+			g.Go(func() error {
+				err := breakertest.CallUntilAnswered(ctx, func(attempt int) error {
+					if attempt > 0 {
+						o = answers
+					}
+					_, err := run(b, o)
+					return err
+				}, func(error) bool { return true })
+				if err != nil {
+					return fmt.Errorf("state %s: %w", b.State(), err)
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			rt.Fatal(err)
+		}
+		if b.State() != breaker.StateClosed {
+			rt.Fatalf("state %s after every waiter got through", b.State())
+		}
+	})
+}
+
+// waitPassable waits until b lets a call through.
+func waitPassable(t interface{ Fatal(...any) }, b *breaker.Breaker) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Wait(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

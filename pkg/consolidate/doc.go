@@ -77,7 +77,12 @@
 // for the call (the newest new event's query as the new context), appending one
 // entry {ts, context, previous_text} to "updates"; the new text is embedded, unless
 // it equals the stored one. A burst of uses is one reconsolidation: one per use
-// would store a copy of the whole previous text per context request. Its history
+// would store a copy of the whole previous text per context request. One call
+// asks for at most RunnerConfig.MaxReconsolidations rewrites (16): the memories
+// past it count their hits and are shed (reconsolidations_total{outcome="shed"}),
+// keeping their text and marks, so a later use reconsolidates them; a hot
+// namespace's batch would otherwise ask a slow model for more rewrites than its
+// handler's deadline holds, fail whole and never drain. Its history
 // entries ("hit" per event, without the unchanged text; one "reconsolidate" with
 // the new text and the previous one) go in one append. Time, chat_id and who are never in the
 // patch. A record whose "hit_events" already holds the event id is skipped, so a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentmem/agentmem/pkg/obs"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -37,6 +38,11 @@ var ErrRewriteLosesFacts = errors.New("consolidate: rewrite loses facts of the s
 // DefaultReconsolidateWindow is how long after a reconsolidation a context pack
 // without a session does not reconsolidate the memory again.
 const DefaultReconsolidateWindow = time.Hour
+
+// DefaultMaxReconsolidations is RunnerConfig.MaxReconsolidations' default: 16
+// rewrites of a 300 ms model take about 5 s, well within the consolidator's 30 s
+// handler deadline even behind other steps' calls.
+const DefaultMaxReconsolidations = 16
 
 // baseText is the text a reconsolidation of rec rewrites from.
 func baseText(rec vectorstore.Record) string {
@@ -180,39 +186,52 @@ const (
 	outcomeRewritten = "rewritten"
 	outcomeRejected  = "rejected"
 	outcomeSkipped   = "skipped"
+	// outcomeShed: the batch of hits had spent its MaxReconsolidations; the memory
+	// keeps its text and is reconsolidated by a later use.
+	outcomeShed = "shed"
 )
 
-// driftMetrics counts reconsolidations by outcome; the zero value counts nothing.
-type driftMetrics struct{ outcomes *prometheus.CounterVec }
-
-func newDriftMetrics(reg prometheus.Registerer) (driftMetrics, error) {
-	if reg == nil {
-		return driftMetrics{}, nil
-	}
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "agentmem",
-		Name:      "reconsolidations_total",
-		Help:      "Reconsolidations of used episodic memories: rewritten, rejected (the rewrite lost a number, date or entity of the statement) or skipped (already done in the session or window).",
-	}, []string{"outcome"})
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return driftMetrics{}, fmt.Errorf("consolidate: register metrics: %w", err)
-		}
-		existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-		if !ok {
-			return driftMetrics{}, fmt.Errorf("consolidate: register metrics: %w", err)
-		}
-		c = existing
-	}
-	for _, o := range []string{outcomeRewritten, outcomeRejected, outcomeSkipped} {
-		c.WithLabelValues(o)
-	}
-	return driftMetrics{outcomes: c}, nil
+// runnerMetrics counts reconsolidations by outcome and the namespace leases
+// lost; the zero value counts nothing.
+type runnerMetrics struct {
+	outcomes   *prometheus.CounterVec
+	leasesLost prometheus.Counter
 }
 
-func (m driftMetrics) reconsolidation(outcome string) {
+func newRunnerMetrics(reg prometheus.Registerer) (runnerMetrics, error) {
+	if reg == nil {
+		return runnerMetrics{}, nil
+	}
+	c, err := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "agentmem",
+		Name:      "reconsolidations_total",
+		Help:      "Reconsolidations of used episodic memories: rewritten, rejected (the rewrite lost a number, date or entity of the statement), skipped (already done in the session or window) or shed (its batch of hits had asked the model for MaxReconsolidations rewrites already; a later use reconsolidates it).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return runnerMetrics{}, err
+	}
+	for _, o := range []string{outcomeRewritten, outcomeRejected, outcomeSkipped, outcomeShed} {
+		c.WithLabelValues(o)
+	}
+	lost, err := obs.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "agentmem",
+		Name:      "leases_lost_total",
+		Help:      "Namespace leases a replica lost while holding them (its renewals missed the TTL): its run stopped, and its work may have overlapped another replica's.",
+	}))
+	if err != nil {
+		return runnerMetrics{}, err
+	}
+	return runnerMetrics{outcomes: c, leasesLost: lost}, nil
+}
+
+func (m runnerMetrics) reconsolidation(outcome string) {
 	if m.outcomes != nil {
 		m.outcomes.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m runnerMetrics) leaseLost() {
+	if m.leasesLost != nil {
+		m.leasesLost.Inc()
 	}
 }

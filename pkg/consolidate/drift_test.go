@@ -164,22 +164,32 @@ func TestReconsolidationRejectsARewriteThatDropsANumber(t *testing.T) {
 
 func counterOf(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 	t.Helper()
+	return counterValue(t, reg, "agentmem_reconsolidations_total", "outcome", outcome)
+}
+
+// counterValue is the value of reg's counter name in the series whose label is
+// value (label "": the series without labels).
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "agentmem_reconsolidations_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if label == "" && len(m.GetLabel()) == 0 {
+				return m.GetCounter().GetValue()
+			}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == outcome {
+				if l.GetName() == label && l.GetValue() == value {
 					return m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	t.Fatalf("no agentmem_reconsolidations_total{outcome=%q}", outcome)
+	t.Fatalf("no %s{%s=%q}", name, label, value)
 	return 0
 }

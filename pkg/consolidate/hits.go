@@ -79,11 +79,15 @@ func (r *Runner) ApplyHits(ctx context.Context, tenant, userID string, hits ...e
 		}
 		found := make(map[string]bool, len(recs))
 		plans := make([]hitPlan, 0, len(recs))
+		asked := 0 // rewrites asked for, up to MaxReconsolidations
 		for _, rec := range recs {
 			found[rec.ID] = true
-			p, err := r.planHits(ctx, rec, hits, listed, log)
+			p, err := r.planHits(ctx, rec, hits, listed, asked < r.cfg.MaxReconsolidations, log)
 			if err != nil {
 				return err
+			}
+			if p.asked {
+				asked++
 			}
 			if p.count > 0 {
 				plans = append(plans, p)
@@ -119,7 +123,8 @@ func validateHit(tenant, userID string, hit events.Envelope) error {
 // entries describing it.
 type hitPlan struct {
 	rec     vectorstore.Record
-	count   int // new (not yet applied) events hitting rec
+	count   int  // new (not yet applied) events hitting rec
+	asked   bool // the reconsolidator was asked for a rewrite
 	patch   vectorstore.Patch
 	changes []events.Change
 }
@@ -135,8 +140,11 @@ type hitPlan struct {
 // same reason a "hit" history entry holds no copy of the text, which a hit does
 // not change: the history value is rewritten whole on every append, so a copy per
 // use made a hot memory's history mostly copies of its text. listed[i] holds
-// hits[i]'s canonical memory ids. The vector is left to embedRewrites.
-func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []events.Envelope, listed [][]string, log *zap.Logger) (hitPlan, error) {
+// hits[i]'s canonical memory ids. Without mayRewrite (the batch spent its
+// MaxReconsolidations) a reconsolidation due is shed: the hits count, the text
+// and the reconsolidation marks stay, so a later use reconsolidates the memory.
+// The vector is left to embedRewrites.
+func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []events.Envelope, listed [][]string, mayRewrite bool, log *zap.Logger) (hitPlan, error) {
 	p := hitPlan{rec: rec}
 	seen := records.StringList(rec.Metadata[records.MetaHitEvents])
 	now := r.deps.Now().UTC()
@@ -187,6 +195,12 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 		log.Debug("memory already reconsolidated in this session or window", obs.MemoryID(rec.ID))
 		return p, nil
 	}
+	if !mayRewrite {
+		r.metrics.reconsolidation(outcomeShed)
+		log.Debug("reconsolidation shed: the batch of hits asked for its most rewrites", obs.MemoryID(rec.ID))
+		return p, nil
+	}
+	p.asked = true
 	newContext := cmp.Or(newest.Query, recallContext)
 	rw, err := rewriteFromBase(ctx, r.deps.Reconsolidator, rec, newContext)
 	switch {

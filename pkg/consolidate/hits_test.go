@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/consolidate"
+	"github.com/agentmem/agentmem/pkg/llm"
+	"github.com/agentmem/agentmem/pkg/llm/llmtest"
 	"github.com/agentmem/agentmem/pkg/processor"
 	"github.com/agentmem/agentmem/pkg/records"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
@@ -316,5 +319,74 @@ func TestApplyHitsRejectsAMixedBatch(t *testing.T) {
 	}
 	if got := e.get(t, user, ep.ID); got.HitCount != 0 || got.Text != ep.Text {
 		t.Errorf("after a rejected batch: hit_count %d, text %q; want it untouched", got.HitCount, got.Text)
+	}
+}
+
+// Issue 32: a hot namespace's batch of hits asks the model for at most
+// MaxReconsolidations rewrites; the memories past it count their hits, keep their
+// text and marks (shed, counted) and are reconsolidated by later batches, so
+// every memory is reconsolidated once and the work drains. 40 memories each used
+// by the 30 context requests of every batch (no session: once per window).
+func TestHotHitsAskTheModelABoundedNumberOfTimes(t *testing.T) {
+	const memories, perBatch, bound = 40, 30, 16
+	e := newEnv(t)
+	ctx := testCtx(t)
+	model := llmtest.NewModel(t)
+	client, err := llm.New(llm.Config{BaseURL: model.URL(), Model: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recon, err := processor.NewLLMReconsolidator(processor.LLMConfig{Client: client}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r := e.runner(t, "", func(c *consolidate.RunnerConfig, d *consolidate.RunnerDeps) {
+		d.Reconsolidator, d.Metrics = recon, reg
+	})
+	ids := make([]string, memories)
+	for i := range ids {
+		ids[i] = e.episode(t, user, "c1", base.Add(time.Duration(i)*time.Minute), fmt.Sprintf("I keep box %d in the attic.", i)).ID
+	}
+	done := map[string]bool{} // reconsolidated memories
+	for batch, wantNew := range []int{bound, bound, memories - 2*bound} {
+		hits := make([]events.Envelope, perBatch)
+		for i := range hits {
+			hits[i] = hitEventIn("", user, fmt.Sprintf("where is box %d?", i), ids...)
+		}
+		before := model.Calls(llmtest.StepReconsolidate)
+		if err := r.ApplyHits(ctx, tenant, user, hits...); err != nil {
+			t.Fatal(err)
+		}
+		if calls := model.Calls(llmtest.StepReconsolidate) - before; calls != wantNew {
+			t.Fatalf("batch %d asked the model %d times, want %d", batch, calls, wantNew)
+		}
+		fresh := 0
+		for _, id := range ids {
+			got := e.get(t, user, id)
+			if got.HitCount != (batch+1)*perBatch {
+				t.Errorf("batch %d: %s hit_count %d, want %d", batch, id, got.HitCount, (batch+1)*perBatch)
+			}
+			updates, _ := got.Metadata[records.MetaUpdates].([]any)
+			_, marked := got.Metadata[records.MetaReconsolidatedAt]
+			switch {
+			case done[id] && len(updates) != 1:
+				t.Errorf("batch %d: %s reconsolidated again (%d updates)", batch, id, len(updates))
+			case !done[id] && len(updates) == 1 && marked:
+				done[id] = true
+				fresh++
+			case !done[id] && (len(updates) != 0 || marked):
+				t.Errorf("batch %d: shed memory %s has %d updates, marked %v", batch, id, len(updates), marked)
+			}
+		}
+		if fresh != wantNew {
+			t.Errorf("batch %d reconsolidated %d memories, want %d", batch, fresh, wantNew)
+		}
+	}
+	if len(done) != memories {
+		t.Errorf("%d of %d memories reconsolidated after three batches", len(done), memories)
+	}
+	if shed, rewritten := counterOf(t, reg, "shed"), counterOf(t, reg, "rewritten"); shed != memories-bound+memories-2*bound || rewritten != memories {
+		t.Errorf("shed %v, rewritten %v; want %d and %d", shed, rewritten, memories-bound+memories-2*bound, memories)
 	}
 }

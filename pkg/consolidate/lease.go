@@ -21,11 +21,12 @@ type leaseValue struct {
 
 // leases hands out namespace leases from one KV bucket (see the package doc).
 type leases struct {
-	kv     jetstream.KeyValue
-	ttl    time.Duration
-	owner  string
-	now    func() time.Time
-	logger *zap.Logger
+	kv      jetstream.KeyValue
+	ttl     time.Duration
+	owner   string
+	now     func() time.Time
+	logger  *zap.Logger
+	metrics runnerMetrics // counts the leases lost
 }
 
 // lease is one held lease; release it exactly once.
@@ -128,6 +129,7 @@ func (ls *lease) renewOnce(timeout time.Duration) error {
 
 func (ls *lease) lost(err error) {
 	ls.l.logger.Error("namespace lease lost; stopping the run", zap.String("lease", ls.key), zap.Error(err))
+	ls.l.metrics.leaseLost()
 	ls.cancel(fmt.Errorf("%w: %s: %w", ErrLeaseLost, ls.key, err))
 }
 

@@ -89,6 +89,15 @@ type RunnerConfig struct {
 	// without a session leaves the memory alone; default 1h. Packs of a session
 	// reconsolidate a memory once per session.
 	ReconsolidateWindow time.Duration
+	// MaxReconsolidations bounds the rewrites one batch of hits asks for (one
+	// model call each, one after the other, within one handler's deadline);
+	// default DefaultMaxReconsolidations. A hot namespace's batch uses far more
+	// memories than a model can rewrite in that time: unbounded, the batch
+	// missed its deadline, was retried whole and the hits never drained (issue
+	// 32). The memories past the bound still count their hits and are shed
+	// (agentmem_reconsolidations_total{outcome="shed"}): they keep their text and
+	// are reconsolidated by a later use.
+	MaxReconsolidations int
 }
 
 func (c *RunnerConfig) setDefaults() {
@@ -106,6 +115,9 @@ func (c *RunnerConfig) setDefaults() {
 	}
 	if c.ReconsolidateWindow == 0 {
 		c.ReconsolidateWindow = DefaultReconsolidateWindow
+	}
+	if c.MaxReconsolidations == 0 {
+		c.MaxReconsolidations = DefaultMaxReconsolidations
 	}
 	d := DefaultThresholds()
 	c.Thresholds.Merge = cmp.Or(c.Thresholds.Merge, d.Merge)
@@ -134,6 +146,9 @@ func (c RunnerConfig) Validate() error {
 	if c.ReconsolidateWindow < 0 {
 		return fmt.Errorf("%w: ReconsolidateWindow is %s, want >= 0", ErrInvalidConfig, c.ReconsolidateWindow)
 	}
+	if c.MaxReconsolidations < 0 {
+		return fmt.Errorf("%w: MaxReconsolidations is %d, want >= 0", ErrInvalidConfig, c.MaxReconsolidations)
+	}
 	if err := c.Thresholds.Validate(); err != nil {
 		return fmt.Errorf("%w: Thresholds: %w", ErrInvalidConfig, err)
 	}
@@ -157,7 +172,8 @@ type RunnerDeps struct {
 	// Owner names this process in leases; unique per process. Default
 	// "<hostname>-<pid>-<random>".
 	Owner string
-	// Metrics, when set, gets agentmem_reconsolidations_total{outcome}.
+	// Metrics, when set, gets agentmem_reconsolidations_total{outcome} and
+	// agentmem_leases_lost_total.
 	Metrics prometheus.Registerer
 }
 
@@ -207,7 +223,7 @@ func (d RunnerDeps) validate() error {
 // Runner consolidates namespaces and applies memory hits, one at a time per
 // namespace across all processes (see the package doc). Safe for concurrent use.
 type Runner struct {
-	metrics driftMetrics
+	metrics runnerMetrics
 	cfg     RunnerConfig
 	deps    RunnerDeps
 	leases  *leases
@@ -247,7 +263,7 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 	if err != nil {
 		return nil, fmt.Errorf("consolidate: %w", err)
 	}
-	metrics, err := newDriftMetrics(deps.Metrics)
+	metrics, err := newRunnerMetrics(deps.Metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +272,7 @@ func NewRunner(ctx context.Context, cfg RunnerConfig, deps RunnerDeps, logger *z
 		metrics: metrics,
 		cfg:     cfg,
 		deps:    deps,
-		leases:  &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger},
+		leases:  &leases{kv: leaseKV, ttl: cfg.LeaseTTL, owner: deps.Owner, now: deps.Now, logger: logger, metrics: metrics},
 		state:   stateKV,
 		logger:  logger,
 	}, nil

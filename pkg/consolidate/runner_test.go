@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/consolidate"
@@ -350,17 +351,22 @@ func TestCrashedOwnersLeaseIsTakenOverAfterTTL(t *testing.T) {
 	}
 }
 
-// A holder whose lease is taken from it stops with ErrLeaseLost.
+// A holder whose lease is taken from it stops with ErrLeaseLost, and counts it
+// in agentmem_leases_lost_total (the alert "a replica missing its lease").
 func TestRunStopsWhenItsLeaseIsLost(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
 	e.episode(t, user, "c1", base, student)
 	e.episode(t, user, "c2", base.Add(time.Hour), student)
 	merger := newBlockingMerger(t)
+	reg := prometheus.NewRegistry()
 	r := e.runner(t, "victim", func(c *consolidate.RunnerConfig, d *consolidate.RunnerDeps) {
 		c.LeaseTTL = 600 * time.Millisecond
-		d.Merger = merger
+		d.Merger, d.Metrics = merger, reg
 	})
+	if n := counterValue(t, reg, "agentmem_leases_lost_total", "", ""); n != 0 {
+		t.Fatalf("%v leases lost before any run", n)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		_, err := r.Consolidate(ctx, tenant, user)
@@ -379,6 +385,9 @@ func TestRunStopsWhenItsLeaseIsLost(t *testing.T) {
 	}
 	if err := <-errc; !errors.Is(err, consolidate.ErrLeaseLost) {
 		t.Fatalf("run after losing its lease: %v, want ErrLeaseLost", err)
+	}
+	if n := counterValue(t, reg, "agentmem_leases_lost_total", "", ""); n != 1 {
+		t.Errorf("agentmem_leases_lost_total %v, want 1", n)
 	}
 	if n := len(e.records(t, user, vectorstore.Episodic)); n != 2 {
 		t.Errorf("%d episodes; the stopped run must not have merged", n)

@@ -25,7 +25,7 @@ func NewLLMMetrics(reg prometheus.Registerer) (*LLMMetrics, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: nil prometheus registerer", ErrInvalidConfig)
 	}
-	calls, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	calls, err := Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "llm_calls_total",
 		Help:      "Chat-model requests, by agentmem step (decide, extract, semantic, ...) and outcome (ok, bad_reply, unavailable, rejected, canceled; fallback: the step's offline twin stood in for the model).",
@@ -33,7 +33,7 @@ func NewLLMMetrics(reg prometheus.Registerer) (*LLMMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	tokens, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	tokens, err := Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "llm_tokens_total",
 		Help:      "Tokens the chat model reported using, by agentmem step and kind (prompt, completion).",

@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
 	if worker == "" {
 		return nil, fmt.Errorf("%w: empty worker name", ErrInvalidConfig)
 	}
-	messages, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	messages, err := Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "messages_processed_total",
 		Help:      "Messages handled by a worker, by outcome (ok, retry, dead_letter).",
@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	duration, err := Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "agentmem",
 		Name:      "handler_duration_seconds",
 		Help:      "Time a worker's handler spent on one message, by outcome.",
@@ -70,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	deadLetters, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	deadLetters, err := Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "dead_letters_total",
 		Help:      "Messages a worker published to the dead-letter stream, by reason.",
@@ -92,8 +92,18 @@ func NewMetrics(reg prometheus.Registerer, worker string) (*Metrics, error) {
 	return m, nil
 }
 
-// register registers c, or returns the collector already registered under its name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+// ExportDeadLetterReasons exports the worker's dead-letter series of reasons at
+// zero from the start: increase() only sees a counter's first increment against
+// an earlier sample, so the first dead letter of a reason would not fire an alert.
+func (m *Metrics) ExportDeadLetterReasons(reasons ...string) {
+	for _, r := range reasons {
+		m.deadLetters.WithLabelValues(r)
+	}
+}
+
+// Register registers c, or returns the collector already registered under its
+// name: the components of one process share the series.
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	err := reg.Register(c)
 	if err == nil {
 		return c, nil

@@ -23,7 +23,7 @@ func NewEndpointMetrics(reg prometheus.Registerer) (*EndpointMetrics, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: nil prometheus registerer", ErrInvalidConfig)
 	}
-	available, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	available, err := Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "agentmem",
 		Name:      "model_available",
 		Help:      "1 while the model endpoint's circuit breaker is closed, 0 while it is open, probing or misconfigured.",
@@ -31,7 +31,7 @@ func NewEndpointMetrics(reg prometheus.Registerer) (*EndpointMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	configErrors, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	configErrors, err := Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "model_config_errors_total",
 		Help:      "Times the model endpoint refused the configuration (401, 403, 404) and the workers using it stopped.",
@@ -40,6 +40,14 @@ func NewEndpointMetrics(reg prometheus.Registerer) (*EndpointMetrics, error) {
 		return nil, err
 	}
 	return &EndpointMetrics{available: available, configErrors: configErrors}, nil
+}
+
+// Watch exports endpoint's series from the start: available, no configuration
+// error yet. increase() only sees a counter's first increment against an earlier
+// sample, so a counter born at 1 would never fire its alert.
+func (m *EndpointMetrics) Watch(endpoint string) {
+	m.Available(endpoint, true)
+	m.configErrors.WithLabelValues(endpoint)
 }
 
 // Available sets whether endpoint's circuit is closed.

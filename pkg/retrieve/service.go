@@ -326,6 +326,7 @@ func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 		if !s.replyAllowed(endpoint, mreq.Subject(), mreq.Reply()) {
 			return
 		}
+		received := time.Now() // the wait for a slot is part of what the requester sees
 		s.received.Add(1)
 		s.inflight.Add(1)
 		s.slots <- struct{}{}
@@ -337,6 +338,7 @@ func (s *Service) serve(endpoint string, fn endpointFunc) micro.Handler {
 			}()
 			defer s.deps.Gate.Foreground()()
 			s.handle(endpoint, fn, req)
+			s.metrics.Served(endpoint, time.Since(received))
 		}()
 	})
 }
