@@ -184,8 +184,11 @@ func lostAnchors(statement, base, rewrite string) []string {
 // Outcomes of a reconsolidation, the label of agentmem_reconsolidations_total.
 const (
 	outcomeRewritten = "rewritten"
-	outcomeRejected  = "rejected"
-	outcomeSkipped   = "skipped"
+	// outcomeContext: the memory took the new context and kept its text (the
+	// offline reconsolidator, or a model that kept it).
+	outcomeContext  = "context"
+	outcomeRejected = "rejected"
+	outcomeSkipped  = "skipped"
 	// outcomeShed: the batch of hits had spent its MaxReconsolidations; the memory
 	// keeps its text and is reconsolidated by a later use.
 	outcomeShed = "shed"
@@ -205,12 +208,12 @@ func newRunnerMetrics(reg prometheus.Registerer) (runnerMetrics, error) {
 	c, err := obs.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentmem",
 		Name:      "reconsolidations_total",
-		Help:      "Reconsolidations of used episodic memories: rewritten, rejected (the rewrite lost a number, date or entity of the statement), skipped (already done in the session or window) or shed (its batch of hits had asked the model for MaxReconsolidations rewrites already; a later use reconsolidates it).",
+		Help:      "Reconsolidations of used episodic memories: rewritten (a model rewrote the text), context (it took the new context and kept its text), rejected (the rewrite lost a number, date or entity of the statement), skipped (already done in the session or window) or shed (its batch of hits had asked the model for MaxReconsolidations rewrites already; a later use reconsolidates it).",
 	}, []string{"outcome"}))
 	if err != nil {
 		return runnerMetrics{}, err
 	}
-	for _, o := range []string{outcomeRewritten, outcomeRejected, outcomeSkipped, outcomeShed} {
+	for _, o := range []string{outcomeRewritten, outcomeContext, outcomeRejected, outcomeSkipped, outcomeShed} {
 		c.WithLabelValues(o)
 	}
 	lost, err := obs.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{

@@ -62,8 +62,8 @@ func TestReconsolidationOncePerSessionKeepsTheStatement(t *testing.T) {
 	if got.Metadata[records.MetaThing] != ep.Metadata[records.MetaThing] {
 		t.Errorf("thing %q rewritten, was %q", got.Metadata[records.MetaThing], ep.Metadata[records.MetaThing])
 	}
-	if n := (counterOf(t, reg, "skipped")); n != 19 {
-		t.Errorf("skipped reconsolidations %v, want 19", n)
+	if skipped, rewritten, kept := counterOf(t, reg, "skipped"), counterOf(t, reg, "rewritten"), counterOf(t, reg, "context"); skipped != 19 || rewritten != 1 || kept != 0 {
+		t.Errorf("reconsolidations skipped %v, rewritten %v, context only %v; want 19, 1, 0", skipped, rewritten, kept)
 	}
 
 	// Without a session: once per window since the last reconsolidation, which

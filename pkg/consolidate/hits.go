@@ -214,8 +214,12 @@ func (r *Runner) planHits(ctx context.Context, rec vectorstore.Record, hits []ev
 	case err != nil:
 		return hitPlan{}, fmt.Errorf("consolidate: reconsolidate %s: %w", rec.ID, err)
 	}
-	r.metrics.reconsolidation(outcomeRewritten)
 	rp := reconsolidationPatch(rec, rw, newContext, now)
+	if rp.Text != nil {
+		r.metrics.reconsolidation(outcomeRewritten)
+	} else {
+		r.metrics.reconsolidation(outcomeContext)
+	}
 	p.changes = append(p.changes, reconsolidationChange(rec, rp, now))
 	p.patch.Text = rp.Text
 	maps.Copy(p.patch.Metadata, rp.Metadata)
