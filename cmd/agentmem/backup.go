@@ -92,4 +92,3 @@ func buildVersion() string {
 	}
 	return v
 }
-
