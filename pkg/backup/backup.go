@@ -104,11 +104,6 @@ type FileEntry struct {
 
 // VectorEntry is the vector store's part of a backup.
 type VectorEntry struct {
-	// Backend is "embedded" (VectorsFile) or "qdrant".
+	// Backend is "embedded" (VectorsFile), the only one a backup copies today.
 	Backend string `json:"backend"`
-	// QdrantCollection and QdrantSnapshot name the snapshot Qdrant took of the
-	// collection at the cut; it stays on the Qdrant server (see
-	// docs/operations.md for downloading and recovering it).
-	QdrantCollection string `json:"qdrant_collection,omitempty"`
-	QdrantSnapshot   string `json:"qdrant_snapshot,omitempty"`
 }

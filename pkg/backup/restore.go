@@ -95,7 +95,7 @@ func Restore(ctx context.Context, dir string, t Target) (Manifest, error) {
 		return Manifest{}, err
 	}
 	if m.Vector.Backend != "embedded" {
-		return Manifest{}, fmt.Errorf("%w: vector backend %q (recover the Qdrant snapshot %q instead)", ErrUnsupported, m.Vector.Backend, m.Vector.QdrantSnapshot)
+		return Manifest{}, fmt.Errorf("%w: vector backend %q: this build restores the embedded store only", ErrUnsupported, m.Vector.Backend)
 	}
 	for _, p := range []string{t.NATSStoreDir, t.VectorPath, t.MarkdownDir} {
 		if err := absent(p); err != nil {
