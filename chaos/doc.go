@@ -27,6 +27,10 @@
 // Observations are explicit remember requests with a unique token, which the
 // offline write decider always keeps, so each must yield exactly one memory.
 //
+// TestUpgradeFromPreviousRelease (upgrade_test.go) builds the previous release's
+// agentmem from git history, stops it mid-stream and lets this build go on on the
+// same data directory, with the same account (docs/operations.md, "Upgrades").
+//
 // TestChaos is the bounded version (5 rounds, a few thousand messages) that runs
 // with `go test ./...`; TestChaosLong (build tag chaos_long) runs more rounds and
 // messages. Both print their seed; AGENTMEM_TEST_CHAOS_SEED replays one. See

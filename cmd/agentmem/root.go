@@ -77,7 +77,7 @@ func newRoot() *cobra.Command {
 		root.AddCommand(c.command(g))
 	}
 	root.AddCommand(newBackupsCmd(g), newPolicyCmd(g), newEventsCmd(g), newReplayCmd(g), newDiffCmd(g), newRebuildCmd(g))
-	root.AddCommand(newExportCmd(g), newImportCmd(g), newForgetCmd(g))
+	root.AddCommand(newExportCmd(g), newImportCmd(g), newForgetCmd(g), newBackupCmd(g), newRestoreCmd(g))
 	root.AddCommand(newCredsCmd(g), newDLQCmd(g), newBenchCmd(g), newEvalCmd(g), newMCPCmd(g))
 	reportRefusals(root, g)
 	return root

@@ -393,7 +393,7 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		return nil, err
 	}
 	m := rt.Config.Memory
-	return retrieve.New(retrieve.Config{
+	svc, err := retrieve.New(retrieve.Config{
 		Policy:        m.Policy,
 		AutoLoadLines: m.AutoLoadLines,
 		MaxTokens:     m.ContextBudget(),
@@ -409,6 +409,10 @@ func (rt *Runtime) retriever(ctx context.Context, p componentParts) (Component, 
 		Memories: mem, Consolidator: runner, Compressor: compactor, Transfer: moves, Summarize: extract.SummarizeSession, Gate: rt.Priority,
 		Metrics: rpcMetrics, Quota: meter,
 	}, p.logger)
+	if err != nil {
+		return nil, err
+	}
+	return rt.withBackup(svc, conn, p.logger)
 }
 
 // transfer serves export, import and forget over the runtime's stores; its

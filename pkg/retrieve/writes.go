@@ -145,6 +145,21 @@ func (s *Service) lockNamespace(tenant, user string) func() {
 	return mu.Unlock
 }
 
+// HoldWrites holds every write request of this replica until release is
+// called: the ones being applied finish first, later ones wait. A backup holds
+// them while it takes its snapshots, so that no write is on the stream but not
+// yet in the stores it copies.
+func (s *Service) HoldWrites() (release func()) {
+	for i := range s.writeLocks {
+		s.writeLocks[i].Lock()
+	}
+	return func() {
+		for i := range s.writeLocks {
+			s.writeLocks[i].Unlock()
+		}
+	}
+}
+
 // retried answers a write the stream already holds, without applying it again:
 // with what the stores hold now (update, items, policy) or what the recorded
 // write did (append's file, add's ids); a delete deleted nothing this time.

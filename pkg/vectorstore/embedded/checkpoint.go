@@ -182,3 +182,23 @@ func (s *backend) walCheckpoint(ctx context.Context, mode string) (busy bool, wa
 	}
 	return b != 0, walFrames, copied, nil
 }
+
+// Snapshot writes a consistent copy of the database, every committed write in
+// it, to the new file path (SQLite's VACUUM INTO), with writes held so that the
+// copy matches the partitions in memory; reads go on. A backup of the store
+// while it is open.
+func (s *Store) Snapshot(ctx context.Context, path string) error {
+	b := s.b
+	if err := b.checkOpen(); err != nil {
+		return err
+	}
+	if b.cfg.Path == MemoryPath {
+		return b.Wrap("snapshot", errors.New("an in-memory store has no file to copy"))
+	}
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	if _, err := b.db.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
+		return b.Wrap("snapshot", err)
+	}
+	return nil
+}
