@@ -68,6 +68,12 @@ type Config struct {
 	// largest of it, the number of results asked and the graph's size over
 	// annNodesPerBeam. Default DefaultANNBeam.
 	ANNBeam int
+	// GraphSaveNodes is how many nodes a partition's graphs gain before the
+	// indexer writes their graph file again (or as many as the file held, if
+	// more), besides the save at Close; default DefaultGraphSaveNodes, negative
+	// only at Close. Graph files (graphfile.go) let a restarted store search
+	// its graphs at once; a MemoryPath store keeps none.
+	GraphSaveNodes int
 }
 
 const (
@@ -96,6 +102,7 @@ func (c *Config) setDefaults() {
 	c.WriteCacheMiB = cmp.Or(c.WriteCacheMiB, DefaultWriteCacheMiB)
 	c.ANNThreshold = cmp.Or(c.ANNThreshold, DefaultANNThreshold)
 	c.ANNBeam = cmp.Or(c.ANNBeam, DefaultANNBeam)
+	c.GraphSaveNodes = cmp.Or(c.GraphSaveNodes, DefaultGraphSaveNodes)
 }
 
 // Validate reports configuration errors.
@@ -228,6 +235,9 @@ type backend struct {
 	cacheMu      sync.RWMutex
 	parts        map[partKey]*partition
 	indexer      *indexer
+	// graphMu serialises the writing and the erasure of graph files
+	// (saveGraphs); it comes before cacheMu.
+	graphMu sync.Mutex
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
@@ -282,7 +292,7 @@ func New(cfg Config, logger *zap.Logger) (*Store, error) {
 	if cfg.Path != MemoryPath {
 		s.startCheckpoints()
 	}
-	s.indexer = newIndexer(&s.cacheMu)
+	s.indexer = newIndexer(&s.cacheMu, s.saveGraphsLogged, max(0, cfg.GraphSaveNodes))
 	s.logger.Info("vector store opened", zap.Int("dimensions", cfg.Dimensions))
 	return &Store{Store: vectorstore.Validating(s), b: s}, nil
 }
@@ -383,6 +393,7 @@ func (s *backend) Close() error {
 		return nil
 	}
 	s.indexer.close()
+	s.saveAllGraphs()
 	if s.stopCheckpoints != nil {
 		// The last connection's close checkpoints what is left.
 		s.stopCheckpoints()
@@ -532,21 +543,30 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 	if p != nil {
 		return p, nil
 	}
+	snap := s.loadGraphs(k)
 	rows, err := s.query(ctx, `SELECT `+recordCols+` FROM records r WHERE r.tenant = ? AND r.user_id = ?`, k.tenant, k.userID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	p = newPartition(k, max(0, s.cfg.ANNThreshold))
+	var recs []*entry // with a graph file, put in its order once all are read
 	for rows.Next() {
 		rec, rid, meta, err := scanRecord(rows)
 		if err != nil {
 			return nil, err
 		}
-		p.put(newEntry(rid, rec, meta))
+		if snap != nil {
+			recs = append(recs, newEntry(rid, rec, meta))
+		} else {
+			p.put(newEntry(rid, rec, meta))
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	if snap != nil {
+		p.restore(snap, recs, s.cfg.Dimensions)
 	}
 	if p.live > 0 {
 		s.cacheMu.Lock()
@@ -964,9 +984,16 @@ func (s *backend) Delete(ctx context.Context, f vectorstore.Filter) (int, error)
 // a tenant's memory): once rows went, the WAL, which still holds the pages as
 // they were before, is checkpointed and truncated, so that with secure_delete
 // no byte of them is left in either file.
+//
+// The partition's graph file goes too: it holds no text or vector, but it was
+// made from the erased records. A partition still loaded writes its graphs
+// again at Close if records are left.
 func (s *backend) DeleteByFilter(ctx context.Context, f vectorstore.Filter) (int, error) {
 	n, err := s.deleteWhere(ctx, f)
 	if err != nil || n == 0 {
+		return n, s.Wrap("delete by filter", err)
+	}
+	if err := s.eraseGraphs(partKey{f.Tenant, f.UserID}); err != nil {
 		return n, s.Wrap("delete by filter", err)
 	}
 	return n, s.Checkpoint(ctx)

@@ -113,6 +113,10 @@ type partition struct {
 	// reads it, both holding cacheMu shared.
 	ann    [indexKinds]atomic.Pointer[annIndex]
 	annMin int
+	// unsaved counts the graph nodes inserted (and graphs started over) since
+	// the graph file was last written, savedNodes the nodes it then held
+	// (graphfile.go).
+	unsaved, savedNodes atomic.Int64
 
 	lazyMu sync.Mutex
 	// orders[t] holds the rids of memory type memoryTypes[t] in ascending id
@@ -225,6 +229,7 @@ func (p *partition) maybeCompact() {
 	for t := range indexKinds {
 		if p.ann[t].Load() != nil {
 			p.ann[t].Store(&annIndex{g: newHNSW()})
+			p.unsaved.Add(1)
 		}
 	}
 }

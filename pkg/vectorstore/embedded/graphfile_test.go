@@ -1,0 +1,236 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentmem/agentmem/pkg/embed"
+	"github.com/agentmem/agentmem/pkg/vectorstore"
+)
+
+const graphTestDims = 6
+
+var graphTestKey = partKey{"acme", "u1"}
+
+// openGraphStore opens a store at path whose every memory type gets a graph
+// from annMin records on and whose graph searches are as wide as the graphs.
+func openGraphStore(t interface{ Fatal(...any) }, path string, annMin, saveNodes int) *Store {
+	s, err := New(Config{Path: path, Dimensions: graphTestDims, ANNThreshold: annMin, ANNBeam: 1 << 20, GraphSaveNodes: saveNodes}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// partitionOf runs fn on the loaded partition of graphTestKey (loading it
+// without a search, so no graph starts).
+func partitionOf(t interface{ Fatal(...any) }, s *Store, fn func(p *partition)) {
+	err := s.b.read(context.Background(), graphTestKey, func(p *partition) error {
+		fn(p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitIndexed polls until the indexer has caught up with every graph.
+func waitIndexed(t interface{ Fatal(...any) }, s *Store) {
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		behind := false
+		partitionOf(t, s, func(p *partition) { behind = p.indexBehind() })
+		if !behind {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the indexer did not catch up in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// graphShape is a graph in terms that survive a restart: rids rather than
+// docs (−1 for a dead doc), with its links, levels, entry and random state.
+type graphShape struct {
+	rids   []int64
+	levels []uint8
+	links  [][][]int32
+	entry  int32
+	top    int
+	rng    string
+	upto   int64 // the rid-order position: docs below it, as rids
+	vecsOK bool  // every live node's vector is its doc's
+}
+
+func shapeOf(p *partition, t int) *graphShape {
+	a := p.ann[t].Load()
+	if a == nil || a.g.len() == 0 {
+		return nil
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	g := a.g
+	rng, _ := g.src.MarshalBinary()
+	sh := &graphShape{entry: g.entry, top: g.top, rng: string(rng), levels: slices.Clone(g.levels), upto: int64(a.upto), vecsOK: true}
+	for n, d := range g.docs {
+		rid := int64(-1)
+		if e := p.docs[d]; e != nil {
+			rid = e.rid
+			sh.vecsOK = sh.vecsOK && slices.Equal(g.vecs[n], e.rec.Vector)
+		}
+		sh.rids = append(sh.rids, rid)
+		var ls [][]int32
+		for l := range int(g.levels[n]) + 1 {
+			ls = append(ls, slices.Clone(g.neighbours(int32(n), l)))
+		}
+		sh.links = append(sh.links, ls)
+	}
+	return sh
+}
+
+// After any sequence of writes (new records, changed vectors and types,
+// deletes), dense searches (which start the graphs), restarts, and restarts
+// with a graph file older than the writes since (a crash after the last save),
+// a dense search as wide as the graphs returns exactly what an exact scan of
+// the records present returns. A restart right after a clean close finds every
+// graph as it was: the same nodes (by rid), links, levels, entry and random
+// state, each live node with its record's vector, loaded from the graph file
+// with no search to start it.
+func TestPropertyGraphFilesSurviveRestarts(t *testing.T) {
+	root := t.TempDir()
+	run := 0
+	rapid.Check(t, func(t *rapid.T) {
+		run++
+		dir := filepath.Join(root, fmt.Sprint(run))
+		path := filepath.Join(dir, "vectors.db")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		annMin := rapid.IntRange(1, 6).Draw(t, "annMin")
+		saveNodes := rapid.SampledFrom([]int{-1, 1, 7}).Draw(t, "saveNodes")
+		s := openGraphStore(t, path, annMin, saveNodes)
+		defer func() { s.Close() }()
+		ctx := context.Background()
+		model := map[string]vectorstore.Record{}
+		vec := func(label string) []float32 {
+			return rapid.SliceOfN(rapid.SampledFrom([]float32{-1, 0, 0, 0.5, 1}), graphTestDims, graphTestDims).Draw(t, label)
+		}
+		stale := "" // a copy of the graph file as of an earlier close
+		file := graphFile(path, graphTestKey)
+		search := func(q []float32) {
+			_, err := s.Search(ctx, vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: "u1"}, Vector: q, Mode: vectorstore.Dense, Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range rapid.IntRange(1, 60).Draw(t, "ops") {
+			id := vectorstore.DeterministicID("graph", fmt.Sprint(rapid.IntRange(0, 24).Draw(t, "id")))
+			switch op := rapid.IntRange(0, 9).Draw(t, "op"); {
+			case op <= 4:
+				r := vectorstore.Record{ID: id, Tenant: "acme", UserID: "u1", MemoryType: rapid.SampledFrom(memoryTypes).Draw(t, "type"),
+					Text: "tea", Vector: vec("vector"), TS: time.Unix(1, 0)}
+				if err := s.Upsert(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				model[id] = r
+			case op == 5:
+				if _, err := s.Delete(ctx, "acme", "u1", id); err != nil {
+					t.Fatal(err)
+				}
+				delete(model, id)
+			case op == 6:
+				search(vec("q"))
+			case op == 7 && len(model) > 0:
+				// A clean restart: every graph comes back as it was.
+				waitIndexed(t, s)
+				var before [indexKinds]*graphShape
+				partitionOf(t, s, func(p *partition) {
+					for k := range indexKinds {
+						before[k] = shapeOf(p, k)
+					}
+				})
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if data, err := os.ReadFile(file); err == nil {
+					stale = string(data)
+				}
+				s = openGraphStore(t, path, annMin, saveNodes)
+				partitionOf(t, s, func(p *partition) {
+					for k := range indexKinds {
+						after := shapeOf(p, k)
+						if before[k] != nil && after != nil && !after.vecsOK {
+							t.Fatalf("slot %d: a live node's vector is not its record's", k)
+						}
+						if before[k] != nil && after != nil {
+							after.vecsOK = true
+						}
+						if shapeString(after) != shapeString(before[k]) {
+							t.Fatalf("slot %d: after the restart the graph is\n%s\nbefore it was\n%s", k, shapeString(after), shapeString(before[k]))
+						}
+					}
+				})
+			case op == 8 && stale != "":
+				// A crash after writes the graph file has not seen: the file
+				// of the last clean close is what is on disk.
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(file, []byte(stale), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				s = openGraphStore(t, path, annMin, saveNodes)
+			}
+		}
+		q := vec("query")
+		depth := rapid.IntRange(1, 30).Draw(t, "depth")
+		types := rapid.SliceOfNDistinct(rapid.SampledFrom(memoryTypes), 0, 3, rapid.ID).Draw(t, "types")
+		var got, want []ranked
+		partitionOf(t, s, func(p *partition) {
+			if p.live != len(model) {
+				t.Fatalf("the partition holds %d records, want %d", p.live, len(model))
+			}
+			m := newMatcher(vectorstore.Filter{MemoryTypes: types, IncludeExpired: true}, time.Time{})
+			got, _ = denseRanking(p, embedUnit(q), m, depth, len(p.docs))
+			top := newTopK(depth)
+			for id, r := range model {
+				if len(types) > 0 && !slices.Contains(types, r.MemoryType) {
+					continue
+				}
+				e := p.docs[p.byID[id]]
+				top.offer(ranked{e.rid, 0, float64(dot(embedUnit(q), embedUnit(r.Vector)))})
+			}
+			want = top.sorted()
+		})
+		if len(got) != len(want) {
+			t.Fatalf("got %d hits, want %d", len(got), len(want))
+		}
+		for i := range got {
+			if got[i].rid != want[i].rid || got[i].score != want[i].score {
+				t.Fatalf("hit %d: got rid %d score %v, want rid %d score %v", i, got[i].rid, got[i].score, want[i].rid, want[i].score)
+			}
+		}
+	})
+}
+
+// embedUnit is v normalised as the store normalises it, in a fresh slice.
+func embedUnit(v []float32) []float32 {
+	v = slices.Clone(v)
+	embed.Normalize(v)
+	return v
+}
+
+func shapeString(g *graphShape) string {
+	if g == nil {
+		return "no graph"
+	}
+	return fmt.Sprintf("%+v", *g)
+}
