@@ -221,7 +221,8 @@ func (r *reader) fail(what string) {
 func (r *reader) take(n int) []byte {
 	if n < 0 || len(r.b) < n {
 		r.fail("truncated")
-		return make([]byte, max(n, 0))
+		return make([]byte, 8) // zeros for the fixed-size reads; never n, which may be huge
+
 	}
 	out := r.b[:n]
 	r.b = r.b[n:]
@@ -284,6 +285,16 @@ func (r *reader) graph(ndocs int) *annIndex {
 	}
 	if r.bad(int(g.levels[entry]) != top, "entry level") {
 		return nil
+	}
+	// A search on layer l reads the layer-l links of the nodes it reaches.
+	for _, ls := range g.upper {
+		for i, ns := range ls {
+			for _, nb := range ns {
+				if r.bad(int(g.levels[nb]) < i+1, "link to a lower node") {
+					return nil
+				}
+			}
+		}
 	}
 	return &annIndex{g: g, upto: upto}
 }
