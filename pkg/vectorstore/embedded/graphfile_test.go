@@ -32,10 +32,10 @@ func openGraphStore(t interface{ Fatal(...any) }, path string, annMin, saveNodes
 	return s
 }
 
-// partitionOf runs fn on the loaded partition of graphTestKey (loading it
-// without a search, so no graph starts).
-func partitionOf(t interface{ Fatal(...any) }, s *Store, fn func(p *partition)) {
-	err := s.b.read(context.Background(), graphTestKey, func(p *partition) error {
+// partitionOf runs fn on the loaded partition of k (loading it without a
+// search, so no graph starts).
+func partitionOf(t interface{ Fatal(...any) }, s *Store, k partKey, fn func(p *partition)) {
+	err := s.b.read(context.Background(), k, func(p *partition) error {
 		fn(p)
 		return nil
 	})
@@ -44,11 +44,11 @@ func partitionOf(t interface{ Fatal(...any) }, s *Store, fn func(p *partition)) 
 	}
 }
 
-// waitIndexed polls until the indexer has caught up with every graph.
-func waitIndexed(t interface{ Fatal(...any) }, s *Store) {
+// waitIndexed polls until the indexer has caught up with every graph of k.
+func waitIndexed(t interface{ Fatal(...any) }, s *Store, k partKey) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		behind := false
-		partitionOf(t, s, func(p *partition) { behind = p.indexBehind() })
+		partitionOf(t, s, k, func(p *partition) { behind = p.indexBehind() })
 		if !behind {
 			return
 		}
@@ -153,9 +153,9 @@ func TestPropertyGraphFilesSurviveRestarts(t *testing.T) {
 				search(vec("q"))
 			case op == 7 && len(model) > 0:
 				// A clean restart: every graph comes back as it was.
-				waitIndexed(t, s)
+				waitIndexed(t, s, graphTestKey)
 				var before [indexKinds]*graphShape
-				partitionOf(t, s, func(p *partition) {
+				partitionOf(t, s, graphTestKey, func(p *partition) {
 					for k := range indexKinds {
 						before[k] = shapeOf(p, k)
 					}
@@ -167,7 +167,7 @@ func TestPropertyGraphFilesSurviveRestarts(t *testing.T) {
 					stale = string(data)
 				}
 				s = openGraphStore(t, path, annMin, saveNodes)
-				partitionOf(t, s, func(p *partition) {
+				partitionOf(t, s, graphTestKey, func(p *partition) {
 					for k := range indexKinds {
 						after := shapeOf(p, k)
 						if before[k] != nil && after != nil && !after.vecsOK {
@@ -197,7 +197,7 @@ func TestPropertyGraphFilesSurviveRestarts(t *testing.T) {
 		depth := rapid.IntRange(1, 30).Draw(t, "depth")
 		types := rapid.SliceOfNDistinct(rapid.SampledFrom(memoryTypes), 0, 3, rapid.ID).Draw(t, "types")
 		var got, want []ranked
-		partitionOf(t, s, func(p *partition) {
+		partitionOf(t, s, graphTestKey, func(p *partition) {
 			if p.live != len(model) {
 				t.Fatalf("the partition holds %d records, want %d", p.live, len(model))
 			}
@@ -323,4 +323,72 @@ func FuzzDecodeGraphs(f *testing.F) {
 			seen[r.rid] = true
 		}
 	})
+}
+
+// An erasure (DeleteByFilter of a user) removes the user's graph file, and the
+// temporary one a crash may have left, at once and for good: not written again
+// at Close nor there after a restart. The other user's file stays and is
+// loaded again.
+func TestEraseRemovesTheGraphFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vectors.db")
+	ctx := context.Background()
+	s := openGraphStore(t, path, 1, -1)
+	defer func() { s.Close() }()
+	users := []string{"u1", "u2"}
+	for _, u := range users {
+		for i := range 20 {
+			v := make([]float32, graphTestDims)
+			v[i%graphTestDims] = 1
+			r := vectorstore.Record{ID: vectorstore.DeterministicID(u, fmt.Sprint(i)), Tenant: "acme", UserID: u, MemoryType: vectorstore.Episodic, Text: "tea", Vector: v, TS: time.Unix(1, 0)}
+			if err := s.Upsert(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Search(ctx, vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: u}, Vector: []float32{1, 0, 0, 0, 0, 0}, Mode: vectorstore.Dense, Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
+		waitIndexed(t, s, partKey{"acme", u})
+	}
+	reopen := func() {
+		t.Helper()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = openGraphStore(t, path, 1, -1)
+	}
+	reopen()
+	file := func(u string) string { return graphFile(path, partKey{"acme", u}) }
+	for _, u := range users {
+		if _, err := os.Stat(file(u)); err != nil {
+			t.Fatalf("%s's graph file after Close: %v; the test would prove nothing", u, err)
+		}
+	}
+	if err := os.WriteFile(file("u1")+".tmp", []byte("left by a crash"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Loaded, so that Close would write its graphs if it kept any.
+	partitionOf(t, s, partKey{"acme", "u1"}, func(*partition) {})
+	if n, err := s.DeleteByFilter(ctx, vectorstore.Filter{Tenant: "acme", UserID: "u1"}); err != nil || n != 20 {
+		t.Fatalf("DeleteByFilter = %d, %v", n, err)
+	}
+	gone := func(when string) {
+		t.Helper()
+		for _, f := range []string{file("u1"), file("u1") + ".tmp"} {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%s: %s is still there", when, filepath.Base(f))
+			}
+		}
+	}
+	gone("after the erasure")
+	reopen()
+	gone("after a restart")
+	err := s.b.read(ctx, partKey{"acme", "u2"}, func(p *partition) error {
+		if a := p.ann[0].Load(); a == nil || a.g.len() == 0 {
+			t.Error("u2's graph was not loaded from its file after the erasure of u1")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
