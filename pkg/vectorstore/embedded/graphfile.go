@@ -342,7 +342,7 @@ func (p *partition) restore(snap *graphSnapshot, recs []*entry, dims int) {
 	}
 	for _, e := range slots {
 		if e == nil {
-			p.docs, p.kinds = append(p.docs, nil), append(p.kinds, deadKind)
+			p.docs, p.kinds, p.rids = append(p.docs, nil), append(p.kinds, deadKind), append(p.rids, -1)
 		} else {
 			p.put(e)
 		}

@@ -212,6 +212,24 @@ func TestPropertyGraphFilesSurviveRestarts(t *testing.T) {
 				top.offer(ranked{e.rid, 0, float64(dot(embedUnit(q), embedUnit(r.Vector)))})
 			}
 			want = top.sorted()
+			// Every record's text is "tea": a keyword search ties them all, so
+			// it returns the smallest rids, each from its own doc.
+			var rids []int64
+			for id, r := range model {
+				if len(types) == 0 || slices.Contains(types, r.MemoryType) {
+					rids = append(rids, p.docs[p.byID[id]].rid)
+				}
+			}
+			slices.Sort(rids)
+			sparse := sparseRanking(p, queryTerms([]string{"tea"}, nil), m, depth)
+			for i, h := range sparse {
+				if e := p.docs[h.doc]; e == nil || e.rid != h.rid || i >= len(rids) || h.rid != rids[i] {
+					t.Fatalf("keyword hit %d: rid %d from doc %d; want rid %v, its own doc's", i, h.rid, h.doc, rids[min(i, len(rids)-1)])
+				}
+			}
+			if len(sparse) != min(depth, len(rids)) {
+				t.Fatalf("%d keyword hits, want %d", len(sparse), min(depth, len(rids)))
+			}
 		})
 		if len(got) != len(want) {
 			t.Fatalf("got %d hits, want %d", len(got), len(want))
