@@ -299,11 +299,12 @@ func (r *reader) graph(ndocs int) *annIndex {
 	return &annIndex{g: g, upto: upto}
 }
 
-// loadGraphs reads k's graph file; nil when there is none or it is unusable
-// (logged: the graphs are then built again, as without a file).
+// loadGraphs reads k's graph file; nil when there is none, it is unusable
+// (logged: the graphs are then built again, as without a file), or the store
+// is configured without graphs.
 func (s *backend) loadGraphs(k partKey) *graphSnapshot {
-	if s.cfg.Path == MemoryPath {
-		return nil
+	if s.cfg.Path == MemoryPath || s.cfg.ANNThreshold < 0 {
+		return nil // no file, or graphs not wanted any more
 	}
 	data, err := os.ReadFile(graphFile(s.cfg.Path, k))
 	if errors.Is(err, fs.ErrNotExist) {
