@@ -24,7 +24,7 @@ workers, the embedded vector store) on a temporary directory, stores --memories 
 (p50/p99 and the ratio of the p99s), raw JetStream against the ingest pipeline (msgs/s and
 the ratio), extraction (sessions/s), peak RSS and bytes per stored memory; then it stops the
 stack and starts it again on the same data: the time until it answers a context request
-(restart_ready_s) and the p99 of the 1,000 requests after it (restart_ctx_p99_us). Then, unless
+(restart_ready_s) and the p99 of the --requests requests after it (restart_ctx_p99_us). Then, unless
 --skip-remote, a second stack with an OpenAI-compatible chat model and embedder (a server
 in this process answering after --remote-chat-latency and --remote-embed-latency): context
 latency with the remote embedder, ingest with the model's write decider (observations/s

@@ -218,7 +218,7 @@ type Result struct {
 	CtxBacklogP99us     float64 `json:"ctx_backlog_p99_us"`
 	CtxBacklogVsIdleP99 float64 `json:"ctx_backlog_vs_idle_p99"`
 	// The restart phase: seconds from starting the stack again on the same data
-	// to the first context pack, the next RestartRequests requests' p50/p99, and
+	// to the first context pack, the next Requests requests' p50/p99, and
 	// that p99 over the latency phase's ctx_p99_us.
 	RestartReadyS         float64 `json:"restart_ready_s"`
 	RestartCtxP50us       float64 `json:"restart_ctx_p50_us"`

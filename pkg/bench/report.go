@@ -72,7 +72,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("context p99 in backlog", f(r.CtxBacklogP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; %d requests while ingest drained %d observations", r.CtxBacklogP50us, r.BacklogRequests, r.IngestMessages))
 	row("backlog p99 / idle p99", f(r.CtxBacklogVsIdleP99, 2), "x", "")
 	row("ready after a restart", f(r.RestartReadyS, 2), "s", "from starting the stack again on the same data to the first context pack")
-	row("restart: context p99", f(r.RestartCtxP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; the %d requests after it; %.2fx the steady p99", r.RestartCtxP50us, RestartRequests, r.RestartCtxP99VsSteady))
+	row("restart: context p99", f(r.RestartCtxP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; the %d requests after it; %.2fx the steady p99", r.RestartCtxP50us, r.Requests, r.RestartCtxP99VsSteady))
 	row("extraction", f(r.ExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%d sessions -> %d Markdown entries", r.Sessions, r.ExtractEntries))
 	if r.ModelCallsPerObservation > 0 || r.ModelCallsPerSession > 0 {
 		row("model calls / observation", f(r.ModelCallsPerObservation, 2), "calls", "ingest phase: write decisions")

@@ -11,10 +11,6 @@ import (
 	"github.com/agentmem/agentmem/events"
 )
 
-// RestartRequests is how many context requests the restart phase times: the
-// first ones a restarted replica answers.
-const RestartRequests = 1000
-
 // Targets of the restart phase (issue 34): answering within 5 s of the start,
 // and the first requests' p99 within twice the steady one (ctx_p99_us).
 const (
@@ -26,8 +22,8 @@ const (
 // its data directory, as a replica restarts. restart_ready_s is from the start
 // of app.Up to the first context pack received for the asked user (whose
 // partition the store loads on that request); restart_ctx_p99_us is over the
-// RestartRequests context requests after it, with no warm-up and the same
-// queries as the latency phase.
+// Config.Requests (1,000 by default) context requests after it, with no
+// warm-up and the same queries as the latency phase.
 func restart(ctx context.Context, cfg Config, logger *zap.Logger, res *Result) error {
 	began := time.Now()
 	b, err := newBencher(ctx, cfg, logger, nil)
@@ -40,9 +36,9 @@ func restart(ctx context.Context, cfg Config, logger *zap.Logger, res *Result) e
 		return fmt.Errorf("bench: %w", err)
 	}
 	gen := newTexts(4)
-	lat := make([]time.Duration, 0, RestartRequests)
-	prog := newProgress(b.cfg.Progress, "context requests after the restart", RestartRequests)
-	for i := range RestartRequests + 1 {
+	lat := make([]time.Duration, 0, cfg.Requests)
+	prog := newProgress(b.cfg.Progress, "context requests after the restart", cfg.Requests)
+	for i := range cfg.Requests + 1 {
 		req := events.ContextRequest{UserID: askedUser, AgentID: agentID, SessionID: askedSession, Query: gen.query()}
 		data, err := json.Marshal(req)
 		if err != nil {
