@@ -22,14 +22,17 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 workers, the embedded vector store) on a temporary directory, stores --memories memories over
 --users users and measures: the bare NATS request/reply round trip and a context request
 (p50/p99 and the ratio of the p99s), raw JetStream against the ingest pipeline (msgs/s and
-the ratio), extraction (sessions/s), peak RSS and bytes per stored memory. Then, unless
+the ratio), extraction (sessions/s), peak RSS and bytes per stored memory; then it stops the
+stack and starts it again on the same data: the time until it answers a context request
+(restart_ready_s) and the p99 of the --requests requests after it (restart_ctx_p99_us). Then, unless
 --skip-remote, a second stack with an OpenAI-compatible chat model and embedder (a server
 in this process answering after --remote-chat-latency and --remote-embed-latency): context
 latency with the remote embedder, ingest with the model's write decider (observations/s
 through one replica) and extraction with the model's extractor. The stack takes its tuning
 from the configuration (--config, AGENTMEM_* variables); its storage, listeners, vector
 store (and in the remote phase its models) are its own. Progress goes to stderr; the table
-(or --json) to stdout. The targets are ctx_vs_nats_p99 <= 5 and ingest_vs_raw >= 0.3; with
+(or --json) to stdout. The targets are ctx_vs_nats_p99 <= 5, ingest_vs_raw >= 0.3,
+restart_ready_s <= 5 and restart_ctx_p99_vs_steady <= 2; with
 remote models llm_ingest_obs_per_s >= 300 and remote_ctx_p99_us <= the embedder's latency
 plus 5x the phase's bare round-trip p99.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -19,6 +19,8 @@
 //     pipeline (observations in, episodic memories stored), and extraction
 //     (session_ended in, Markdown entries and facts out, offline extractor);
 //   - memory: peak RSS of the process and on-disk bytes per stored memory;
+//   - restart: the stack closed and started again on its data directory, the
+//     time until it answers a context request and the first requests' latency;
 //   - remote models (unless SkipRemote), on a second stack once the first is
 //     closed: the same context, ingest and extraction phases with an
 //     OpenAI-compatible chat model and embedder answering with a set latency.
@@ -215,16 +217,23 @@ type Result struct {
 	CtxBacklogP50us     float64 `json:"ctx_backlog_p50_us"`
 	CtxBacklogP99us     float64 `json:"ctx_backlog_p99_us"`
 	CtxBacklogVsIdleP99 float64 `json:"ctx_backlog_vs_idle_p99"`
-	VectorBytes         int64   `json:"vector_store_bytes"`
-	RSSSource           string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
-	LoadSeconds         float64 `json:"load_seconds"`
-	LoadPerS            float64 `json:"load_memories_per_s"`
-	TotalSeconds        float64 `json:"total_seconds"`
-	GoVersion           string  `json:"go_version"`
-	OS                  string  `json:"os"`
-	Arch                string  `json:"arch"`
-	CPUs                int     `json:"cpus"`
-	GOMAXPROCS          int     `json:"gomaxprocs"`
+	// The restart phase: seconds from starting the stack again on the same data
+	// to the first context pack, the next Requests requests' p50/p99, and
+	// that p99 over the latency phase's ctx_p99_us.
+	RestartReadyS         float64 `json:"restart_ready_s"`
+	RestartCtxP50us       float64 `json:"restart_ctx_p50_us"`
+	RestartCtxP99us       float64 `json:"restart_ctx_p99_us"`
+	RestartCtxP99VsSteady float64 `json:"restart_ctx_p99_vs_steady"`
+	VectorBytes           int64   `json:"vector_store_bytes"`
+	RSSSource             string  `json:"rss_source"` // what rss_mb is: peak RSS (VmHWM, Linux), else the Go runtime's Sys
+	LoadSeconds           float64 `json:"load_seconds"`
+	LoadPerS              float64 `json:"load_memories_per_s"`
+	TotalSeconds          float64 `json:"total_seconds"`
+	GoVersion             string  `json:"go_version"`
+	OS                    string  `json:"os"`
+	Arch                  string  `json:"arch"`
+	CPUs                  int     `json:"cpus"`
+	GOMAXPROCS            int     `json:"gomaxprocs"`
 	// The cost curve (Config.Curve): context p50/p99 for one namespace of each
 	// of CurveSizes memories, and the p99s again as flat fields.
 	Curve             []CurvePoint `json:"curve,omitempty"`
@@ -328,12 +337,17 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	res.RSSMB, res.RSSSource = peakRSSMB()
 	closed = true
 	b.close()
+	fmt.Fprintf(cfg.Progress, "== restarting agentmem on the same data directory\n")
+	if err := profiled(cfg.ProfileDir, "restart", func() error { return restart(ctx, cfg, logger, &res) }); err != nil {
+		return Result{}, err
+	}
 	if err := remote(ctx, cfg, logger, &res); err != nil {
 		return Result{}, err
 	}
 	res.CtxVsNATSP99 = res.CtxP99us / res.NATSRRP99us
 	res.IngestVsRaw = res.IngestMsgsPerS / res.RawJSMsgsPerS
 	res.CtxBacklogVsIdleP99 = res.CtxBacklogP99us / res.CtxP99us
+	res.RestartCtxP99VsSteady = res.RestartCtxP99us / res.CtxP99us
 	res.TotalSeconds = time.Since(began).Seconds()
 	return res, nil
 }

@@ -41,6 +41,7 @@ func TestRunSmall(t *testing.T) {
 		"rss_mb": res.RSSMB, "bytes_per_memory": res.BytesPerMemory, "ctx_avg_tokens": res.CtxAvgTokens,
 		"load_seconds": res.LoadSeconds, "load_memories_per_s": res.LoadPerS, "total_seconds": res.TotalSeconds,
 		"ctx_backlog_p50_us": res.CtxBacklogP50us, "ctx_backlog_p99_us": res.CtxBacklogP99us, "ctx_backlog_vs_idle_p99": res.CtxBacklogVsIdleP99,
+		"restart_ready_s": res.RestartReadyS, "restart_ctx_p50_us": res.RestartCtxP50us, "restart_ctx_p99_us": res.RestartCtxP99us,
 		"llm_ingest_obs_per_s": res.LLMIngestObsPerS, "remote_ctx_p50_us": res.RemoteCtxP50us, "remote_ctx_p99_us": res.RemoteCtxP99us,
 		"remote_nats_rr_p99_us": res.RemoteNATSRRP99us, "remote_extract_sessions_per_s": res.RemoteExtractSessPerS,
 		"remote_model_calls_per_observation": res.RemoteModelCallsPerObservation, "remote_model_calls_per_session": res.RemoteModelCallsPerSession,
@@ -63,6 +64,9 @@ func TestRunSmall(t *testing.T) {
 	}
 	if got, want := res.CtxBacklogVsIdleP99, res.CtxBacklogP99us/res.CtxP99us; got != want || res.BacklogRequests < 1 {
 		t.Errorf("ctx_backlog_vs_idle_p99 = %v over %d requests, want ctx_backlog_p99_us/ctx_p99_us = %v", got, res.BacklogRequests, want)
+	}
+	if got, want := res.RestartCtxP99VsSteady, res.RestartCtxP99us/res.CtxP99us; got != want || res.RestartCtxP50us > res.RestartCtxP99us {
+		t.Errorf("restart_ctx_p99_vs_steady = %v, want restart_ctx_p99_us/ctx_p99_us = %v; restart p50 %v, p99 %v", got, want, res.RestartCtxP50us, res.RestartCtxP99us)
 	}
 	if got, want := res.IngestVsRaw, res.IngestMsgsPerS/res.RawJSMsgsPerS; got != want {
 		t.Errorf("ingest_vs_raw = %v, want ingest_msgs_per_s/raw_js_msgs_per_s = %v", got, want)
@@ -94,7 +98,7 @@ func TestRunSmall(t *testing.T) {
 	if res.GoVersion == "" || res.CPUs < 1 || res.GOMAXPROCS < 1 || res.RSSSource == "" {
 		t.Errorf("environment fields missing: %+v", res)
 	}
-	for _, phase := range []string{"loading 500 memories", "context requests", "raw JetStream", "ingest pipeline", "drains a backlog", "extraction", "remote models", "the model's decider, remote embedder"} {
+	for _, phase := range []string{"loading 500 memories", "context requests", "restarting agentmem", "raw JetStream", "ingest pipeline", "drains a backlog", "extraction", "remote models", "the model's decider, remote embedder"} {
 		if !strings.Contains(progress.String(), phase) {
 			t.Errorf("progress output lacks %q:\n%s", phase, progress.String())
 		}
@@ -110,7 +114,7 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"memories", "nats_rr_p50_us", "nats_rr_p99_us", "ctx_p50_us", "ctx_p99_us", "ctx_vs_nats_p99", "raw_js_msgs_per_s", "ingest_msgs_per_s", "ingest_vs_raw", "rss_mb",
-		"llm_ingest_obs_per_s", "remote_ctx_p50_us", "remote_ctx_p99_us", "remote_model_latency_ms"} {
+		"restart_ready_s", "restart_ctx_p99_us", "llm_ingest_obs_per_s", "remote_ctx_p50_us", "remote_ctx_p99_us", "remote_model_latency_ms"} {
 		if _, ok := fields[name].(float64); !ok {
 			t.Errorf("JSON field %q = %v, want a number", name, fields[name])
 		}
@@ -121,7 +125,7 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"context request p99", "µs", "msgs/s", "sessions/s", "target ctx_vs_nats_p99", "target ingest_vs_raw", "target ctx_backlog_vs_idle_p99",
-		"remote: context p99", "obs/s", "target llm_ingest_obs_per_s", "target remote_ctx_p99_us"} {
+		"ready after a restart", "target restart_ready_s", "target restart_ctx_p99_vs_steady", "remote: context p99", "obs/s", "target llm_ingest_obs_per_s", "target remote_ctx_p99_us"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -170,8 +174,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 }
 
 func TestTargetsVerdicts(t *testing.T) {
-	pass := Result{CtxVsNATSP99: 5, IngestVsRaw: 0.3, CtxBacklogVsIdleP99: 5}.Targets()
-	fail := Result{CtxVsNATSP99: 5.01, IngestVsRaw: 0.29, CtxBacklogVsIdleP99: 5.01}.Targets()
+	pass := Result{CtxVsNATSP99: 5, IngestVsRaw: 0.3, CtxBacklogVsIdleP99: 5, RestartReadyS: 5, RestartCtxP99VsSteady: 2}.Targets()
+	fail := Result{CtxVsNATSP99: 5.01, IngestVsRaw: 0.29, CtxBacklogVsIdleP99: 5.01, RestartReadyS: 5.01, RestartCtxP99VsSteady: 2.01}.Targets()
 	for i := range pass {
 		if !pass[i].Pass || fail[i].Pass {
 			t.Errorf("%s: at the bound pass=%t, beyond it pass=%t", pass[i].Name, pass[i].Pass, fail[i].Pass)

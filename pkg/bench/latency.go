@@ -71,26 +71,17 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 			return fmt.Errorf("%w: echo request: %w", ErrMeasurement, err)
 		}
 		t1 := time.Now()
-		reply, err := b.nc.RequestWithContext(ctx, ctxSubject, data)
-		t2 := time.Now()
+		pack, took, decoded, err := b.askContext(ctx, ctxSubject, req.Query, data)
 		if err != nil {
-			return fmt.Errorf("%w: context request: %w", ErrMeasurement, err)
-		}
-		pack, err := decodePack(reply)
-		decoded := time.Since(t2)
-		if err != nil {
-			return fmt.Errorf("%w: context request: %w", ErrMeasurement, err)
-		}
-		if pack.Core == nil || pack.Counts.EpisodicItems+pack.Counts.SemanticItems == 0 {
-			return fmt.Errorf("%w: the context pack for %q lacks the core memory or the recalled memories (counts %+v)", ErrMeasurement, req.Query, pack.Counts)
+			return err
 		}
 		if i < warmup {
 			continue
 		}
 		echoLat = append(echoLat, t1.Sub(t0))
-		ctxLat = append(ctxLat, t2.Sub(t1))
+		ctxLat = append(ctxLat, took)
 		if !repeated {
-			newQueryLat = append(newQueryLat, t2.Sub(t1))
+			newQueryLat = append(newQueryLat, took)
 		}
 		decodeLat = append(decodeLat, decoded)
 		tokens += pack.TokenEstimate
@@ -104,6 +95,27 @@ func (b *bencher) latency(ctx context.Context, res *Result) error {
 	res.CtxNewQueryP50us, res.CtxNewQueryP99us = micros(percentile(newQueryLat, 0.50)), micros(percentile(newQueryLat, 0.99))
 	res.CtxAvgTokens = float64(tokens) / float64(len(ctxLat))
 	return nil
+}
+
+// askContext sends the context request data (asking query) to subject and
+// checks its pack: took is until the reply's bytes arrived, decoded the
+// decoding after.
+func (b *bencher) askContext(ctx context.Context, subject, query string, data []byte) (pack events.ContextPack, took, decoded time.Duration, err error) {
+	t1 := time.Now()
+	reply, err := b.nc.RequestWithContext(ctx, subject, data)
+	t2 := time.Now()
+	if err != nil {
+		return pack, 0, 0, fmt.Errorf("%w: context request: %w", ErrMeasurement, err)
+	}
+	pack, err = decodePack(reply)
+	decoded = time.Since(t2)
+	if err != nil {
+		return pack, 0, 0, fmt.Errorf("%w: context request: %w", ErrMeasurement, err)
+	}
+	if pack.Core == nil || pack.Counts.EpisodicItems+pack.Counts.SemanticItems == 0 {
+		return pack, 0, 0, fmt.Errorf("%w: the context pack for %q lacks the core memory or the recalled memories (counts %+v)", ErrMeasurement, query, pack.Counts)
+	}
+	return pack, t2.Sub(t1), decoded, nil
 }
 
 // decodePack is what a client does with a context reply: an error reply (micro's

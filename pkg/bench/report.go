@@ -34,6 +34,8 @@ func (r Result) Targets() []Target {
 		{Name: "ctx_vs_nats_p99", Value: r.CtxVsNATSP99, Rule: fmt.Sprintf("<= %g", TargetCtxVsNATSP99), Pass: r.CtxVsNATSP99 <= TargetCtxVsNATSP99},
 		{Name: "ingest_vs_raw", Value: r.IngestVsRaw, Rule: fmt.Sprintf(">= %g", TargetIngestVsRaw), Pass: r.IngestVsRaw >= TargetIngestVsRaw},
 		{Name: "ctx_backlog_vs_idle_p99", Value: r.CtxBacklogVsIdleP99, Rule: fmt.Sprintf("<= %g", TargetCtxBacklogVsIdleP99), Pass: r.CtxBacklogVsIdleP99 <= TargetCtxBacklogVsIdleP99},
+		{Name: "restart_ready_s", Value: r.RestartReadyS, Rule: fmt.Sprintf("<= %g", TargetRestartReadyS), Pass: r.RestartReadyS <= TargetRestartReadyS},
+		{Name: "restart_ctx_p99_vs_steady", Value: r.RestartCtxP99VsSteady, Rule: fmt.Sprintf("<= %g", TargetRestartCtxP99VsSteady), Pass: r.RestartCtxP99VsSteady <= TargetRestartCtxP99VsSteady},
 	}
 	if r.RemoteModelLatencyMs == 0 {
 		return ts
@@ -69,6 +71,8 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("ingest / raw JetStream", f(r.IngestVsRaw, 2), "x", "")
 	row("context p99 in backlog", f(r.CtxBacklogP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; %d requests while ingest drained %d observations", r.CtxBacklogP50us, r.BacklogRequests, r.IngestMessages))
 	row("backlog p99 / idle p99", f(r.CtxBacklogVsIdleP99, 2), "x", "")
+	row("ready after a restart", f(r.RestartReadyS, 2), "s", "from starting the stack again on the same data to the first context pack")
+	row("restart: context p99", f(r.RestartCtxP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; the %d requests after it; %.2fx the steady p99", r.RestartCtxP50us, r.Requests, r.RestartCtxP99VsSteady))
 	row("extraction", f(r.ExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%d sessions -> %d Markdown entries", r.Sessions, r.ExtractEntries))
 	if r.ModelCallsPerObservation > 0 || r.ModelCallsPerSession > 0 {
 		row("model calls / observation", f(r.ModelCallsPerObservation, 2), "calls", "ingest phase: write decisions")

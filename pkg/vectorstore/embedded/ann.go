@@ -72,6 +72,7 @@ func (p *partition) indexSome(vs *visitSet) bool {
 		}
 		a.mu.Lock()
 		added := 0
+		from := a.upto
 		d := int(a.upto)
 		for ; d < len(p.docs) && added < annBatch; d++ {
 			if int(p.kinds[d]) == t {
@@ -82,6 +83,10 @@ func (p *partition) indexSome(vs *visitSet) bool {
 		a.upto = int32(d)
 		more = more || d < len(p.docs)
 		a.mu.Unlock()
+		if int(from) < d {
+			// Docs of other types passed count too: the file keeps upto.
+			p.unsaved.Add(int64(max(added, 1)))
+		}
 	}
 	return more
 }
@@ -90,15 +95,19 @@ func (p *partition) indexSome(vs *visitSet) bool {
 // neither writes nor searches pay for an insertion.
 type indexer struct {
 	cacheMu *sync.RWMutex
-	mu      sync.Mutex
-	pending map[*partition]struct{}
-	wake    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	// save writes a partition's graph file, once saveEvery nodes are due
+	// (partition.dueForSave; 0: never).
+	save      func(p *partition)
+	saveEvery int
+	mu        sync.Mutex
+	pending   map[*partition]struct{}
+	wake      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
 }
 
-func newIndexer(cacheMu *sync.RWMutex) *indexer {
-	x := &indexer{cacheMu: cacheMu, pending: make(map[*partition]struct{}), wake: make(chan struct{}, 1),
+func newIndexer(cacheMu *sync.RWMutex, save func(p *partition), saveEvery int) *indexer {
+	x := &indexer{cacheMu: cacheMu, save: save, saveEvery: saveEvery, pending: make(map[*partition]struct{}), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go x.run()
 	return x
@@ -163,6 +172,9 @@ func (x *indexer) catchUp(p *partition, vs *visitSet) bool {
 		x.cacheMu.RLock()
 		more := p.indexSome(vs)
 		x.cacheMu.RUnlock()
+		if p.dueForSave(x.saveEvery) {
+			x.save(p)
+		}
 		if !more {
 			return true
 		}

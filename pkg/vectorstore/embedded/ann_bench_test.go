@@ -203,3 +203,45 @@ func randomVectors(n, centres int) [][]float32 {
 	}
 	return out
 }
+
+// BenchmarkGraphFile measures what a graph file saves a restart: building the
+// graph of a partition of 20,000 records ($AGENTMEM_ANN_RECORDS) of clustered
+// random vectors, against encoding it (what a save holds the partition for),
+// and decoding the file and restoring the partition from it (what a load adds
+// to reading the rows).
+func BenchmarkGraphFile(b *testing.B) {
+	records := benchEnvInt(b, "AGENTMEM_ANN_RECORDS", 20_000)
+	const dims = 384
+	vecs := randomVectors(records, 200)
+	p := newPartition(graphTestKey, 1)
+	recs := make([]*entry, records)
+	for i, v := range vecs {
+		r := vectorstore.Record{ID: fmt.Sprint(i), MemoryType: vectorstore.Episodic, Vector: v}
+		p.put(newEntryNormalized(int64(i+1), r, ""))
+		recs[i] = newEntryNormalized(int64(i+1), r, "")
+	}
+	p.ann[0].Store(&annIndex{g: newHNSW()})
+	start := time.Now()
+	for vs := new(visitSet); p.indexSome(vs); {
+	}
+	build := time.Since(start)
+	var encode, restore time.Duration
+	var size int
+	for range b.N {
+		st := time.Now()
+		data := p.encodeGraphs(dims)
+		encode += time.Since(st)
+		size = len(data)
+		st = time.Now()
+		snap, err := decodeGraphs(data, graphTestKey, dims)
+		if err != nil {
+			b.Fatal(err)
+		}
+		newPartition(graphTestKey, 1).restore(snap, recs, dims)
+		restore += time.Since(st)
+	}
+	b.ReportMetric(build.Seconds(), "build_s")
+	b.ReportMetric(float64(encode.Milliseconds())/float64(b.N), "encode_ms")
+	b.ReportMetric(float64(restore.Milliseconds())/float64(b.N), "restore_ms")
+	b.ReportMetric(float64(size)/(1<<20), "file_MiB")
+}

@@ -37,7 +37,10 @@ type hnsw struct {
 	upper  map[int32][][]int32 // node → its neighbours on layers 1..levels[node]
 	entry  int32
 	top    int // entry's level; −1 while empty
-	rng    *rand.Rand
+	// src is rng's state, which a graph file keeps (graphfile.go), so a graph
+	// loaded from one draws the levels the graph it saved would have drawn.
+	src *rand.PCG
+	rng *rand.Rand
 }
 
 const (
@@ -62,7 +65,8 @@ var hnswML = 1 / math.Log(hnswM)
 func newHNSW() *hnsw {
 	// A fixed seed: the same records inserted in the same order give the same
 	// graph, so a search is reproducible.
-	return &hnsw{upper: make(map[int32][][]int32), top: -1, rng: rand.New(rand.NewPCG(1, 2))}
+	src := rand.NewPCG(1, 2)
+	return &hnsw{upper: make(map[int32][][]int32), top: -1, src: src, rng: rand.New(src)}
 }
 
 func (g *hnsw) len() int { return len(g.vecs) }

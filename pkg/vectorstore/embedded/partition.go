@@ -102,7 +102,12 @@ type partition struct {
 	// the memory type of the records a posting list reaches here, in one
 	// contiguous array, rather than in each record.
 	kinds []uint8
-	live  int
+	// rids[d] is docs[d]'s rid (kept when it dies): a sparse search offers
+	// the top k the rid of every doc that reaches its floor, to order ties, and
+	// reading it from the entry cost a cache miss per doc (about half of the
+	// ranking's CPU in one namespace of 100,000 records, BENCHMARKS.md).
+	rids []int64
+	live int
 	// kindLive[t] counts the live docs of slot t.
 	kindLive [indexKinds + 1]int
 	byRID    map[int64]int32  // rid → doc
@@ -113,6 +118,10 @@ type partition struct {
 	// reads it, both holding cacheMu shared.
 	ann    [indexKinds]atomic.Pointer[annIndex]
 	annMin int
+	// unsaved counts the graph nodes inserted (and graphs started over) since
+	// the graph file was last written, savedNodes the nodes it then held
+	// (graphfile.go).
+	unsaved, savedNodes atomic.Int64
 
 	lazyMu sync.Mutex
 	// orders[t] holds the rids of memory type memoryTypes[t] in ascending id
@@ -163,6 +172,7 @@ func (p *partition) put(e *entry) {
 	p.docs = append(p.docs, e)
 	t := typeSlot(e.rec.MemoryType)
 	p.kinds = append(p.kinds, uint8(t))
+	p.rids = append(p.rids, e.rid)
 	p.live++
 	p.kindLive[t]++
 	p.byRID[e.rid] = e.doc
@@ -208,6 +218,7 @@ func (p *partition) maybeCompact() {
 	}
 	docs := make([]*entry, 0, p.live)
 	kinds := make([]uint8, 0, p.live)
+	rids := make([]int64, 0, p.live)
 	p.lex = newLexIndex()
 	for d, e := range p.docs {
 		if e == nil {
@@ -216,15 +227,17 @@ func (p *partition) maybeCompact() {
 		e.doc = int32(len(docs))
 		docs = append(docs, e)
 		kinds = append(kinds, p.kinds[d])
+		rids = append(rids, e.rid)
 		p.byRID[e.rid] = e.doc
 		p.byID[e.rec.ID] = e.doc
 		p.lex.add(e.doc, e.terms)
 	}
-	p.docs, p.kinds = docs, kinds
+	p.docs, p.kinds, p.rids = docs, kinds, rids
 	// The graphs hold the old numbers: they are built again.
 	for t := range indexKinds {
 		if p.ann[t].Load() != nil {
 			p.ann[t].Store(&annIndex{g: newHNSW()})
+			p.unsaved.Add(1)
 		}
 	}
 }

@@ -131,7 +131,7 @@ func rankSparse(p *partition, terms []vectorstore.WeightedTerm, m *matcher, dept
 		} else if !m.typeOnly && !m.match(p.docs[d]) {
 			return
 		}
-		top.offer(ranked{p.docs[d].rid, d, sc})
+		top.offer(ranked{p.rids[d], d, sc})
 	})
 	return top.sorted()
 }
