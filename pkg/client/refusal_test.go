@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/client"
@@ -32,7 +32,11 @@ func authServer(t *testing.T, release <-chan struct{}) (url string, a *natsauth.
 		t.Fatal(err)
 	}
 	srv := bustest.StartServerWith(t, bus.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Auth: &trust})
-	svc, err := client.Connect(srv.ClientURL(), credsFile(t, a, "", ""))
+	svcCreds, err := a.WriteServiceCreds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := client.Connect(srv.ClientURL(), svcCreds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,26 +62,6 @@ func authServer(t *testing.T, release <-chan struct{}) (url string, a *natsauth.
 	return srv.ClientURL(), a
 }
 
-// credsFile writes a credential of tenant with role (the service's for tenant "").
-func credsFile(t *testing.T, a *natsauth.Authority, tenant string, role natsauth.Role) string {
-	t.Helper()
-	var creds []byte
-	var err error
-	if tenant == "" {
-		creds, err = a.ServiceCreds()
-	} else {
-		creds, err = a.TenantCreds(tenant, role)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "user.creds")
-	if err := natsauth.WriteCreds(path, creds); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // wantRefused checks that err is the server's refusal of subject, which came
 // well before the client's timeout of a minute.
 func wantRefused(t *testing.T, what string, err error, took time.Duration, subject string) {
@@ -99,7 +83,7 @@ func TestRefusedCallsFailAtOnce(t *testing.T) {
 	url, a := authServer(t, release)
 	ctx := context.Background()
 
-	nc, err := client.Connect(url, credsFile(t, a, "acme", natsauth.RoleAgent))
+	nc, err := client.Connect(url, apptest.Creds(t, a, "acme", natsauth.RoleAgent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +120,7 @@ func TestRefusedCallsFailAtOnce(t *testing.T) {
 
 	// A tenant credential without its inbox prefix: the reply's subscription is
 	// refused, so every call fails at once.
-	bare, err := nats.Connect(url, nats.UserCredentials(credsFile(t, a, "acme", natsauth.RoleAdmin)))
+	bare, err := nats.Connect(url, nats.UserCredentials(apptest.Creds(t, a, "acme", natsauth.RoleAdmin)))
 	if err != nil {
 		t.Fatal(err)
 	}
