@@ -56,11 +56,13 @@ func refusalsOf(nc *nats.Conn) *refusals {
 	}
 	prevErr := nc.ErrorHandler()
 	nc.SetErrorHandler(func(conn *nats.Conn, sub *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			r.refuse(err)
-		}
+		// The handler already set first: what it records of the refusal (the
+		// CLI's error) is there when the failed call returns.
 		if prevErr != nil {
 			prevErr(conn, sub, err)
+		}
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			r.refuse(err)
 		}
 	})
 	prevClosed := nc.ClosedHandler()
