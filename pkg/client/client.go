@@ -40,7 +40,8 @@ var (
 	ErrBadReply = errors.New("client: bad reply")
 	// ErrRefused: the NATS server refused a request or an event by the
 	// credential's permissions (an agent's credential requesting an admin
-	// endpoint); the call fails as soon as the server says so, not at its timeout.
+	// endpoint); the call fails as soon as the server says so, not at its
+	// timeout, with an error that also wraps ErrRequest or ErrPublish.
 	ErrRefused = errors.New("client: refused by the credential's permissions")
 
 	// Matched by *Error through its code (errors.Is(err, client.ErrNotFound)).
@@ -201,7 +202,7 @@ func (c *Client) roundTrip(ctx context.Context, endpoint string, req any) ([]byt
 	defer stop()
 	msg, err := c.nc.RequestWithContext(ctx, subject, data)
 	if refusal := refusedCause(ctx); refusal != nil {
-		return nil, refusal
+		return nil, fmt.Errorf("%w: %s: %w", ErrRequest, subject, refusal)
 	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -45,7 +45,7 @@ func (c *Client) Publish(ctx context.Context, env events.Envelope) error {
 	defer stop()
 	_, err = c.js.PublishMsg(ctx, msg)
 	if refusal := refusedCause(ctx); refusal != nil {
-		return refusal
+		return fmt.Errorf("%w: event %s on %s: %w", ErrPublish, env.ID, subject, refusal)
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse):

@@ -115,7 +115,7 @@ func (r *refusals) refuse(err error) {
 		if publish && w.subject != subject {
 			continue
 		}
-		w.cancel(fmt.Errorf("%w: %s: %w", ErrRefused, w.subject, err))
+		w.cancel(fmt.Errorf("%w: %w", ErrRefused, err))
 		delete(r.waiting, id)
 	}
 }

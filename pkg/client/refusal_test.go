@@ -62,11 +62,12 @@ func authServer(t *testing.T, release <-chan struct{}) (url string, a *natsauth.
 	return srv.ClientURL(), a
 }
 
-// wantRefused checks that err is the server's refusal of subject, which came
-// well before the client's timeout of a minute.
-func wantRefused(t *testing.T, what string, err error, took time.Duration, subject string) {
+// wantRefused checks that err is the server's refusal of subject (a failed
+// call as well, one of want), which came well before the client's timeout of a
+// minute.
+func wantRefused(t *testing.T, what string, err error, took time.Duration, subject string, want error) {
 	t.Helper()
-	if !errors.Is(err, client.ErrRefused) || !strings.Contains(err.Error(), "permissions violation") || !strings.Contains(err.Error(), subject) {
+	if !errors.Is(err, client.ErrRefused) || !errors.Is(err, want) || !strings.Contains(err.Error(), "permissions violation") || !strings.Contains(err.Error(), subject) {
 		t.Fatalf("%s: %v, want the server's refusal of %s", what, err, subject)
 	}
 	if took > 5*time.Second {
@@ -99,10 +100,10 @@ func TestRefusedCallsFailAtOnce(t *testing.T) {
 	}()
 	start := time.Now()
 	_, err = cl.DeadLetters(ctx, events.DLQListRequest{})
-	wantRefused(t, "an agent lists dead letters", err, time.Since(start), "memrpc.acme.dlq.list")
+	wantRefused(t, "an agent lists dead letters", err, time.Since(start), "memrpc.acme.dlq.list", client.ErrRequest)
 	start = time.Now()
 	_, err = cl.Forget(ctx, "u1")
-	wantRefused(t, "an agent forgets", err, time.Since(start), "memrpc.acme.forget")
+	wantRefused(t, "an agent forgets", err, time.Since(start), "memrpc.acme.forget", client.ErrRequest)
 	close(release)
 	if err := <-allowed; err != nil {
 		t.Fatalf("the agent's context request, pending while the others were refused: %v", err)
@@ -116,7 +117,7 @@ func TestRefusedCallsFailAtOnce(t *testing.T) {
 	}
 	start = time.Now()
 	_, err = other.Observe(ctx, "u1", "s1", events.Observation{Role: events.RoleUser, Text: "hello"})
-	wantRefused(t, "acme's agent observes for globex", err, time.Since(start), "mem.globex.obs.u1.s1")
+	wantRefused(t, "acme's agent observes for globex", err, time.Since(start), "mem.globex.obs.u1.s1", client.ErrPublish)
 
 	// A tenant credential without its inbox prefix: the reply's subscription is
 	// refused, so every call fails at once.
@@ -131,5 +132,5 @@ func TestRefusedCallsFailAtOnce(t *testing.T) {
 	}
 	start = time.Now()
 	_, err = bcl.Context(ctx, events.ContextRequest{UserID: "u1"})
-	wantRefused(t, "a request without the credential's inbox prefix", err, time.Since(start), "_INBOX.")
+	wantRefused(t, "a request without the credential's inbox prefix", err, time.Since(start), "_INBOX.", client.ErrRequest)
 }
