@@ -66,6 +66,7 @@ var Endpoints = []string{
 	EndpointPolicyShow, EndpointPolicySet, EndpointPolicyHistory, EndpointPolicyRollback,
 	EndpointEventsList, EndpointEventsGet, EndpointEventsCount,
 	EndpointExport, EndpointImport, EndpointForget,
+	EndpointDLQList, EndpointDLQReplay,
 }
 
 // IsEndpoint reports whether name is one of Endpoints.

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/config"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // run executes the agentmem command line in-process.
@@ -34,11 +35,29 @@ func run(t *testing.T, args ...string) (string, error) {
 // test ends.
 func upForCLI(t *testing.T, ctx context.Context, env ...string) (stack *app.Stack, url string) {
 	t.Helper()
-	cfg, err := config.Load("", append([]string{"AGENTMEM_DATA_DIR=" + t.TempDir(), "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"}, env...))
+	return upStackForCLI(t, ctx, t.TempDir(), app.UpOptions{}, env...)
+}
+
+// upAuthForCLI is upForCLI with authentication, as `up --auth` runs it; it
+// returns the data directory too, for `creds add --data-dir`.
+func upAuthForCLI(t *testing.T, ctx context.Context) (stack *app.Stack, url, dataDir string) {
+	t.Helper()
+	dataDir = t.TempDir()
+	a, err := natsauth.New(natsauth.Config{Dir: natsauth.KeyDir(dataDir)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, err = app.Up(ctx, cfg, app.UpOptions{}, nil)
+	stack, url = upStackForCLI(t, ctx, dataDir, app.UpOptions{Auth: a})
+	return stack, url, dataDir
+}
+
+func upStackForCLI(t *testing.T, ctx context.Context, dataDir string, opts app.UpOptions, env ...string) (stack *app.Stack, url string) {
+	t.Helper()
+	cfg, err := config.Load("", append([]string{"AGENTMEM_DATA_DIR=" + dataDir, "AGENTMEM_HTTP_LISTEN=", "AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0"}, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err = app.Up(ctx, cfg, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

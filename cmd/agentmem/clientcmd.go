@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -372,28 +373,25 @@ func topicCmd() clientCommand {
 
 func newDLQCmd(g *globalFlags) *cobra.Command {
 	dlq := &cobra.Command{Use: "dlq", Short: "Inspect and replay dead letters (SPEC E7)"}
+	var tenant string
+	dlq.PersistentFlags().StringVar(&tenant, "tenant", "", "only this tenant's dead letters, through its dlq endpoints (the default with a tenant's admin credential); without it, every tenant's, through the JetStream API")
 	var limit int
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters, oldest first",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			js, closeConn, err := jetStream(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			dls, err := bus.ListDeadLetters(ctx, js, bus.DefaultDLQStream, limit)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			for _, dl := range dls {
-				fmt.Fprintf(w, "%d\t%s\t%s\tworker=%s deliveries=%d\n\treason: %s\n", dl.Seq, dl.Time.Format(time.RFC3339), dl.Subject, dl.Worker, dl.Deliveries, dl.Reason)
-			}
-			fmt.Fprintf(w, "%d dead letter(s)\n", len(dls))
-			return nil
+			return withDLQ(g, tenant, func(ctx context.Context, d dlqSource) error {
+				dls, err := d.list(ctx, limit, "")
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				for _, dl := range dls {
+					fmt.Fprintf(w, "%d\t%s\t%s\tworker=%s deliveries=%d\n\treason: %s\n", dl.Seq, dl.Time.Format(time.RFC3339), dl.Subject, dl.Worker, dl.Deliveries, dl.Reason)
+				}
+				fmt.Fprintf(w, "%d dead letter(s)\n", len(dls))
+				return nil
+			})
 		},
 	}
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
@@ -417,42 +415,25 @@ reason class (--reason malformed|max_deliveries|retries_exhausted|quota).`,
 			case !all && reason == "" && len(args) == 0:
 				return errors.New("which dead letters? name them by sequence (see `agentmem dlq list`), or give --all or --reason CLASS")
 			}
-			js, closeConn, err := jetStream(g)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx, cancel := withTimeout()
-			defer cancel()
-			dls, err := bus.ListDeadLetters(ctx, js, bus.DefaultDLQStream, math.MaxInt32)
-			if err != nil {
-				return err
-			}
-			var chosen []bus.DeadLetter
-			if len(args) == 0 {
-				chosen = bus.SelectDeadLetters(dls, reason)
-			} else {
-				bySeq := make(map[string]bus.DeadLetter, len(dls))
-				for _, dl := range dls {
-					bySeq[fmt.Sprint(dl.Seq)] = dl
+			seqs := make([]uint64, len(args))
+			for i, arg := range args {
+				seq, err := strconv.ParseUint(arg, 10, 64)
+				if err != nil || seq == 0 {
+					return fmt.Errorf("no dead letter with sequence %s (see `agentmem dlq list`)", arg)
 				}
-				for _, seq := range args {
-					dl, ok := bySeq[seq]
-					if !ok {
-						return fmt.Errorf("no dead letter with sequence %s (see `agentmem dlq list`)", seq)
-					}
-					chosen = append(chosen, dl)
-				}
+				seqs[i] = seq
 			}
 			out := cmd.OutOrStdout()
-			for _, dl := range chosen {
-				if err := bus.ReplayDeadLetter(ctx, js, dl); err != nil {
+			return withDLQ(g, tenant, func(ctx context.Context, d dlqSource) error {
+				replayed, err := d.replay(ctx, seqs, reason, func(seq uint64, subject string) {
+					fmt.Fprintf(out, "replayed %d to %s\n", seq, subject)
+				})
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "replayed %d to %s\n", dl.Seq, dl.Subject)
-			}
-			fmt.Fprintf(out, "%d dead letter(s) replayed\n", len(chosen))
-			return nil
+				fmt.Fprintf(out, "%d dead letter(s) replayed\n", replayed)
+				return nil
+			})
 		},
 	}
 	replay.Flags().BoolVar(&all, "all", false, "replay every dead letter")
@@ -461,15 +442,94 @@ reason class (--reason malformed|max_deliveries|retries_exhausted|quota).`,
 	return dlq
 }
 
-func jetStream(g *globalFlags) (jetstream.JetStream, func(), error) {
-	nc, _, err := dial(g, "", "")
+// dlqSource is where the dlq commands find dead letters: the dead-letter stream
+// itself (js, every tenant's) or one tenant's dlq endpoints (cl), which a
+// tenant's admin credential may request while the JetStream API is refused to it.
+type dlqSource struct {
+	js jetstream.JetStream
+	cl *client.Client
+}
+
+// withDLQ runs do with the dlq source for tenant: the tenant's endpoints when
+// tenant is set or the configured credential is a tenant's, else JetStream.
+func withDLQ(g *globalFlags, tenant string, do func(ctx context.Context, d dlqSource) error) error {
+	nc, cfg, err := dial(g, tenant, "")
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	js, err := jetstream.New(nc)
+	defer nc.Close()
+	if tenant == "" && cfg.NATS.CredsFile != "" {
+		id, err := natsauth.InspectFile(cfg.NATS.CredsFile)
+		if err != nil {
+			return err
+		}
+		tenant = id.Tenant
+	}
+	var d dlqSource
+	if tenant != "" {
+		d.cl, err = client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli"})
+	} else {
+		d.js, err = jetstream.New(nc)
+	}
 	if err != nil {
-		nc.Close()
-		return nil, nil, err
+		return err
 	}
-	return js, nc.Close, nil
+	ctx, cancel := withTimeout()
+	defer cancel()
+	return do(ctx, d)
+}
+
+// list returns up to limit dead letters of class ("" for all), oldest first.
+func (d dlqSource) list(ctx context.Context, limit int, class string) ([]bus.DeadLetter, error) {
+	if d.cl == nil {
+		dls, err := bus.ListDeadLetters(ctx, d.js, bus.DefaultDLQStream, limit)
+		return bus.SelectDeadLetters(dls, class), err
+	}
+	rep, err := d.cl.DeadLetters(ctx, events.DLQListRequest{Limit: limit, Reason: class})
+	dls := make([]bus.DeadLetter, 0, len(rep.DeadLetters))
+	for _, dl := range rep.DeadLetters {
+		dls = append(dls, bus.DeadLetter{Seq: dl.Seq, Worker: dl.Worker, Subject: dl.Subject, Reason: dl.Reason,
+			Class: dl.Class, Deliveries: dl.Deliveries, Data: dl.Data, Time: dl.StoredTS})
+	}
+	return dls, err
+}
+
+// replay replays the dead letters with sequences seqs, or (seqs empty) every one
+// of class ("" for all), telling done of each; it returns how many it replayed.
+func (d dlqSource) replay(ctx context.Context, seqs []uint64, class string, done func(seq uint64, subject string)) (int, error) {
+	if d.cl != nil {
+		n := 0
+		for {
+			rep, err := d.cl.ReplayDeadLetters(ctx, events.DLQReplayRequest{Seqs: seqs, All: len(seqs) == 0 && class == "", Reason: class})
+			for _, r := range rep.Replayed {
+				done(r.Seq, r.Subject)
+			}
+			n += len(rep.Replayed)
+			if err != nil || !rep.More {
+				return n, err
+			}
+		}
+	}
+	dls, err := d.list(ctx, math.MaxInt32, class)
+	if err != nil {
+		return 0, err
+	}
+	chosen := dls
+	if len(seqs) > 0 {
+		chosen = make([]bus.DeadLetter, 0, len(seqs))
+		for _, seq := range seqs {
+			i := slices.IndexFunc(dls, func(dl bus.DeadLetter) bool { return dl.Seq == seq })
+			if i < 0 {
+				return 0, fmt.Errorf("no dead letter with sequence %d (see `agentmem dlq list`)", seq)
+			}
+			chosen = append(chosen, dls[i])
+		}
+	}
+	for i, dl := range chosen {
+		if err := bus.ReplayDeadLetter(ctx, d.js, dl); err != nil {
+			return i, err
+		}
+		done(dl.Seq, dl.Subject)
+	}
+	return len(chosen), nil
 }

@@ -139,6 +139,7 @@ func newCredsListCmd(g *globalFlags) *cobra.Command {
 // it to the running server so that it applies at once.
 func newCredsRevokeCmd(g *globalFlags) *cobra.Command {
 	var dataDir, tenant, key string
+	var service bool
 	revoke := &cobra.Command{
 		Use:   "revoke",
 		Short: "Revoke a credential: refused at its next connect, its connections closed now",
@@ -147,8 +148,15 @@ account, now revoking it, to the NATS server at --nats-url (nats.url) as a user 
 the system account: the server closes the credential's connections and refuses it
 from then on, without a restart. A server started later (up --auth) reads the
 revocation from the register; a nats-server run from a config file needs
-` + "`creds server-config`" + ` again in its Secret before its next restart.`,
+` + "`creds server-config`" + ` again in its Secret before its next restart.
+
+--service instead of --tenant revokes a service credential (creds list shows it
+with role service): the workers using it are cut off at once, and the next
+` + "`up --auth`" + ` issues itself a new one.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if service == (tenant != "") {
+				return errors.New("give --tenant T for a tenant's credential, or --service for the service's")
+			}
 			a, err := authority(g, dataDir)
 			if err != nil {
 				return err
@@ -165,15 +173,19 @@ revocation from the register; a nats-server run from a config file needs
 			if err := a.Push(ctx, cfg.NATS.URL, nats.Timeout(5*time.Second)); err != nil {
 				return fmt.Errorf("revoked %s in the register, but the running server still accepts it: %w (rerun when the server is reachable, or restart it with the new trust)", key, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s of tenant %s; the server at %s closed its connections\n", key, tenant, cfg.NATS.URL)
+			owner := "the service"
+			if tenant != "" {
+				owner = "tenant " + tenant
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s of %s; the server at %s closed its connections\n", key, owner, cfg.NATS.URL)
 			return nil
 		},
 	}
 	f := revoke.Flags()
 	f.StringVar(&dataDir, "data-dir", "", "as for \"creds add\"")
-	f.StringVar(&tenant, "tenant", "", "the tenant the credential belongs to (required)")
+	f.StringVar(&tenant, "tenant", "", "the tenant the credential belongs to (or --service)")
+	f.BoolVar(&service, "service", false, "revoke a service credential (the workers'), not a tenant's")
 	f.StringVar(&key, "key", "", "the credential's user public key, as \"creds list\" shows it (required)")
-	_ = revoke.MarkFlagRequired("tenant")
 	_ = revoke.MarkFlagRequired("key")
 	return revoke
 }

@@ -218,7 +218,7 @@ func (rt *Runtime) newDocs(ctx context.Context) (*docstore.Store, error) {
 	)
 	switch m.Backend {
 	case config.MemoryBackendJetStream:
-		backend, err = docstore.NewJetStream(ctx, docstore.JetStreamConfig{Replicas: rt.Config.NATS.Stream.Replicas}, rt.JS, rt.Logger)
+		backend, err = docstore.NewJetStream(ctx, docstore.JetStreamConfig{Replicas: rt.Config.NATS.Stream.Replicas, Keyring: rt.Keyring}, rt.JS, rt.Logger)
 	default:
 		backend, err = docstore.NewFilesystem(docstore.FilesystemConfig{BaseDir: m.Dir}, rt.Logger)
 	}

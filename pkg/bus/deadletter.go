@@ -43,17 +43,46 @@ type DeadLetter struct {
 	Time time.Time
 }
 
+// Tenant is the tenant whose event dl is (events.DeadLetterTenant), "" for one
+// that is not a tenant's event.
+func (dl DeadLetter) Tenant() string { return events.DeadLetterTenant(dl.Subject) }
+
 // ListDeadLetters returns up to limit dead letters of dlqStream, oldest first.
 func ListDeadLetters(ctx context.Context, js jetstream.JetStream, dlqStream string, limit int) ([]DeadLetter, error) {
+	return ListDeadLettersOf(ctx, js, dlqStream, limit, func(DeadLetter) bool { return true })
+}
+
+// ListDeadLettersOf returns up to limit dead letters of dlqStream that keep
+// accepts, oldest first (keep sees every dead letter: one tenant's are found
+// among all of them).
+func ListDeadLettersOf(ctx context.Context, js jetstream.JetStream, dlqStream string, limit int, keep func(DeadLetter) bool) ([]DeadLetter, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: list: limit is %d, want > 0", ErrDeadLetter, limit)
 	}
 	var out []DeadLetter
 	err := walkDeadLetters(ctx, js, dlqStream, func(_ jetstream.Stream, dl DeadLetter) (bool, error) {
-		out = append(out, dl)
+		if keep(dl) {
+			out = append(out, dl)
+		}
 		return len(out) < limit, nil
 	})
 	return out, err
+}
+
+// GetDeadLetter reads the dead letter at seq of dlqStream; an error wrapping
+// jetstream.ErrMsgNotFound when there is none.
+func GetDeadLetter(ctx context.Context, js jetstream.JetStream, dlqStream string, seq uint64) (DeadLetter, error) {
+	stream, err := js.Stream(ctx, dlqStream)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("%w: stream %s: %w", ErrDeadLetter, dlqStream, err)
+	}
+	raw, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("%w: dead letter %d: %w", ErrDeadLetter, seq, err)
+	}
+	dl := deadLetterFrom(raw)
+	dl.Stream = dlqStream
+	return dl, nil
 }
 
 // DeleteUserDeadLetters erases (overwrites, then removes) the dead letters of
@@ -161,4 +190,4 @@ func SelectDeadLetters(dls []DeadLetter, class string) []DeadLetter {
 }
 
 // ReasonClasses are the dead-letter reason classes, for validating a selection.
-var ReasonClasses = []string{ClassMalformed, ClassMaxDeliveries, ClassRetriesExhausted, ClassQuota}
+var ReasonClasses = events.ReasonClasses

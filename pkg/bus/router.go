@@ -28,14 +28,14 @@ const (
 // Dead-letter reason classes.
 const (
 	// ClassMalformed: input that can never succeed (an error marked Permanent).
-	ClassMalformed = "malformed"
+	ClassMalformed = events.ReasonClassMalformed
 	// ClassMaxDeliveries: the worker crashed or hung on every delivery.
-	ClassMaxDeliveries = "max_deliveries"
+	ClassMaxDeliveries = events.ReasonClassMaxDeliveries
 	// ClassRetriesExhausted: the handler kept failing through every retry.
-	ClassRetriesExhausted = "retries_exhausted"
+	ClassRetriesExhausted = events.ReasonClassRetriesExhausted
 	// ClassQuota: the event's tenant was over one of its quotas (pkg/quota);
 	// replayed once the quota is raised or the tenant holds less.
-	ClassQuota = "quota"
+	ClassQuota = events.ReasonClassQuota
 )
 
 // ReasonClass is the class of a handler error that dead-letters its message.

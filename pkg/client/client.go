@@ -38,6 +38,11 @@ var (
 	ErrRequest = errors.New("client: request")
 	// ErrBadReply: the retriever answered with something that is not the reply type.
 	ErrBadReply = errors.New("client: bad reply")
+	// ErrRefused: the NATS server refused a request or an event by the
+	// credential's permissions (an agent's credential requesting an admin
+	// endpoint); the call fails as soon as the server says so, not at its
+	// timeout, with an error that also wraps ErrRequest or ErrPublish.
+	ErrRefused = errors.New("client: refused by the credential's permissions")
 
 	// Matched by *Error through its code (errors.Is(err, client.ErrNotFound)).
 	ErrBadRequest  = errors.New("client: bad request")
@@ -137,9 +142,10 @@ func (c Config) Validate() error {
 // Client publishes an agent's events and asks the retriever. It is safe for
 // concurrent use and does not own the connection: closing it is the caller's job.
 type Client struct {
-	cfg Config
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	cfg      Config
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	refusals *refusals
 }
 
 // New returns a client on nc for cfg.Tenant.
@@ -155,7 +161,7 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: jetstream context: %w", ErrInvalidConfig, err)
 	}
-	return &Client{cfg: cfg, nc: nc, js: js}, nil
+	return &Client{cfg: cfg, nc: nc, js: js, refusals: refusalsOf(nc)}, nil
 }
 
 // Tenant is the tenant the client speaks for.
@@ -197,7 +203,12 @@ func (c *Client) roundTrip(ctx context.Context, endpoint string, req any) ([]byt
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, stop := c.refusals.watch(ctx, subject)
+	defer stop()
 	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	if refusal := refusedCause(ctx); refusal != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrRequest, subject, refusal)
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("%w on %s (is the retriever running? `agentmem up` or cmd/retriever serves it): %w", ErrNoRetriever, subject, err)

@@ -41,7 +41,12 @@ func (c *Client) Publish(ctx context.Context, env events.Envelope) error {
 	msg.Header.Set(events.HeaderMsgID, env.ID)
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, stop := c.refusals.watch(ctx, subject)
+	defer stop()
 	_, err = c.js.PublishMsg(ctx, msg)
+	if refusal := refusedCause(ctx); refusal != nil {
+		return fmt.Errorf("%w: event %s on %s: %w", ErrPublish, env.ID, subject, refusal)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("%w captures %s (is agentmem running and the event stream provisioned?): %w", ErrNoStream, subject, err)

@@ -21,3 +21,15 @@ func (c *Client) CountEvents(ctx context.Context, q events.EventsQuery) (events.
 func (c *Client) Event(ctx context.Context, id string) (events.StoredEvent, error) {
 	return request[events.StoredEvent](ctx, c, events.EndpointEventsGet, events.EventGetRequest{ID: id})
 }
+
+// DeadLetters lists the tenant's dead letters, oldest first (SPEC E7); an admin
+// credential's request, refused to an agent's.
+func (c *Client) DeadLetters(ctx context.Context, req events.DLQListRequest) (events.DLQListReply, error) {
+	return request[events.DLQListReply](ctx, c, events.EndpointDLQList, req)
+}
+
+// ReplayDeadLetters re-publishes the tenant's dead letters req selects to their
+// subjects and removes them from the dead-letter stream.
+func (c *Client) ReplayDeadLetters(ctx context.Context, req events.DLQReplayRequest) (events.DLQReplayReply, error) {
+	return request[events.DLQReplayReply](ctx, c, events.EndpointDLQReplay, req)
+}

@@ -45,6 +45,11 @@ type JetStreamConfig struct {
 	History uint8
 	// Replicas of the bucket when this backend creates it. Default DefaultReplicas.
 	Replicas int
+	// Keyring seals every value with its user's key (kvcas.Sealed), which forget
+	// erases: a KV stream denies the secure delete for good, so the revisions it
+	// supersedes or purges stay in its block files until the server compacts
+	// them, unreadable once the key is gone. nil keeps the values plain.
+	Keyring *kvcas.Keyring
 }
 
 func (c *JetStreamConfig) setDefaults() {
@@ -113,6 +118,10 @@ func NewJetStream(ctx context.Context, cfg JetStreamConfig, js jetstream.JetStre
 	maxValue := js.Conn().MaxPayload()
 	if limit := int64(status.Config().MaxValueSize); limit > 0 && limit < maxValue {
 		maxValue = limit
+	}
+	if cfg.Keyring != nil {
+		kv = kvcas.Sealed(kv, cfg.Keyring, kvcas.OwnerAt(0))
+		maxValue -= kvcas.SealOverhead
 	}
 	return &JetStream{js: js, bucket: cfg.Bucket, kv: kv, locks: newPathLocks(), maxValue: maxValue, logger: logger}, nil
 }

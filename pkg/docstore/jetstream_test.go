@@ -19,6 +19,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/docstore/docstoretest"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 	"github.com/agentmem/agentmem/pkg/markdown"
 )
 
@@ -46,6 +47,60 @@ func TestJetStreamConformance(t *testing.T) {
 	docstoretest.RunSuite(t, func(t *testing.T) docstore.Backend {
 		return newJetStream(t, js, fmt.Sprintf("docs_%d", buckets.Add(1)))
 	})
+}
+
+// With a keyring every value is sealed with its user's key: the backend
+// behaves the same, the bucket holds no plaintext, and once the user's key is
+// erased (forget) nothing of theirs reads back while another user's does.
+func TestJetStreamSealedWithTheUsersKey(t *testing.T) {
+	ctx := context.Background()
+	js := newJetStreamContext(t)
+	ring, err := kvcas.NewKeyring(ctx, js, kvcas.KeyringConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := func(t *testing.T, bucket string) *docstore.JetStream {
+		b, err := docstore.NewJetStream(ctx, docstore.JetStreamConfig{Bucket: bucket, Keyring: ring}, js, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var buckets atomic.Int64
+	docstoretest.RunSuite(t, func(t *testing.T) docstore.Backend {
+		return sealed(t, fmt.Sprintf("sealed_%d", buckets.Add(1)))
+	})
+
+	b := sealed(t, "docs")
+	bob := docstore.Namespace{Tenant: acme.Tenant, User: "bob"}
+	for _, ns := range []docstore.Namespace{acme, bob} {
+		if err := b.Put(ctx, ns, docstore.MemoryFile, []byte("vault of "+ns.User)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := js.KeyValue(ctx, "docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister, err := raw.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range lister.Keys() {
+		e, err := raw.Get(ctx, key)
+		if err != nil || bytes.Contains(e.Value(), []byte("vault")) {
+			t.Fatalf("key %s holds %q (%v): not sealed", key, e.Value(), err)
+		}
+	}
+	if err := ring.Erase(ctx, acme.Tenant, acme.User); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Read(ctx, acme, docstore.MemoryFile); !errors.Is(err, docstore.ErrNotFound) {
+		t.Fatalf("a forgotten user's file reads %v, want ErrNotFound", err)
+	}
+	if data, err := b.Read(ctx, bob, docstore.MemoryFile); err != nil || string(data) != "vault of bob" {
+		t.Fatalf("the other user's file: %q, %v", data, err)
+	}
 }
 
 // Two processes' worth of writers, each on its own connection and backend, share

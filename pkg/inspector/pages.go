@@ -711,23 +711,7 @@ func (in *Inspector) deadLetter(ctx context.Context, seqText string) (bus.DeadLe
 	if err != nil {
 		return bus.DeadLetter{}, fmt.Errorf("%w: seq %q: %w", errBadInput, seqText, err)
 	}
-	st, err := in.deps.JS.Stream(ctx, in.cfg.DLQStream)
-	if err != nil {
-		return bus.DeadLetter{}, fmt.Errorf("dead-letter stream: %w", err)
-	}
-	raw, err := st.GetMsg(ctx, seq)
-	if err != nil {
-		return bus.DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, err)
-	}
-	dls, err := bus.ListDeadLetters(ctx, in.deps.JS, in.cfg.DLQStream, int(min(raw.Sequence, uint64(events.MaxLimit))))
-	if err != nil {
-		return bus.DeadLetter{}, err
-	}
-	i := slices.IndexFunc(dls, func(d bus.DeadLetter) bool { return d.Seq == seq })
-	if i < 0 {
-		return bus.DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, jetstream.ErrMsgNotFound)
-	}
-	return dls[i], nil
+	return bus.GetDeadLetter(ctx, in.deps.JS, in.cfg.DLQStream, seq)
 }
 
 // payload serves a dead letter's whole payload as plain text: never as HTML,

@@ -42,6 +42,10 @@ const (
 // they were sealed) never starts with a NUL byte.
 var sealMagic = []byte{0, 'a', 'm', 's', '1'}
 
+// SealOverhead is how many bytes sealing adds to a value: sealMagic, the
+// AES-GCM nonce and its tag. A store with a value size limit keeps this much free.
+const SealOverhead = 5 + 12 + 16
+
 // ErrSealed reports a sealed value that cannot be opened: its key is
 // missing or does not open it.
 var ErrSealed = errors.New("kvcas: sealed value")

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/mcpserver"
@@ -35,5 +36,19 @@ func TestAgentCredentialGetsTheAgentTools(t *testing.T) {
 	call(t, cs, mcpserver.ToolAdd, map[string]any{"text": "The quarterly report goes to finance.", "memory_type": "semantic"}, false)
 	if out := call(t, cs, mcpserver.ToolSearch, map[string]any{"query": "quarterly report"}, false); !strings.Contains(out, "finance") {
 		t.Fatalf("search with an agent's credential: %s", out)
+	}
+}
+
+// Issue 30: a tool the credential may not use (memory_delete offered to an
+// agent's credential all the same) fails at once with the server's refusal,
+// which the model reads, instead of after the client's timeout.
+func TestRefusedToolFailsAtOnce(t *testing.T) {
+	stack, _, auth := apptest.UpAuth(t)
+	cl, _ := apptest.CredsClient(t, stack, apptest.Creds(t, auth, "acme", natsauth.RoleAgent), "acme")
+	cs := connectWith(t, cl, mcpserver.Config{User: "u1"})
+	start := time.Now()
+	out := call(t, cs, mcpserver.ToolDelete, map[string]any{"ids": []string{"9b2c6f0e-1d2a-4c3b-8e7f-0a1b2c3d4e5f"}}, true)
+	if took := time.Since(start); !strings.Contains(out, "permissions violation") || !strings.Contains(out, "memrpc.acme.delete") || took > 5*time.Second {
+		t.Fatalf("memory_delete with an agent's credential after %s: %s", took, out)
 	}
 }

@@ -330,18 +330,60 @@ const ServiceCredsFile = "service.creds"
 // `agentmem creds` keep the keys there.
 func KeyDir(dataDir string) string { return filepath.Join(dataDir, "auth") }
 
-// WriteServiceCreds issues a service credential into Dir/service.creds (mode 0600)
-// and returns its path: `agentmem up --auth` connects its own components with it.
+// WriteServiceCreds returns the path of Dir/service.creds (mode 0600), the
+// service credential `agentmem up --auth` connects its own components with: the
+// one stored there while this account signed it and it is not revoked, else a
+// new one issued into it. Every start reusing it keeps the register at one
+// service credential, and revoking it (Revoke with tenant "") rotates it at
+// the next start.
 func (a *Authority) WriteServiceCreds() (string, error) {
+	path := filepath.Join(a.cfg.Dir, ServiceCredsFile)
+	if ok, err := a.serviceCredsUsable(path); ok || err != nil {
+		return path, err
+	}
 	creds, err := a.ServiceCreds()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(a.cfg.Dir, ServiceCredsFile)
 	if err := WriteCreds(path, creds); err != nil {
 		return "", err
 	}
 	return path, nil
+}
+
+// serviceCredsUsable reports whether the file at path is a service credential
+// whose JWT this account signed, whose seed is the JWT's key, and which the
+// register does not revoke. A missing or unusable file is not an error: a new
+// credential replaces it.
+func (a *Authority) serviceCredsUsable(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: %w", ErrCreds, path, err)
+	}
+	token, err := jwt.ParseDecoratedJWT(data)
+	if err != nil {
+		return false, nil
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil || uc.Issuer != a.AccountPublicKey() || !uc.Tags.Contains(serviceTag) {
+		return false, nil
+	}
+	kp, err := jwt.ParseDecoratedUserNKey(data)
+	if err != nil {
+		return false, nil
+	}
+	if pub, err := kp.PublicKey(); err != nil || pub != uc.Subject {
+		return false, nil
+	}
+	revoked, err := a.revocations()
+	if err != nil {
+		return false, err
+	}
+	_, gone := revoked[uc.Subject]
+	return !gone, nil
 }
 
 // WriteCreds writes creds to path with mode 0600, replacing a file there.

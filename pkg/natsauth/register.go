@@ -130,27 +130,39 @@ func (a *Authority) register() ([]entry, error) {
 	return out, nil
 }
 
-// Revoke records that the user key of tenant is revoked from now on: every
-// account JWT Trust signs from then on carries the revocation, so a server
-// started (or updated, Push) with it refuses the credential and closes its
-// connections. tenant must be the one the register has for key, so that an
-// operator revoking for one tenant cannot cut off another's by a typo; a key the
-// register does not know (issued elsewhere with these keys) is revoked as given.
+// Revoke records that the user key of tenant (tenant "": a service credential)
+// is revoked from now on: every account JWT Trust signs from then on carries the
+// revocation, so a server started (or updated, Push) with it refuses the
+// credential and closes its connections. tenant must be the one the register has
+// for key, so that an operator revoking for one tenant cannot cut off another's
+// (or the service) by a typo; a tenant key the register does not know (issued
+// elsewhere with these keys) is revoked as given, a service key only when the
+// register knows it.
 func (a *Authority) Revoke(tenant, key string) error {
 	if !nkeys.IsValidPublicUserKey(key) {
 		return fmt.Errorf("%w: %q is not a user public key (U…, 56 characters; `creds list` shows them)", ErrRevoke, key)
 	}
-	if err := events.ValidateID("tenant", tenant); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	if tenant != "" {
+		if err := events.ValidateID("tenant", tenant); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+		}
 	}
 	creds, err := a.List("")
 	if err != nil {
 		return err
 	}
+	known := false
 	for _, c := range creds {
-		if c.Key == key && c.Tenant != tenant {
-			return fmt.Errorf("%w: key %s is %s's credential, not tenant %q's", ErrRevoke, key, describe(c), tenant)
+		if c.Key != key {
+			continue
 		}
+		if c.Tenant != tenant {
+			return fmt.Errorf("%w: key %s is %s's credential, not %s's", ErrRevoke, key, describe(c), describe(Credential{Tenant: tenant}))
+		}
+		known = true
+	}
+	if tenant == "" && !known {
+		return fmt.Errorf("%w: key %s is not a service credential of the register", ErrRevoke, key)
 	}
 	return a.record(entry{Key: key, Tenant: tenant, RevokedAt: time.Now().UTC()})
 }

@@ -116,3 +116,80 @@ func TestRevokedCredentialIsCutOffWithoutARestart(t *testing.T) {
 		t.Fatalf("every credential: %+v, %v; want the service's first, then acme's two", all, err)
 	}
 }
+
+// `up --auth` reuses its stored service credential at every start, so the
+// register holds one however often it starts; revoked (creds revoke --service),
+// its connection is cut off, and the next start issues a new one that a server
+// started from the new trust accepts. Revoking needs the key's own owner.
+func TestServiceCredentialIsReusedUntilRevoked(t *testing.T) {
+	dir := t.TempDir()
+	ids := func(a *natsauth.Authority) (string, natsauth.Identity) {
+		t.Helper()
+		path, err := a.WriteServiceCreds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := natsauth.InspectFile(path)
+		if err != nil || id.Role != natsauth.RoleService {
+			t.Fatalf("service credential %+v, %v", id, err)
+		}
+		return path, id
+	}
+	a := authority(t, dir)
+	path, first := ids(a)
+	if _, again := ids(authority(t, dir)); again.PublicKey != first.PublicKey {
+		t.Fatalf("a second start issued service key %s, want the stored %s", again.PublicKey, first.PublicKey)
+	}
+	if all, err := a.List(""); err != nil || len(all) != 1 || all[0].Key != first.PublicKey {
+		t.Fatalf("the register after two starts: %+v, %v; want the one service credential", all, err)
+	}
+
+	srv := startAuthServer(t, a)
+	copts, err := natsauth.ClientOptions(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := nats.Connect(srv.ClientURL(), append(copts, nats.NoReconnect())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	tenantID, err := natsauth.InspectFile(roleCredsFile(t, a, "acme", natsauth.RoleAgent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Revoke("acme", first.PublicKey); !errors.Is(err, natsauth.ErrRevoke) {
+		t.Fatalf("revoking the service key as acme's: %v, want ErrRevoke", err)
+	}
+	if err := a.Revoke("", tenantID.PublicKey); !errors.Is(err, natsauth.ErrRevoke) {
+		t.Fatalf("revoking acme's key as the service's: %v, want ErrRevoke", err)
+	}
+	if err := a.Revoke("", first.PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Push(ctx, srv.ClientURL()); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); !live.IsClosed(); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the revoked service credential's connection is still open 5s after the push")
+		}
+	}
+
+	path, next := ids(authority(t, dir))
+	if next.PublicKey == first.PublicKey {
+		t.Fatal("the next start reused the revoked service credential")
+	}
+	restarted := startAuthServer(t, a)
+	copts, err = natsauth.ClientOptions(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(restarted.ClientURL(), copts...)
+	if err != nil {
+		t.Fatalf("the new service credential: %v", err)
+	}
+	nc.Close()
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/eventstore"
 	"github.com/agentmem/agentmem/pkg/memory"
@@ -144,6 +145,9 @@ type Config struct {
 	// nothing the user said finds nothing rather than the least unrelated
 	// memories. Scores are the re-ranker's (memory.RankConfig); 0 keeps every hit.
 	MinScore float64
+	// DLQStream is the dead-letter stream dlq.list and dlq.replay read; default
+	// bus.DefaultDLQStream.
+	DLQStream string
 }
 
 func (c *Config) setDefaults() {
@@ -167,6 +171,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.MaxTextBytes, events.DefaultMaxTextBytes)
 	setDefault(&c.Concurrency, DefaultConcurrency)
 	setDefault(&c.ContextWindowTokens, DefaultContextWindowTokens)
+	setDefault(&c.DLQStream, bus.DefaultDLQStream)
 }
 
 func setDefault[T comparable](dst *T, def T) {

@@ -40,6 +40,8 @@ func cutterFor(reply any) cuttable {
 		return historyCut(r)
 	case events.EventsListReply:
 		return eventsCut(r)
+	case events.DLQListReply:
+		return dlqCut(r)
 	}
 	return nil
 }

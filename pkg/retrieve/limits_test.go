@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/markdown"
@@ -127,6 +129,14 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 	archive := events.SessionArchive{SchemaVersion: events.SchemaVersion, Tenant: tenant, UserID: user, SessionID: "s9", ArchivedTS: r.now,
 		Items: []events.MemoryItem{{Scope: events.ScopeSession, SessionID: "s9", Kind: events.ItemNote, Key: "n", Content: "small", Confidence: 1}}}
 	itemKey := events.ItemKeyRequest{UserID: user, Scope: events.ScopeUser, Kind: events.ItemFact, Key: "a"}
+	for range 2 { // dead letters of the tenant, two over max_payload together
+		msg := nats.NewMsg("memdlq.ingest")
+		msg.Data = []byte(bigText(big, false))
+		msg.Header.Set(bus.MetaSubject, "mem."+tenant+".obs."+user+".s1")
+		msg.Header.Set(bus.HeaderReasonClass, bus.ClassRetriesExhausted)
+		_, err := r.js.PublishMsg(ctx, msg)
+		must(t, err)
+	}
 	patternsBackup, err := r.docs.Replace(ctx, docstore.Namespace{Tenant: tenant, User: user}, docstore.FilePatternsFile, []byte(bigText(big, true)))
 	must(t, err)
 
@@ -180,6 +190,8 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 		{events.EndpointExport, events.ExportRequest{UserID: user, Part: events.ExportRecords}, whole},
 		{events.EndpointExport, events.ExportRequest{UserID: user, Part: events.ExportSessions}, whole},
 		{events.EndpointImport, events.ImportRequest{UserID: user, Files: []events.FileChunk{{Name: "user_prefs.md", Data: []byte("- tea")}}}, whole},
+		{events.EndpointDLQList, events.DLQListRequest{}, cutTo},
+		{events.EndpointDLQReplay, events.DLQReplayRequest{Reason: bus.ClassMalformed}, whole},
 		{events.EndpointForget, events.ForgetRequest{UserID: user}, whole},
 	}
 	covered := map[string]bool{}

@@ -170,6 +170,8 @@ func (s *Service) endpoints() map[string]endpointFunc {
 		events.EndpointExport:          handle(lim, s.export),
 		events.EndpointImport:          handle(lim, s.importPage),
 		events.EndpointForget:          handle(lim, s.forget),
+		events.EndpointDLQList:         handle(lim, s.dlqList),
+		events.EndpointDLQReplay:       handle(lim, s.dlqReplay),
 	}
 }
 

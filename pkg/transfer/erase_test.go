@@ -52,12 +52,21 @@ func upOn(t *testing.T, cfg config.Config) *app.Stack {
 }
 
 // After forget returns, no byte of the forgotten user's content is left in the
-// data directory, nor after a restart; the other user's content stays.
+// data directory, nor after a restart; the other user's content stays. With
+// either Markdown backend: files, or the agentmem_docs KV bucket (memory.backend
+// jetstream), whose values are sealed with the user's key.
 func TestForgetLeavesNoByteOnDisk(t *testing.T) {
+	for _, backend := range []string{config.MemoryBackendFilesystem, config.MemoryBackendJetStream} {
+		t.Run(backend, func(t *testing.T) { testForgetLeavesNoByteOnDisk(t, backend) })
+	}
+}
+
+func testForgetLeavesNoByteOnDisk(t *testing.T, backend string) {
 	cfg, err := config.Load("", []string{
 		"AGENTMEM_DATA_DIR=" + t.TempDir(),
 		"AGENTMEM_HTTP_LISTEN=",
 		"AGENTMEM_NATS_EMBEDDED_LISTEN=127.0.0.1:0",
+		"AGENTMEM_MEMORY_BACKEND=" + backend,
 	})
 	if err != nil {
 		t.Fatal(err)
