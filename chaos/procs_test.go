@@ -63,20 +63,36 @@ func goEnv(key string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// builtBinaries is the directory buildBinaries built into, shared by the
+// package's tests (TestChaos, TestChaosCluster) and removed by TestMain.
+var builtBinaries struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 // buildBinaries builds agentmem and the four worker binaries into a temporary
-// directory, without the race detector: they are the programs under test, not the
-// test.
+// directory, once per test binary, without the race detector: they are the
+// programs under test, not the test.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"../cmd/agentmem", "../cmd/ingest", "../cmd/extractor", "../cmd/consolidator", "../cmd/retriever")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go build the binaries: %v\n%s", err, out.String())
+	b := &builtBinaries
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "agentmem-chaos-bin"); b.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", b.dir+string(filepath.Separator),
+			"../cmd/agentmem", "../cmd/ingest", "../cmd/extractor", "../cmd/consolidator", "../cmd/retriever")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			b.err = fmt.Errorf("go build the binaries: %w\n%s", err, out.String())
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return dir
+	return b.dir
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.

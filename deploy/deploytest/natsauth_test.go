@@ -126,6 +126,9 @@ func TestK8sNATSHonoursRevocations(t *testing.T) {
 	}
 	opts := natsOptions(t, decodeAs[dataObject](t, cm).Data["nats.conf"], trust)
 	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
+	// One node alone: its authentication is what is tested, and the routes name
+	// pods that do not exist here.
+	opts.Cluster, opts.Routes = server.ClusterOpts{}, nil
 	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
 	srv, err := server.NewServer(opts)
 	if err != nil {
