@@ -18,8 +18,9 @@ import (
 
 // TestChaosCluster is the cluster scenario at the size CI runs: one round of
 // 400 observations on a 3-node JetStream cluster at R3, two nodes SIGKILLed
-// in turn (the event stream's leader first) while the publishers send; with
-// each node down, a context request must find the observation acked last.
+// in turn (one of them the event stream's leader when its kill comes) while
+// the publishers send; with each node down, a context request must find the
+// observation acked last.
 func TestChaosCluster(t *testing.T) {
 	run(t, params{rounds: 1, messages: 400, kills: [2]int{2, 2}, publishers: 4, scenario: scenarioCluster})
 }

@@ -22,11 +22,12 @@
 //     its store directory.
 //   - cluster (TestChaosCluster, not in TestChaos's rotation): three nats-server
 //     processes in one JetStream cluster, `agentmem up --nats-url` with all three
-//     URLs (ingest and the retriever run only there, so the memories are in one
-//     vector store) beside the extractor and consolidator binaries, all at
-//     nats.stream.replicas=3. Nodes are SIGKILLed, the event stream's leader
-//     first; with each down, a context request must find the observation acked
-//     last before the node restarts. Every stream and bucket must be at R3.
+//     URLs (ingest, the extractor and the retriever run only there, so the
+//     memories are in one vector store and the Markdown in one directory) beside
+//     the consolidator binary, all at nats.stream.replicas=3. Nodes are
+//     SIGKILLed, one of them the event stream's leader when its kill comes; with
+//     each down, a context request must find the observation acked last before
+//     the node restarts. Every stream and bucket must be at R3.
 //
 // The publisher sends each observation with Nats-Msg-Id = its event id and retries
 // a publish that failed or timed out with the same id (JetStream keeps one within

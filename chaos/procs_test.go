@@ -297,9 +297,8 @@ type cluster struct {
 	procs    []*proc // start order; stopped in reverse
 	byName   map[string]*proc
 	// vectorsPath is the embedded vector store holding the episodic memories;
-	// memoryDirs the Markdown stores the extractors write (each entry is in one).
-	vectorsPath string
-	memoryDirs  []string
+	// memoryDir the Markdown store the extractor writes.
+	vectorsPath, memoryDir string
 
 	mu    sync.Mutex
 	notes []string // unexpected exits and other findings that are no accounting error
@@ -328,17 +327,18 @@ func newCluster(t *testing.T, scenario, bins, natsServer, dir string) *cluster {
 		c.natsURL = "nats://" + natsAddr
 		data := filepath.Join(dir, "up")
 		c.add(c.upProc(bins, dir, "--data-dir", data, "--nats-listen", natsAddr))
-		c.vectorsPath, c.memoryDirs = filepath.Join(data, "vectors.db"), []string{filepath.Join(data, "memory")}
+		c.vectorsPath, c.memoryDir = filepath.Join(data, "vectors.db"), filepath.Join(data, "memory")
 	case scenarioCluster:
 		c.replicas = 3
 		c.addNATSCluster(natsServer, dir, 3)
 		data := filepath.Join(dir, "up")
 		c.add(c.upProc(bins, dir, "--data-dir", data, "--nats-url", c.natsURL))
-		// Ingest and the retriever run in up alone: the memories are in one
-		// vector store, which the reads with a node down are answered from.
-		c.addWorkers(bins, dir, "extractor", "consolidator")
-		c.vectorsPath = filepath.Join(data, "vectors.db")
-		c.memoryDirs = []string{filepath.Join(data, "memory"), filepath.Join(dir, "extractor", "memory")}
+		// Ingest, the extractor and the retriever run in up alone: the memories
+		// are in one vector store, which the reads with a node down are answered
+		// from, and the Markdown in one directory (a second extractor on a
+		// filesystem store of its own would write a session it redid there again).
+		c.addWorkers(bins, dir, "consolidator")
+		c.vectorsPath, c.memoryDir = filepath.Join(data, "vectors.db"), filepath.Join(data, "memory")
 	default:
 		natsAddr := loopback(t)
 		c.natsURL = "nats://" + natsAddr
@@ -352,7 +352,7 @@ func newCluster(t *testing.T, scenario, bins, natsServer, dir string) *cluster {
 		})
 		c.addWorkers(bins, dir, workerNames...)
 		c.vectorsPath = filepath.Join(dir, "ingest", "vectors.db")
-		c.memoryDirs = []string{filepath.Join(dir, "extractor", "memory")}
+		c.memoryDir = filepath.Join(dir, "extractor", "memory")
 	}
 	return c
 }

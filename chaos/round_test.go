@@ -458,7 +458,7 @@ func runRound(t *testing.T, bins, natsServer string, round int, pl plan, p param
 	if err != nil {
 		t.Fatal(err)
 	}
-	markdown, err := countMarkdown(c.memoryDirs...)
+	markdown, err := countMarkdown(c.memoryDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,20 +598,11 @@ func countEpisodes(sessions []*session, path string) (map[string]int, error) {
 	return out, nil
 }
 
-// countMarkdown counts each token's occurrences in the Markdown files under
-// dirs (backups aside, which are copies by design).
-func countMarkdown(dirs ...string) (map[string]int, error) {
+// countMarkdown counts each token's occurrences in the Markdown files (backups
+// aside, which are copies by design).
+func countMarkdown(dir string) (map[string]int, error) {
 	out := map[string]int{}
-	for _, dir := range dirs {
-		if err := countMarkdownIn(dir, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-func countMarkdownIn(dir string, out map[string]int) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) && path == dir {
 			return filepath.SkipDir
 		}
@@ -633,6 +624,7 @@ func countMarkdownIn(dir string, out map[string]int) error {
 		}
 		return nil
 	})
+	return out, err
 }
 
 // account checks the round: each acked observation stored exactly once XOR

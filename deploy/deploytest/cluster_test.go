@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-
-	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // TestNATSRunsAsAThreeNodeCluster: the base's NATS is a 3-node JetStream cluster
@@ -29,15 +27,7 @@ func TestNATSRunsAsAThreeNodeCluster(t *testing.T) {
 	}
 
 	cm, _ := k.find("ConfigMap", "nats-config")
-	trust, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trust.Trust()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := natsOptions(t, decodeAs[dataObject](t, cm).Data["nats.conf"], tr)
+	opts := natsOptions(t, decodeAs[dataObject](t, cm).Data["nats.conf"], newTrust(t))
 	if opts.ServerName != "nats-0" { // natsOptions sets POD_NAME=nats-0
 		t.Errorf("server_name %q, want the pod's name ($POD_NAME)", opts.ServerName)
 	}

@@ -80,10 +80,8 @@ func (e streamOutage) Error() string { return e.err.Error() }
 func (e streamOutage) Unwrap() error { return e.err }
 
 func (e streamOutage) WaitRecovery(ctx context.Context) error {
-	t := time.NewTimer(StreamRecoveryPause)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(StreamRecoveryPause):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
