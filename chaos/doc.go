@@ -20,6 +20,14 @@
 //     Markdown the one checked.
 //   - nats: the same processes, but nats-server itself is killed and restarted on
 //     its store directory.
+//   - cluster (TestChaosCluster, not in TestChaos's rotation): three nats-server
+//     processes in one JetStream cluster, `agentmem up --nats-url` with all three
+//     URLs (ingest, the extractor and the retriever run only there, so the
+//     memories are in one vector store and the Markdown in one directory) beside
+//     the consolidator binary, all at nats.stream.replicas=3. Nodes are
+//     SIGKILLed, one of them the event stream's leader when its kill comes; with
+//     each down, a context request must find the observation acked last before
+//     the node restarts. Every stream and bucket must be at R3.
 //
 // The publisher sends each observation with Nats-Msg-Id = its event id and retries
 // a publish that failed or timed out with the same id (JetStream keeps one within
@@ -32,7 +40,7 @@
 // same data directory, with the same account (docs/operations.md, "Upgrades").
 //
 // TestChaos is the bounded version (5 rounds, a few thousand messages) that runs
-// with `go test ./...`; TestChaosLong (build tag chaos_long) runs more rounds and
+// with `go test ./...`, as does TestChaosCluster (one round of 400); TestChaosLong (build tag chaos_long) runs more rounds and
 // messages. Both print their seed; AGENTMEM_TEST_CHAOS_SEED replays one. See
 // docs/operations.md, "Guarantees".
 //

@@ -63,20 +63,36 @@ func goEnv(key string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// builtBinaries is the directory buildBinaries built into, shared by the
+// package's tests (TestChaos, TestChaosCluster) and removed by TestMain.
+var builtBinaries struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 // buildBinaries builds agentmem and the four worker binaries into a temporary
-// directory, without the race detector: they are the programs under test, not the
-// test.
+// directory, once per test binary, without the race detector: they are the
+// programs under test, not the test.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"../cmd/agentmem", "../cmd/ingest", "../cmd/extractor", "../cmd/consolidator", "../cmd/retriever")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go build the binaries: %v\n%s", err, out.String())
+	b := &builtBinaries
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "agentmem-chaos-bin"); b.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", b.dir+string(filepath.Separator),
+			"../cmd/agentmem", "../cmd/ingest", "../cmd/extractor", "../cmd/consolidator", "../cmd/retriever")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			b.err = fmt.Errorf("go build the binaries: %w\n%s", err, out.String())
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return dir
+	return b.dir
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -123,6 +139,9 @@ type proc struct {
 	logPath string
 	// ready reports nil once the process serves.
 	ready func(ctx context.Context) error
+	// peer marks a node of a NATS cluster: it is ready only once a quorum of
+	// its peers runs, so the nodes start together and are waited for after.
+	peer bool
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when cmd has exited
@@ -273,7 +292,8 @@ func logTail(path string, lines int) string {
 type cluster struct {
 	t        *testing.T
 	scenario string
-	natsURL  string
+	natsURL  string  // one URL, or the cluster's comma-separated
+	replicas int     // nats.stream.replicas of every process
 	procs    []*proc // start order; stopped in reverse
 	byName   map[string]*proc
 	// vectorsPath is the embedded vector store holding the episodic memories;
@@ -299,23 +319,29 @@ func (c *cluster) note(format string, args ...any) {
 // newCluster lays out the processes of scenario under dir; nothing runs yet.
 func newCluster(t *testing.T, scenario, bins, natsServer, dir string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, scenario: scenario, byName: map[string]*proc{}}
-	natsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	c.natsURL = "nats://" + natsAddr
+	c := &cluster{t: t, scenario: scenario, byName: map[string]*proc{}, replicas: 1}
 	env := baseEnv()
 	switch scenario {
 	case scenarioUp:
+		natsAddr := loopback(t)
+		c.natsURL = "nats://" + natsAddr
 		data := filepath.Join(dir, "up")
-		httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		c.add(&proc{
-			name: "up", bin: filepath.Join(bins, "agentmem"),
-			args:    []string{"up", "--data-dir", data, "--nats-listen", natsAddr},
-			env:     append(append([]string{}, env...), "AGENTMEM_HTTP_LISTEN="+httpAddr),
-			logPath: filepath.Join(dir, "up.log"),
-			ready:   httpReady(httpAddr),
-		})
+		c.add(c.upProc(bins, dir, "--data-dir", data, "--nats-listen", natsAddr))
+		c.vectorsPath, c.memoryDir = filepath.Join(data, "vectors.db"), filepath.Join(data, "memory")
+	case scenarioCluster:
+		c.replicas = 3
+		c.addNATSCluster(natsServer, dir, 3)
+		data := filepath.Join(dir, "up")
+		c.add(c.upProc(bins, dir, "--data-dir", data, "--nats-url", c.natsURL))
+		// Ingest, the extractor and the retriever run in up alone: the memories
+		// are in one vector store, which the reads with a node down are answered
+		// from, and the Markdown in one directory (a second extractor on a
+		// filesystem store of its own would write a session it redid there again).
+		c.addWorkers(bins, dir, "consolidator")
 		c.vectorsPath, c.memoryDir = filepath.Join(data, "vectors.db"), filepath.Join(data, "memory")
 	default:
+		natsAddr := loopback(t)
+		c.natsURL = "nats://" + natsAddr
 		_, port, _ := net.SplitHostPort(natsAddr)
 		c.add(&proc{
 			name: "nats-server", bin: natsServer,
@@ -324,38 +350,94 @@ func newCluster(t *testing.T, scenario, bins, natsServer, dir string) *cluster {
 			logPath: filepath.Join(dir, "nats-server.log"),
 			ready:   natsReady(c.natsURL),
 		})
-		for _, w := range workerNames {
-			data := filepath.Join(dir, w)
-			httpAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-			c.add(&proc{
-				name: w, bin: filepath.Join(bins, w),
-				env: append(append([]string{}, env...),
-					"AGENTMEM_NATS_URL="+c.natsURL,
-					"AGENTMEM_DATA_DIR="+data,
-					"AGENTMEM_HTTP_LISTEN="+httpAddr),
-				logPath: filepath.Join(dir, w+".log"),
-				ready:   httpReady(httpAddr),
-			})
-		}
+		c.addWorkers(bins, dir, workerNames...)
 		c.vectorsPath = filepath.Join(dir, "ingest", "vectors.db")
 		c.memoryDir = filepath.Join(dir, "extractor", "memory")
 	}
 	return c
 }
 
+// loopback is "127.0.0.1:port" with a port that was free a moment ago.
+func loopback(t *testing.T) string { return "127.0.0.1:" + strconv.Itoa(freePort(t)) }
+
+// env is every process's environment: baseEnv, the NATS URL and replicas.
+func (c *cluster) env(extra ...string) []string {
+	return append(append(baseEnv(), "AGENTMEM_NATS_URL="+c.natsURL,
+		"AGENTMEM_NATS_STREAM_REPLICAS="+strconv.Itoa(c.replicas)), extra...)
+}
+
+// upProc is `agentmem up` with args.
+func (c *cluster) upProc(bins, dir string, args ...string) *proc {
+	httpAddr := loopback(c.t)
+	return &proc{
+		name: "up", bin: filepath.Join(bins, "agentmem"),
+		args:    append([]string{"up"}, args...),
+		env:     c.env("AGENTMEM_HTTP_LISTEN=" + httpAddr),
+		logPath: filepath.Join(dir, "up.log"),
+		ready:   httpReady(httpAddr),
+	}
+}
+
+// addWorkers adds the worker binaries names, each with a data directory of its own.
+func (c *cluster) addWorkers(bins, dir string, names ...string) {
+	for _, w := range names {
+		httpAddr := loopback(c.t)
+		c.add(&proc{
+			name: w, bin: filepath.Join(bins, w),
+			env:     c.env("AGENTMEM_DATA_DIR="+filepath.Join(dir, w), "AGENTMEM_HTTP_LISTEN="+httpAddr),
+			logPath: filepath.Join(dir, w+".log"),
+			ready:   httpReady(httpAddr),
+		})
+	}
+}
+
+// addNATSCluster adds n nats-server processes "nats-1"… forming one JetStream
+// cluster, each routing to all, and sets c.natsURL to their client URLs.
+func (c *cluster) addNATSCluster(natsServer, dir string, n int) {
+	clientAddrs, routes := make([]string, n), make([]string, n)
+	for i := range n {
+		clientAddrs[i], routes[i] = loopback(c.t), "nats://"+loopback(c.t)
+	}
+	urls := make([]string, n)
+	for i := range n {
+		name := "nats-" + strconv.Itoa(i+1)
+		_, port, _ := net.SplitHostPort(clientAddrs[i])
+		urls[i] = "nats://" + clientAddrs[i]
+		c.add(&proc{
+			name: name, bin: natsServer, peer: true,
+			args: []string{"-js", "-sd", filepath.Join(dir, name), "-a", "127.0.0.1", "-p", port, "--server_name", name,
+				"--cluster_name", "agentmem-chaos", "--cluster", routes[i], "--routes", strings.Join(routes, ",")},
+			env:     baseEnv(),
+			logPath: filepath.Join(dir, name+".log"),
+			ready:   natsReady(urls[i]),
+		})
+	}
+	c.natsURL = strings.Join(urls, ",")
+}
+
 var workerNames = []string{"ingest", "extractor", "consolidator", "retriever"}
 
 const readyTimeout = 60 * time.Second
 
-// startAll starts every process in order and waits for each to be ready.
+// startAll starts every process in order and waits for each to be ready (the
+// nodes of a cluster together).
 func (c *cluster) startAll() error {
-	for _, p := range c.procs {
-		if err := p.start(); err != nil {
-			return err
+	for i := 0; i < len(c.procs); {
+		group := c.procs[i : i+1]
+		for c.procs[i].peer && len(group) < len(c.procs)-i && c.procs[i+len(group)].peer {
+			group = c.procs[i : i+len(group)+1]
 		}
-		if err := p.waitReady(readyTimeout); err != nil {
-			return err
+		for _, p := range group {
+			if err := p.start(); err != nil {
+				return err
+			}
 		}
+		for _, p := range group {
+			if err := p.waitReady(readyTimeout); err != nil {
+				return err
+			}
+		}
+		i += len(group)
 	}
 	return nil
 }
@@ -399,9 +481,10 @@ func (c *cluster) stopAll() {
 // stopTimeout bounds a graceful stop: the workers give in-flight work 30 s.
 const stopTimeout = 45 * time.Second
 
-// kill carries out one action: signal the target, wait for its exit, start it
-// again, and wait until every process is ready.
-func (c *cluster) kill(a killAction) error {
+// kill carries out one action: signal the target, wait for its exit, run
+// whileDown (when not nil), start the target again, and wait until every
+// process is ready.
+func (c *cluster) kill(a killAction, whileDown func(killAction) error) error {
 	p := c.byName[a.target]
 	if !p.running() {
 		c.note("%s exited unexpectedly (%v) before %s", p.name, p.exitErr, a)
@@ -412,6 +495,11 @@ func (c *cluster) kill(a killAction) error {
 			c.note("%s: %v", a, err)
 		case a.sig == syscall.SIGTERM && exitErr != nil:
 			c.note("%s: exit %v after SIGTERM", a, exitErr)
+		}
+	}
+	if whileDown != nil {
+		if err := whileDown(a); err != nil {
+			return err
 		}
 	}
 	if err := p.start(); err != nil {

@@ -36,10 +36,17 @@ const (
 	scenarioUp      = "up"
 	scenarioWorkers = "workers"
 	scenarioNATS    = "nats"
+	scenarioCluster = "cluster"
 
 	tenant = "chaos"
+
+	// leaderTarget is the kill target resolved when the kill comes: the node
+	// leading the event stream then.
+	leaderTarget = "leader"
 )
 
+// scenarios are the rounds TestChaos rotates through; TestChaosCluster runs
+// the cluster scenario (AGENTMEM_TEST_CHAOS_SCENARIO may name any).
 var scenarios = []string{scenarioUp, scenarioWorkers, scenarioNATS}
 
 // params sizes a run.
@@ -48,6 +55,8 @@ type params struct {
 	messages   int // observations per round
 	kills      [2]int
 	publishers int
+	// scenario, when set, is every round's instead of the rotation's.
+	scenario string
 }
 
 // killAction is one planned kill: when the at-th observation of the round is
@@ -96,6 +105,9 @@ func makePlan(rng *rand.Rand, round int, order []string, p params) plan {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	}
 	pl := plan{scenario: order[round%len(order)]}
+	if p.scenario != "" {
+		pl.scenario = p.scenario
+	}
 	if only := os.Getenv("AGENTMEM_TEST_CHAOS_SCENARIO"); only != "" {
 		pl.scenario = only // the draw above still happens, so the rest of the plan is the seed's
 	}
@@ -117,17 +129,23 @@ func makePlan(rng *rand.Rand, round int, order []string, p params) plan {
 		targets = []string{"ingest", "ingest", "extractor", "extractor", "consolidator", "retriever"}
 	case scenarioNATS:
 		targets = []string{"nats-server"}
+	case scenarioCluster:
+		targets = []string{leaderTarget, "nats-1", "nats-2", "nats-3"}
 	}
 	k := p.kills[0] + rng.IntN(p.kills[1]-p.kills[0]+1)
-	for range k {
+	for i := range k {
 		sig := syscall.SIGKILL
-		if rng.IntN(2) == 0 {
+		if rng.IntN(2) == 0 && pl.scenario != scenarioCluster {
 			sig = syscall.SIGTERM
 		}
 		// From the first tenth of the observations to the last one acked (a kill
 		// there hits the processing still going on).
 		at := p.messages/10 + rng.IntN(p.messages-p.messages/10) + 1
-		pl.kills = append(pl.kills, killAction{at: at, target: targets[rng.IntN(len(targets))], sig: sig})
+		target := targets[rng.IntN(len(targets))]
+		if pl.scenario == scenarioCluster && i == 0 {
+			target = leaderTarget // every cluster round loses its stream leader once
+		}
+		pl.kills = append(pl.kills, killAction{at: at, target: target, sig: sig})
 	}
 	sort.Slice(pl.kills, func(i, j int) bool { return pl.kills[i].at < pl.kills[j].at })
 	return pl
@@ -217,8 +235,8 @@ func run(t *testing.T, p params) tally {
 	if testing.Short() {
 		t.Skip("chaos suite: skipped with -short")
 	}
-	if sc := os.Getenv("AGENTMEM_TEST_CHAOS_SCENARIO"); sc != "" && !slices.Contains(scenarios, sc) {
-		t.Fatalf("AGENTMEM_TEST_CHAOS_SCENARIO=%q: want one of %v", sc, scenarios)
+	if sc := os.Getenv("AGENTMEM_TEST_CHAOS_SCENARIO"); sc != "" && sc != scenarioCluster && !slices.Contains(scenarios, sc) {
+		t.Fatalf("AGENTMEM_TEST_CHAOS_SCENARIO=%q: want one of %v or %s", sc, scenarios, scenarioCluster)
 	}
 	natsServer := findNATSServer(t)
 	s := seed(t)
@@ -282,9 +300,18 @@ func runRound(t *testing.T, bins, natsServer string, round int, pl plan, p param
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	raw, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The keyring readExtractions binds is created or updated as the processes
+	// do it: at their replica count.
+	js := bus.WithReplicas(raw, c.replicas)
+	// lastAcked is the user and token of the newest acked observation.
+	var lastAcked atomic.Pointer[[2]string]
+	var whileDown func(killAction) error
+	if pl.scenario == scenarioCluster {
+		whileDown = func(a killAction) error { return readWhileDown(nc, lastAcked.Load(), a, t.Logf) }
 	}
 
 	// The chaos goroutine carries out the kills in order as the publishers reach
@@ -302,7 +329,16 @@ func runRound(t *testing.T, bins, natsServer string, round int, pl plan, p param
 					return
 				}
 				began := time.Now()
-				if err := c.kill(a); err != nil {
+				if a.target == leaderTarget {
+					leader, err := streamLeader(js)
+					if err != nil {
+						chaosErr <- fmt.Errorf("%s: %w", a, err)
+						return
+					}
+					t.Logf("round %d: %s leads stream %s", round, leader, bus.DefaultStream)
+					a.target = leader
+				}
+				if err := c.kill(a, whileDown); err != nil {
 					chaosErr <- fmt.Errorf("%s: %w", a, err)
 					return
 				}
@@ -350,6 +386,7 @@ func runRound(t *testing.T, bins, natsServer string, round int, pl plan, p param
 						return
 					}
 					ss.obsIDs = append(ss.obsIDs, env.ID)
+					lastAcked.Store(&[2]string{ss.user, tok})
 					if k, ok := killAt[int(acked.Add(1))]; ok {
 						triggers <- k
 					}
@@ -410,6 +447,9 @@ func runRound(t *testing.T, bins, natsServer string, round int, pl plan, p param
 	extractions, err := readExtractions(ctx, js, pl.sessions)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := checkReplicas(ctx, js, c.replicas); err != nil {
+		t.Error(err)
 	}
 	nc.Close()
 	c.stopAll()

@@ -70,7 +70,7 @@ func newRoot() *cobra.Command {
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.config, "config", "", "configuration file (YAML); default $AGENTMEM_CONFIG; AGENTMEM_* variables override it")
-	pf.StringVar(&g.natsURL, "nats-url", "", "NATS server to connect to (client commands); default nats.url of the configuration")
+	pf.StringVar(&g.natsURL, "nats-url", "", "NATS server, or cluster as URL[,URL...], to connect to (client commands; up then embeds none); default nats.url of the configuration")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log at debug level to stderr")
 	root.AddCommand(newUpCmd(g), newDemoCmd(g))
 	for _, c := range clientCommands() {

@@ -24,10 +24,15 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run everything in one process: embedded NATS, the four workers, the retriever",
+		Short: "Run everything in one process: embedded NATS (or --nats-url), the four workers, the retriever",
 		Long: `up starts an embedded NATS server with JetStream and runs ingest, extractor,
 consolidator and retriever in this process, with the filesystem Markdown store and the
 embedded vector store under --data-dir. Agents connect to the printed NATS URL.
+
+With --nats-url URL[,URL...] it embeds no server: every component connects to that
+NATS server or cluster (with nats.creds_file, nats.tls.* and the other credentials of
+the configuration, as the worker binaries do). nats.stream.replicas (3 on a 3-node
+cluster) applies to every stream and key-value bucket it provisions.
 
 With --auth the NATS server refuses connections without a credential it trusts:
 issue one per tenant with "agentmem creds add --data-dir DIR --tenant T --out FILE"
@@ -54,7 +59,10 @@ loopback by default like NATS; "" turns the server off.`,
 			ctx, stop := app.SignalContext()
 			defer stop()
 			context.AfterFunc(cmd.Context(), stop) // ExecuteContext's cancel stops it too
-			var opts app.UpOptions
+			opts := app.UpOptions{External: g.natsURL != ""}
+			if opts.External && cmd.Flags().Changed("nats-listen") {
+				return errors.New("--nats-listen configures the embedded NATS server, which --nats-url replaces")
+			}
 			if auth {
 				if opts.Auth, err = natsauth.New(natsauth.Config{Dir: natsauth.KeyDir(cfg.DataDir)}, logger); err != nil {
 					return err
@@ -72,7 +80,11 @@ loopback by default like NATS; "" turns the server off.`,
 			if url := stack.ClientURL(); url != "" {
 				fmt.Fprintf(out, "  NATS:        %s   (export AGENTMEM_NATS_URL=%s)\n", url, url)
 			}
-			fmt.Fprintf(out, "  Markdown:    %s\n  Vectors:     %s\n  JetStream:   %s\n", cfg.Memory.Dir, cfg.Vector.Path, cfg.NATS.Embedded.StoreDir)
+			jetStream := cfg.NATS.Embedded.StoreDir
+			if opts.External {
+				jetStream = fmt.Sprintf("external, %d replicas per stream and bucket", cfg.NATS.Stream.Replicas)
+			}
+			fmt.Fprintf(out, "  Markdown:    %s\n  Vectors:     %s\n  JetStream:   %s\n", cfg.Memory.Dir, cfg.Vector.Path, jetStream)
 			chat, embedder := stack.Runtime().Models()
 			fmt.Fprintf(out, "  Model:       %s\n  Embedder:    %s\n", chat, embedder)
 			if cfg.HTTP.Listen != "" {
@@ -106,7 +118,7 @@ loopback by default like NATS; "" turns the server off.`,
 	cmd.Flags().BoolVar(&auth, "auth", false, "require NATS credentials: one per tenant from \"agentmem creds add\", limited to that tenant's subjects")
 	cmd.Flags().BoolVar(&ui, "ui", true, "serve the web inspector at /ui/ on http.listen (sets http.ui)")
 	cmd.Flags().StringVar(&httpListen, "http-listen", config.Default().HTTP.Listen, "`ADDR` (host:port) of the operations server and the inspector (sets http.listen, AGENTMEM_HTTP_LISTEN; \"\" turns it off)")
-	cmd.Flags().StringVar(&listen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server's client listener (\"\" for in-process only)")
+	cmd.Flags().StringVar(&listen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server's client listener (\"\" for in-process only; not with --nats-url)")
 	return cmd
 }
 

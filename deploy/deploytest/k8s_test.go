@@ -260,19 +260,26 @@ func TestKEDAScalesStreamWorkersOnTheirDurables(t *testing.T) {
 }
 
 // natsMonitorEndpoint is the host:port KEDA (in its own namespace) must use to reach
-// the monitoring port of the base's NATS: the Service's cluster DNS name.
+// the monitoring port of the base's NATS cluster: the cluster DNS name of the
+// StatefulSet's headless Service, below which each node has its own name
+// (<server_name>.<endpoint>: KEDA asks the node leading the consumer there).
 func natsMonitorEndpoint(t *testing.T, k k8s) string {
 	t.Helper()
-	nats, ok := k.find("Service", "nats")
+	sts, ok := k.find("StatefulSet", "nats")
 	if !ok {
-		t.Fatal("no Service nats")
+		t.Fatal("no StatefulSet nats")
 	}
-	for _, p := range decodeAs[service](t, nats).Spec.Ports {
+	name := decodeAs[workload](t, sts).Spec.ServiceName
+	headless, ok := k.find("Service", name)
+	if !ok {
+		t.Fatalf("no Service %s (the nats StatefulSet's serviceName)", name)
+	}
+	for _, p := range decodeAs[service](t, headless).Spec.Ports {
 		if p.Name == "monitor" {
-			return "nats." + k.Namespace + ".svc.cluster.local:" + strconv.Itoa(p.Port)
+			return name + "." + k.Namespace + ".svc.cluster.local:" + strconv.Itoa(p.Port)
 		}
 	}
-	t.Fatal("Service nats has no port named monitor")
+	t.Fatalf("Service %s has no port named monitor", name)
 	return ""
 }
 

@@ -56,10 +56,11 @@ type labelSelector struct {
 
 type workload struct { // Deployment and StatefulSet
 	Spec struct {
-		Replicas    *int          `yaml:"replicas"`
-		ServiceName string        `yaml:"serviceName"`
-		Selector    labelSelector `yaml:"selector"`
-		Template    struct {
+		Replicas            *int          `yaml:"replicas"`
+		ServiceName         string        `yaml:"serviceName"`
+		PodManagementPolicy string        `yaml:"podManagementPolicy"`
+		Selector            labelSelector `yaml:"selector"`
+		Template            struct {
 			Metadata meta    `yaml:"metadata"`
 			Spec     podSpec `yaml:"spec"`
 		} `yaml:"template"`

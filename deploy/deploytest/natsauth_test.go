@@ -39,14 +39,7 @@ func TestNATSRunsOperatorModeFromTheSecret(t *testing.T) {
 	}
 
 	// Lay the files out as the StatefulSet mounts them and let nats-server parse them.
-	a, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trust, err := a.Trust()
-	if err != nil {
-		t.Fatal(err)
-	}
+	trust := newTrust(t)
 	opts := natsOptions(t, conf, trust)
 	if len(opts.TrustedOperators) != 1 || opts.SystemAccount != trust.SystemAccount || len(opts.Users)+len(opts.Nkeys) != 0 {
 		t.Errorf("operator mode: %d operators, system account %q, %d users", len(opts.TrustedOperators), opts.SystemAccount, len(opts.Users)+len(opts.Nkeys))
@@ -62,6 +55,21 @@ func TestNATSRunsOperatorModeFromTheSecret(t *testing.T) {
 	if !strings.Contains(decodeAs[dataObject](t, wc).Data["agentmem.yaml"], "creds_file: /etc/agentmem/secrets/nats-service-creds") {
 		t.Error("the workers do not connect with the service credential from the Secret")
 	}
+}
+
+// newTrust is the trust of a new authority, as `agentmem creds server-config`
+// prints it.
+func newTrust(t *testing.T) natsauth.Trust {
+	t.Helper()
+	a, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust, err := a.Trust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trust
 }
 
 // natsOptions lays nats.conf and the trust out as the StatefulSet mounts them and
@@ -126,6 +134,9 @@ func TestK8sNATSHonoursRevocations(t *testing.T) {
 	}
 	opts := natsOptions(t, decodeAs[dataObject](t, cm).Data["nats.conf"], trust)
 	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
+	// One node alone: its authentication is what is tested, and the routes name
+	// pods that do not exist here.
+	opts.Cluster, opts.Routes = server.ClusterOpts{}, nil
 	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
 	srv, err := server.NewServer(opts)
 	if err != nil {

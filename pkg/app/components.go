@@ -469,12 +469,10 @@ func (rt *Runtime) memories(ctx context.Context) (*memory.Service, error) {
 	}
 	mc := memory.Config{
 		KEpisodic: rt.Config.Vector.KEpisodic, KSemantic: rt.Config.Vector.KSemantic,
-		// The history stream is replicated like the event stream, sessions and documents.
-		HistoryReplicas: rt.Config.NATS.Stream.Replicas,
-		QueryCacheSize:  rt.Config.Embed.QueryCacheSize,
-		Expansion:       memory.ExpansionConfig{Enabled: rt.Config.Vector.SemanticExpansion},
-		Rerank:          memory.RerankConfig{Enabled: rt.Config.Vector.SemanticRerank},
-		Rank:            memory.RankConfig{Fusion: memory.Fusion(rt.Config.Vector.Fusion)},
+		QueryCacheSize: rt.Config.Embed.QueryCacheSize,
+		Expansion:      memory.ExpansionConfig{Enabled: rt.Config.Vector.SemanticExpansion},
+		Rerank:         memory.RerankConfig{Enabled: rt.Config.Vector.SemanticRerank},
+		Rank:           memory.RankConfig{Fusion: memory.Fusion(rt.Config.Vector.Fusion)},
 	}
 	mc.Rank.Mode = rankMode(rt.Config.Embed)
 	mem, err := memory.New(ctx, mc, memory.Deps{Vectors: rt.Vectors, Embedder: rt.Embedder, JS: rt.JS}, rt.Logger)

@@ -112,18 +112,21 @@ func (rt *Runtime) open(ctx context.Context) error {
 		return err
 	}
 	rt.onClose(func() error { rt.Conn.Close(); return nil })
-	if rt.JS, err = jetstream.New(rt.Conn); err != nil {
+	js, err := jetstream.New(rt.Conn)
+	if err != nil {
 		return fmt.Errorf("app: jetstream: %w", err)
 	}
+	// Every stream and bucket of every component is provisioned through rt.JS,
+	// so all of them get nats.stream.replicas.
+	rt.JS = bus.WithReplicas(js, rt.Config.NATS.Stream.Replicas)
 	if err := bus.ProvisionStreams(ctx, rt.JS, bus.StreamConfig{
 		MaxAge:          rt.Config.NATS.Stream.MaxAge,
 		DLQMaxAge:       rt.Config.NATS.Stream.DLQMaxAge,
 		DuplicateWindow: rt.Config.NATS.Stream.DuplicateWindow,
-		Replicas:        rt.Config.NATS.Stream.Replicas,
 	}); err != nil {
 		return err
 	}
-	claims, err := eventstore.EnsureClaims(ctx, rt.JS, rt.Config.NATS.Stream.Replicas)
+	claims, err := eventstore.EnsureClaims(ctx, rt.JS)
 	if err != nil {
 		return err
 	}
@@ -131,10 +134,10 @@ func (rt *Runtime) open(ctx context.Context) error {
 		Claimant: bus.WorkerConsumer(bus.WorkerIngest, bus.ConsumerDefaults{}).Durable}, rt.JS, rt.Logger); err != nil {
 		return err
 	}
-	if rt.Keyring, err = kvcas.NewKeyring(ctx, rt.JS, kvcas.KeyringConfig{Replicas: rt.Config.NATS.Stream.Replicas}); err != nil {
+	if rt.Keyring, err = kvcas.NewKeyring(ctx, rt.JS, kvcas.KeyringConfig{}); err != nil {
 		return err
 	}
-	if rt.Sessions, err = session.New(ctx, session.Config{Replicas: rt.Config.NATS.Stream.Replicas, Keyring: rt.Keyring}, rt.JS, rt.Logger); err != nil {
+	if rt.Sessions, err = session.New(ctx, session.Config{Keyring: rt.Keyring}, rt.JS, rt.Logger); err != nil {
 		return err
 	}
 	if rt.Docs, err = rt.newDocs(ctx); err != nil {
@@ -218,7 +221,7 @@ func (rt *Runtime) newDocs(ctx context.Context) (*docstore.Store, error) {
 	)
 	switch m.Backend {
 	case config.MemoryBackendJetStream:
-		backend, err = docstore.NewJetStream(ctx, docstore.JetStreamConfig{Replicas: rt.Config.NATS.Stream.Replicas, Keyring: rt.Keyring}, rt.JS, rt.Logger)
+		backend, err = docstore.NewJetStream(ctx, docstore.JetStreamConfig{Keyring: rt.Keyring}, rt.JS, rt.Logger)
 	default:
 		backend, err = docstore.NewFilesystem(docstore.FilesystemConfig{BaseDir: m.Dir}, rt.Logger)
 	}

@@ -17,6 +17,9 @@ import (
 // ErrNotReady is returned by Up when the components do not become ready in time.
 var ErrNotReady = errors.New("app: stack not ready")
 
+// ErrUpOptions is returned by Up for options that contradict each other.
+var ErrUpOptions = errors.New("app: up options")
+
 // UpOptions configures the all-in-one stack beyond the configuration file.
 type UpOptions struct {
 	// ReadyTimeout bounds the wait for every component; default 60s.
@@ -25,12 +28,19 @@ type UpOptions struct {
 	// --auth`): it trusts only the credentials Auth issues, and the stack itself
 	// connects with a service credential written to Auth's directory.
 	Auth *natsauth.Authority
+	// External connects every component to nats.url (`agentmem up --nats-url`:
+	// a NATS server or cluster run elsewhere, with the configuration's
+	// credentials and TLS) instead of starting an embedded server. A cluster is
+	// what nats.stream.replicas > 1 needs. Auth manages an embedded server's
+	// trust, so the two do not go together.
+	External bool
 }
 
-// Stack is everything in one process: an embedded JetStream server and all four
-// components on the runtime built from the configuration (SPEC E8).
+// Stack is everything in one process: an embedded JetStream server (none with
+// UpOptions.External) and all four components on the runtime built from the
+// configuration (SPEC E8).
 type Stack struct {
-	srv          *server.Server
+	srv          *server.Server // nil with UpOptions.External
 	rt           *Runtime
 	readyTimeout time.Duration
 	cancel       context.CancelFunc // stops the components currently served
@@ -38,13 +48,24 @@ type Stack struct {
 }
 
 // Up starts the embedded NATS server (StoreDir nats.embedded.store_dir, TCP listener
-// nats.embedded.listen when set) and every component, and returns once all are ready.
+// nats.embedded.listen when set), or with opts.External connects to nats.url, and
+// starts every component; it returns once all are ready.
 func Up(ctx context.Context, cfg config.Config, opts UpOptions, logger *zap.Logger) (*Stack, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 60 * time.Second
+	}
+	if opts.External {
+		if opts.Auth != nil {
+			return nil, fmt.Errorf("%w: Auth configures the embedded server, which External replaces (give the external server's credential in nats.creds_file)", ErrUpOptions)
+		}
+		rt, err := NewRuntime(ctx, cfg, nil, logger)
+		if err != nil {
+			return nil, err
+		}
+		return start(ctx, nil, rt, opts)
 	}
 	embedded := bus.EmbeddedConfig{StoreDir: cfg.NATS.Embedded.StoreDir, Listen: cfg.NATS.Embedded.Listen}
 	if opts.Auth != nil {
@@ -68,6 +89,12 @@ func Up(ctx context.Context, cfg config.Config, opts UpOptions, logger *zap.Logg
 		srv.Shutdown()
 		return nil, err
 	}
+	return start(ctx, srv, rt, opts)
+}
+
+// start serves every component on rt (and srv, nil when external) until all
+// are ready.
+func start(ctx context.Context, srv *server.Server, rt *Runtime, opts UpOptions) (*Stack, error) {
 	s := &Stack{srv: srv, rt: rt, readyTimeout: opts.ReadyTimeout}
 	if err := s.serve(ctx, Components); err != nil {
 		_ = s.Close()
@@ -124,11 +151,15 @@ func (s *Stack) Restart(ctx context.Context, names []string) error {
 // Runtime is the stack's shared runtime (stores, connection).
 func (s *Stack) Runtime() *Runtime { return s.rt }
 
-// Server is the embedded NATS server.
+// Server is the embedded NATS server, nil with UpOptions.External.
 func (s *Stack) Server() *server.Server { return s.srv }
 
-// ClientURL is the URL other processes connect to, or "" without a TCP listener.
+// ClientURL is the URL other processes connect to: nats.url with
+// UpOptions.External, else the embedded server's, or "" without a TCP listener.
 func (s *Stack) ClientURL() string {
+	if s.srv == nil {
+		return s.rt.Config.NATS.URL
+	}
 	if s.srv.Addr() == nil {
 		return ""
 	}
@@ -149,10 +180,12 @@ func (s *Stack) Done() <-chan error {
 }
 
 // Close stops the components (in-flight messages finish), then the runtime and the
-// server.
+// embedded server.
 func (s *Stack) Close() error {
 	err := errors.Join(s.stop(), s.rt.Close())
-	s.srv.Shutdown()
-	s.srv.WaitForShutdown()
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+	}
 	return err
 }

@@ -3,8 +3,12 @@ package bus
 import (
 	"context"
 	"errors"
+	"net/http"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // OutageError is implemented by the errors of a dependency that is down for a
@@ -50,6 +54,38 @@ const MetaHeld = "agentmem_held"
 func IsOutage(err error) bool {
 	var o OutageError
 	return errors.As(err, &o)
+}
+
+// StreamUnavailable reports an error of a JetStream request that nobody
+// answered, or that JetStream refused as temporarily unavailable: a stream,
+// bucket or consumer without a leader while a cluster elects one after losing
+// a node (seconds), or JetStream starting up. The Router waits these out like
+// an OutageError: with three quick retries a write acked by nothing during an
+// election was dead-lettered although its memory was stored.
+func StreamUnavailable(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		(errors.As(err, &api) && api.Code == http.StatusServiceUnavailable)
+}
+
+// StreamRecoveryPause is how long the Router waits before running again a
+// handler that failed with StreamUnavailable; a cluster elects a leader within
+// a few of them.
+const StreamRecoveryPause = time.Second
+
+// streamOutage is a StreamUnavailable error as an OutageError.
+type streamOutage struct{ err error }
+
+func (e streamOutage) Error() string { return e.err.Error() }
+func (e streamOutage) Unwrap() error { return e.err }
+
+func (e streamOutage) WaitRecovery(ctx context.Context) error {
+	select {
+	case <-time.After(StreamRecoveryPause):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // IsConfigError reports whether err, or an error it wraps, is a ConfigError.
@@ -109,7 +145,11 @@ func waitOutages(done <-chan struct{}, onConfigError func(error)) message.Handle
 					return nil, hold(msg, err)
 				}
 				var outage OutageError
-				if !errors.As(err, &outage) {
+				switch {
+				case errors.As(err, &outage):
+				case StreamUnavailable(err) && !IsPermanent(err):
+					outage = streamOutage{err}
+				default:
 					return out, err
 				}
 				if werr := outage.WaitRecovery(waitCtx); werr != nil {

@@ -174,6 +174,45 @@ func TestRouterRetriesATransientFailureAndAppliesOnce(t *testing.T) {
 	}
 }
 
+// TestRouterWaitsOutAStreamWithoutLeader: a write that JetStream leaves
+// unanswered (a cluster electing a stream leader after a node died) fails more
+// attempts than the retries allow, and the message is still applied once, not
+// dead-lettered.
+func TestRouterWaitsOutAStreamWithoutLeader(t *testing.T) {
+	srv, _, js := bustest.Provisioned(t)
+	var calls, applied atomic.Int32
+	startWorker(t, srv, testSpec("leaderless"), func(*message.Message) error {
+		if calls.Add(1) <= 6 {
+			return fmt.Errorf("ingest: publish memory_written for ev-1: %w", jetstream.ErrNoStreamResponse)
+		}
+		applied.Add(1)
+		return nil
+	})
+	publish(t, js, "mem.acme.obs.u1.s1", "ev-1", "x")
+	waitAcked(t, js, "leaderless", 1)
+	if calls.Load() != 7 || applied.Load() != 1 {
+		t.Errorf("calls %d applied %d, want 7 and 1", calls.Load(), applied.Load())
+	}
+	if dls := deadLetters(t, js); len(dls) != 0 {
+		t.Errorf("dead letters %+v, want none", dls)
+	}
+}
+
+func TestStreamUnavailable(t *testing.T) {
+	for err, want := range map[error]bool{
+		fmt.Errorf("publish: %w", jetstream.ErrNoStreamResponse):                                true,
+		fmt.Errorf("kv get: %w", nats.ErrNoResponders):                                          true,
+		&jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}: true,
+		&jetstream.APIError{Code: 400, Description: "insufficient resources"}:                   false,
+		errors.New("vector store unreachable"):                                                  false,
+		bus.Permanent(fmt.Errorf("decode: %w", errors.New("bad json"))):                         false,
+	} {
+		if got := bus.StreamUnavailable(err); got != want {
+			t.Errorf("StreamUnavailable(%v) = %v, want %v", err, got, want)
+		}
+	}
+}
+
 func TestRouterRecoversAPanicAndRetries(t *testing.T) {
 	srv, _, js := bustest.Provisioned(t)
 	var calls, applied atomic.Int32

@@ -29,8 +29,6 @@ type StreamConfig struct {
 	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id values to drop
 	// duplicate publishes; default 2m. Both streams use it.
 	DuplicateWindow time.Duration
-	// Replicas of both streams; default 1.
-	Replicas int
 	// DLQName of the dead-letter stream (subjects memdlq.>); default "AGENTMEM_DLQ".
 	DLQName string
 	// DLQMaxAge bounds how long dead letters are kept; 0 (the default) keeps them
@@ -47,9 +45,6 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = DefaultDuplicateWindow
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
 	}
 	return c
 }
@@ -75,16 +70,14 @@ func (c StreamConfig) Validate() error {
 	if c.DLQMaxAge > 0 && c.DuplicateWindow > c.DLQMaxAge {
 		return fmt.Errorf("%w: stream DuplicateWindow %s exceeds DLQMaxAge %s", ErrInvalidConfig, c.DuplicateWindow, c.DLQMaxAge)
 	}
-	if c.Replicas < 1 || c.Replicas > 5 {
-		return fmt.Errorf("%w: stream Replicas is %d, want 1..5", ErrInvalidConfig, c.Replicas)
-	}
 	return nil
 }
 
 // ProvisionStreams creates or updates the event stream (mem.>) and the dead-letter
 // stream (memdlq.>), both on file storage with the duplicate window, so that a
 // publish carrying a Nats-Msg-Id already seen within the window is stored once.
-// It is idempotent: every binary runs it at start-up.
+// It is idempotent: every binary runs it at start-up. The replica count is js's
+// (WithReplicas).
 func ProvisionStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -97,7 +90,6 @@ func ProvisionStreams(ctx context.Context, js jetstream.JetStream, cfg StreamCon
 		Storage:     jetstream.FileStorage,
 		MaxAge:      cfg.MaxAge,
 		Duplicates:  cfg.DuplicateWindow,
-		Replicas:    cfg.Replicas,
 	}, {
 		Name:        cfg.DLQName,
 		Description: "agentmem dead letters",
@@ -105,7 +97,6 @@ func ProvisionStreams(ctx context.Context, js jetstream.JetStream, cfg StreamCon
 		Storage:     jetstream.FileStorage,
 		MaxAge:      cfg.DLQMaxAge,
 		Duplicates:  cfg.DuplicateWindow,
-		Replicas:    cfg.Replicas,
 	}}
 	for _, sc := range streams {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {

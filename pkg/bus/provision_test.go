@@ -60,7 +60,6 @@ func TestStreamConfigValidate(t *testing.T) {
 		"same names":            {Name: "X", DLQName: "X"},
 		"window beyond max age": {MaxAge: time.Minute, DuplicateWindow: time.Hour},
 		"negative age":          {MaxAge: -time.Second},
-		"too many replicas":     {Replicas: 7},
 	} {
 		if err := cfg.Validate(); !errors.Is(err, bus.ErrInvalidConfig) {
 			t.Errorf("%s: got %v, want ErrInvalidConfig", name, err)

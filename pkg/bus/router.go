@@ -174,9 +174,10 @@ func (c RouterConfig) Validate() error {
 //  3. MaxDeliveries: a message delivered more than MaxDeliver times fails at once
 //     with ErrMaxDeliveries (permanent), so the PoisonQueue dead-letters it.
 //  4. Outage wait: a handler that failed with an OutageError (a model endpoint
-//     behind an open circuit) runs again once the outage may be over, as often as
-//     it takes, so an outage never dead-letters a message nor uses up its
-//     deliveries. A ConfigError (the endpoint refuses the key or model) calls
+//     behind an open circuit), or, after its retries, with StreamUnavailable (a
+//     JetStream cluster electing a leader), runs again once the outage may be
+//     over, as often as it takes, so an outage never dead-letters a message nor
+//     uses up its deliveries. A ConfigError (the endpoint refuses the key or model) calls
 //     OnConfigError and holds the message: it is neither acked nor nacked and the
 //     server redelivers it after its ack deadline. So does a stop (Done) during
 //     a wait.

@@ -45,7 +45,7 @@ func authServer(t *testing.T, release <-chan struct{}) (url string, a *natsauth.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.ProvisionStreams(context.Background(), js, bus.StreamConfig{Replicas: 1}); err != nil {
+	if err := bus.ProvisionStreams(context.Background(), js, bus.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Subscribe("memrpc.*.>", func(m *nats.Msg) {

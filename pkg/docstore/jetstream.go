@@ -21,9 +21,8 @@ import (
 
 // Defaults of JetStreamConfig.
 const (
-	DefaultBucket   = "agentmem_docs"
-	DefaultHistory  = 16
-	DefaultReplicas = 1
+	DefaultBucket  = "agentmem_docs"
+	DefaultHistory = 16
 )
 
 const (
@@ -43,8 +42,6 @@ type JetStreamConfig struct {
 	// History is how many revisions the bucket keeps per key when this backend
 	// creates it (1..64). Default DefaultHistory.
 	History uint8
-	// Replicas of the bucket when this backend creates it. Default DefaultReplicas.
-	Replicas int
 	// Keyring seals every value with its user's key (kvcas.Sealed), which forget
 	// erases: a KV stream denies the secure delete for good, so the revisions it
 	// supersedes or purges stay in its block files until the server compacts
@@ -59,9 +56,6 @@ func (c *JetStreamConfig) setDefaults() {
 	if c.History == 0 {
 		c.History = DefaultHistory
 	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
 }
 
 // Validate reports configuration errors.
@@ -71,9 +65,6 @@ func (c JetStreamConfig) Validate() error {
 	}
 	if c.History < 1 || c.History > maxKVHistory {
 		return fmt.Errorf("docstore: jetstream: history %d must be between 1 and %d", c.History, maxKVHistory)
-	}
-	if c.Replicas < 1 || c.Replicas > 5 {
-		return fmt.Errorf("docstore: jetstream: replicas %d must be between 1 and 5", c.Replicas)
 	}
 	return nil
 }
@@ -138,7 +129,6 @@ func bindOrCreate(ctx context.Context, cfg JetStreamConfig, js jetstream.JetStre
 		Bucket:      cfg.Bucket,
 		Description: "agentmem Markdown memory (docstore)",
 		History:     cfg.History,
-		Replicas:    cfg.Replicas,
 		Storage:     jetstream.FileStorage,
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
@@ -148,7 +138,7 @@ func bindOrCreate(ctx context.Context, cfg JetStreamConfig, js jetstream.JetStre
 	if err != nil {
 		return nil, fmt.Errorf("docstore: jetstream: create bucket %q: %w", cfg.Bucket, err)
 	}
-	logger.Info("created docstore bucket", zap.Uint8("history", cfg.History), zap.Int("replicas", cfg.Replicas))
+	logger.Info("created docstore bucket", zap.Uint8("history", cfg.History))
 	return kv, nil
 }
 

@@ -25,8 +25,8 @@ const ClaimsBucket = "agentmem_event_ids"
 var ErrEventIDReused = fmt.Errorf("%w: event id reused with other content", events.ErrInvalidEvent)
 
 // EnsureClaims creates (or binds) the claims bucket.
-func EnsureClaims(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	kv, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: ClaimsBucket, Storage: jetstream.FileStorage, Replicas: replicas,
+func EnsureClaims(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: ClaimsBucket, Storage: jetstream.FileStorage,
 		Description: "agentmem event-id claims: which event owns each observation id"})
 	if err != nil {
 		return nil, fmt.Errorf("eventstore: claims: %w", err)

@@ -52,8 +52,7 @@ var ErrSealed = errors.New("kvcas: sealed value")
 
 // KeyringConfig configures a Keyring.
 type KeyringConfig struct {
-	Stream   string // default DefaultKeyringStream
-	Replicas int    // default 1
+	Stream string // default DefaultKeyringStream
 }
 
 // Keyring holds one random AES-256 key per (tenant, user), each the only
@@ -84,7 +83,6 @@ func NewKeyring(ctx context.Context, js jetstream.JetStream, cfg KeyringConfig) 
 		Description: "agentmem: one data key per user, erased by forget",
 		Subjects:    []string{keySubjectPrefix + ".>"},
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(cfg.Replicas, 1),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: keyring stream %s: %w", ErrProvision, cfg.Stream, err)

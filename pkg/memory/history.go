@@ -41,14 +41,13 @@ type HistoryLog struct {
 }
 
 // newHistoryLog creates the history stream, or updates it to cfg (a changed
-// MaxHistory or replica count), and returns the log over it.
+// MaxHistory or, through js, replica count), and returns the log over it.
 func newHistoryLog(ctx context.Context, js jetstream.JetStream, cfg Config) (*HistoryLog, error) {
 	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:              cfg.HistoryStream,
 		Description:       "agentmem memory history",
 		Subjects:          []string{historySubjectPrefix + ".>"},
 		Storage:           jetstream.FileStorage,
-		Replicas:          cfg.HistoryReplicas,
 		MaxMsgsPerSubject: int64(cfg.MaxHistory),
 		Discard:           jetstream.DiscardOld,
 	})

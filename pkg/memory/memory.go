@@ -44,8 +44,6 @@ type Config struct {
 	// HistoryStream is the JetStream stream of the history log (subjects
 	// memhist.>); default "AGENTMEM_HISTORY". The consolidator appends to it too.
 	HistoryStream string
-	// HistoryReplicas is the stream's replica count; default 1.
-	HistoryReplicas int
 	// MaxHistory bounds the changes kept per memory (newest kept), and the
 	// stream's messages per memory; default 200.
 	MaxHistory int
@@ -73,9 +71,6 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.HistoryStream == "" {
 		c.HistoryStream = DefaultHistoryStream
-	}
-	if c.HistoryReplicas == 0 {
-		c.HistoryReplicas = 1
 	}
 	if c.MaxHistory == 0 {
 		c.MaxHistory = 200
@@ -105,9 +100,6 @@ func (c Config) Validate() error {
 	var errs []error
 	if err := events.ValidateID("HistoryStream", c.HistoryStream); err != nil {
 		errs = append(errs, err)
-	}
-	if c.HistoryReplicas < 1 {
-		errs = append(errs, fmt.Errorf("HistoryReplicas is %d, want >= 1", c.HistoryReplicas))
 	}
 	if c.MaxHistory < 1 {
 		errs = append(errs, fmt.Errorf("MaxHistory is %d, want >= 1", c.MaxHistory))

@@ -119,7 +119,7 @@ func provisioned(t *testing.T, a *natsauth.Authority) (*server.Server, jetstream
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := bus.ProvisionStreams(ctx, js, bus.StreamConfig{DuplicateWindow: time.Minute, Replicas: 1}); err != nil {
+	if err := bus.ProvisionStreams(ctx, js, bus.StreamConfig{DuplicateWindow: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "secrets"}); err != nil {

@@ -63,7 +63,6 @@ type Config struct {
 	// so that the next batch of such a session is one compare-and-set instead of a
 	// read and a compare-and-set (default 1024).
 	CachedStates int
-	Replicas     int // KV replicas, default 1
 	// Keyring seals every value of a user in both buckets with the user's key,
 	// which forget erases (kvcas.Sealed); nil keeps the values plain.
 	Keyring *kvcas.Keyring
@@ -84,9 +83,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.CachedStates == 0 {
 		c.CachedStates = 1024
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
 	}
 }
 
@@ -156,11 +152,11 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	state, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.StateBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem session state"})
+	state, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.StateBucket, Storage: jetstream.FileStorage, Description: "agentmem session state"})
 	if err != nil {
 		return nil, fmt.Errorf("session: state bucket: %w", err)
 	}
-	turns, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.TurnBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Description: "agentmem turns"})
+	turns, err := kvcas.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: cfg.TurnBucket, Storage: jetstream.FileStorage, Description: "agentmem turns"})
 	if err != nil {
 		return nil, fmt.Errorf("session: turn bucket: %w", err)
 	}

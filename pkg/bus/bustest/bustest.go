@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,65 @@ func StartServerWith(t testing.TB, cfg bus.EmbeddedConfig) *server.Server {
 		srv.WaitForShutdown()
 	})
 	return srv
+}
+
+// StartCluster starts n JetStream nats-servers in-process as one cluster
+// ("agentmem-test", each routing to all), each with a loopback client listener
+// and a store of its own, and waits until the meta group has a leader that sees
+// every peer, so that a stream with n replicas can be created at once. It
+// returns the servers and their client URLs joined by commas, as nats.url
+// takes them; they are shut down when the test ends.
+func StartCluster(t testing.TB, n int) ([]*server.Server, string) {
+	t.Helper()
+	routes := make([]*url.URL, n)
+	ports := make([]int, n)
+	for i := range routes {
+		addr := FreeAddr(t)
+		routes[i] = &url.URL{Scheme: "nats-route", Host: addr}
+		_, port, _ := net.SplitHostPort(addr)
+		ports[i], _ = strconv.Atoi(port)
+	}
+	servers := make([]*server.Server, n)
+	urls := make([]string, n)
+	for i := range servers {
+		servers[i] = StartServerWith(t, bus.EmbeddedConfig{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Listen:     "127.0.0.1:0",
+			Configure: func(o *server.Options) {
+				o.Cluster.Name = "agentmem-test"
+				o.Cluster.Host, o.Cluster.Port = "127.0.0.1", ports[i]
+				o.Routes = routes
+			},
+		})
+		urls[i] = servers[i].ClientURL()
+	}
+	Eventually(t, 30*time.Second, func() error { return clusterFormed(servers) })
+	return servers, strings.Join(urls, ",")
+}
+
+// clusterFormed is nil once some server is the meta leader and sees the other
+// servers as current peers.
+func clusterFormed(servers []*server.Server) error {
+	for _, srv := range servers {
+		if !srv.JetStreamIsLeader() {
+			continue
+		}
+		info, err := srv.Jsz(nil)
+		if err != nil {
+			return err
+		}
+		current := 0
+		for _, p := range info.Meta.Replicas {
+			if p.Current && !p.Offline {
+				current++
+			}
+		}
+		if current != len(servers)-1 {
+			return fmt.Errorf("meta leader %s sees %d of %d peers current", srv.Name(), current, len(servers)-1)
+		}
+		return nil
+	}
+	return errors.New("no meta leader yet")
 }
 
 // Connect opens an in-process client connection to srv, closed when the test ends.
