@@ -407,6 +407,40 @@ type SummarySource struct {
 // retriever digests at request time.
 const SummaryByDigest = "digest"
 
+// Handover is the user's previous session as the next agent needs it, when
+// another agent held it: who held it, its summary (the running summary and a
+// digest of the messages after it, as session.summary gives it) and what it
+// left open: its session items and the turns that did not finish ok.
+type Handover struct {
+	AgentID   string       `json:"agent_id"`
+	SessionID string       `json:"session_id"`
+	StartedTS time.Time    `json:"started_ts,omitzero"`
+	Summary   string       `json:"summary,omitempty"`
+	OpenItems []MemoryItem `json:"open_items,omitempty"`
+	OpenTurns []TurnRecord `json:"open_turns,omitempty"`
+}
+
+func (h *Handover) validate() error {
+	if err := validateIDs("handover.agent_id", h.AgentID, "handover.session_id", h.SessionID); err != nil {
+		return err
+	}
+	for i := range h.OpenItems {
+		path := indexed("handover.open_items", i)
+		if h.OpenItems[i].Scope != ScopeSession || h.OpenItems[i].SessionID != h.SessionID {
+			return ruleError(path, "is of scope %q, session %q; open items are session items of session %q", h.OpenItems[i].Scope, h.OpenItems[i].SessionID, h.SessionID)
+		}
+		if err := h.OpenItems[i].validate(path); err != nil {
+			return err
+		}
+	}
+	for i := range h.OpenTurns {
+		if err := h.OpenTurns[i].validate(indexed("handover.open_turns", i), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ContextPack is what an agent should know right now (SPEC D1, D5); it is also the
 // reply of the context endpoint. Prompt is the rendered text for a system prompt.
 type ContextPack struct {
@@ -431,6 +465,9 @@ type ContextPack struct {
 	// SessionSummarySource is the provenance of SessionSummary: the range of the
 	// session's messages it stands for, none of which is in RecentEvents (SPEC B2).
 	SessionSummarySource *SummarySource `json:"session_summary_source,omitempty"`
+	// Handover is what the user's previous session left, when another agent than
+	// the requesting one (the request's agent_id) held it.
+	Handover *Handover `json:"handover,omitempty"`
 
 	Counts        PackCounts `json:"counts"`
 	TokenEstimate int        `json:"token_estimate"`
@@ -542,6 +579,11 @@ func (p *ContextPack) validate() error {
 	}
 	if p.Core != nil {
 		if err := p.Core.validate("core", PackKindCore); err != nil {
+			return err
+		}
+	}
+	if p.Handover != nil {
+		if err := p.Handover.validate(); err != nil {
 			return err
 		}
 	}

@@ -70,8 +70,9 @@ func mentions(terms []string, set map[string]bool) bool {
 }
 
 // contextPack builds the ContextPack of a context request from independent reads:
-// the Markdown memory, the session, the vector recall and the memory items. The
-// session's is a KV round trip, so it runs beside the others, and so does the
+// the Markdown memory, the session, the hand-over, the vector recall and the
+// memory items. The session's and the hand-over's are KV round trips, so they
+// run beside the others, and so does the
 // recall with a remote embedder (Config.RemoteEmbedder: it starts with a round
 // trip); the rest is CPU work (the cached Markdown costs a stat per file) and runs
 // one after the other on the request's goroutine: on two cores
@@ -85,10 +86,14 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 
 	var (
 		wg   sync.WaitGroup
-		errs [4]error
+		errs [5]error
 	)
 	if req.SessionID != "" {
 		wg.Go(func() { errs[0] = s.loadSession(ctx, tenant, req, terms, pol, &pack) })
+	}
+	if req.AgentID != "" {
+		// KV round trips too: beside the others.
+		wg.Go(func() { errs[4] = s.loadHandover(ctx, tenant, req, &pack) })
 	}
 	recall := !req.Lightweight && len(terms) > 0
 	if recall && s.cfg.RemoteEmbedder {

@@ -41,7 +41,7 @@ type unit struct {
 
 // render sets pack.Prompt, pack.TokenEstimate, pack.BudgetTokens and
 // pack.Sections. Sections, in prompt order: Persona, User profile, Core memory,
-// Topic: <name>, Relevant notes (chunks), Recent notes (daily notes), Known facts
+// Handover from agent <agent> (session <session>), Topic: <name>, Relevant notes (chunks), Recent notes (daily notes), Known facts
 // (semantic), Episodic memories, Session items, Session summary, Recent session.
 // recent_turns are structured data and are not rendered.
 //
@@ -52,6 +52,8 @@ type unit struct {
 //  1. the core memory, always and whole (SPEC A2), even when it alone is over
 //     the budget;
 //  2. the memory items: persona, user profile, session items (each in list order);
+//     then the hand-over: the previous session's summary, its open items and
+//     unfinished turns;
 //  3. the topic files loaded for the query;
 //  4. the ranked memories: known facts and episodic memories together by score
 //     (best first, ties by id, the order the recall ranked them in), then the
@@ -119,7 +121,15 @@ func render(pack *events.ContextPack, maxTokens int) {
 		}
 	})
 	history := newPart("recent_events", "Recent session", recent, func(idx []int) { pack.RecentEvents = pick(pack.RecentEvents, idx) })
-	parts := []*part{persona, profile, corePart, topicPart, chunks, daily, facts, episodic, sessionItems, summaryPart, history}
+	var (
+		handoverTitle string
+		handoverItems []entry
+	)
+	if h := pack.Handover; h != nil {
+		handoverTitle, handoverItems = "Handover from agent "+h.AgentID+" (session "+h.SessionID+")", handoverEntries(h)
+	}
+	handover := newPart("handover", handoverTitle, handoverItems, func(idx []int) { keepHandover(pack, idx) })
+	parts := []*part{persona, profile, corePart, handover, topicPart, chunks, daily, facts, episodic, sessionItems, summaryPart, history}
 
 	// Priority order (see above).
 	var order []unit
@@ -136,6 +146,7 @@ func render(pack *events.ContextPack, maxTokens int) {
 	inOrder(persona)
 	inOrder(profile)
 	inOrder(sessionItems)
+	inOrder(handover)
 	inOrder(topicPart)
 	order = append(order, ranked(facts, pack.SemanticItems, episodic, pack.EpisodicItems)...)
 	inOrder(chunks)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -63,7 +64,10 @@ type Config struct {
 	// so that the next batch of such a session is one compare-and-set instead of a
 	// read and a compare-and-set (default 1024).
 	CachedStates int
-	Replicas     int // KV replicas, default 1
+	// RecentSessions is how many of a user's latest sessions the user's recent
+	// sessions keep (default 8): the hand-over needs the one before the current.
+	RecentSessions int
+	Replicas       int // KV replicas, default 1
 	// Keyring seals every value of a user in both buckets with the user's key,
 	// which forget erases (kvcas.Sealed); nil keeps the values plain.
 	Keyring *kvcas.Keyring
@@ -85,6 +89,9 @@ func (c *Config) setDefaults() {
 	if c.CachedStates == 0 {
 		c.CachedStates = 1024
 	}
+	if c.RecentSessions == 0 {
+		c.RecentSessions = 8
+	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
@@ -100,6 +107,9 @@ func (c Config) Validate() error {
 	}
 	if c.CachedStates < 1 {
 		return fmt.Errorf("session: CachedStates is %d, must be >= 1", c.CachedStates)
+	}
+	if c.RecentSessions < 2 {
+		return fmt.Errorf("session: RecentSessions is %d, must be >= 2 (the current session and the one before)", c.RecentSessions)
 	}
 	return nil
 }
@@ -144,6 +154,9 @@ type Store struct {
 	state  jetstream.KeyValue
 	turns  jetstream.KeyValue
 	cache  *stateCache
+	// noted holds the keys of the sessions noteSession put among their user's
+	// recent sessions.
+	noted  *lru.Cache[string, struct{}]
 	logger *zap.Logger
 }
 
@@ -169,7 +182,11 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, js: js, state: state, turns: turns, cache: cache, logger: logger}, nil
+	noted, err := lru.New[string, struct{}](cfg.CachedStates)
+	if err != nil {
+		return nil, fmt.Errorf("session: noted sessions: %w", err)
+	}
+	return &Store{cfg: cfg, js: js, state: state, turns: turns, cache: cache, noted: noted, logger: logger}, nil
 }
 
 // ErrMixedSessions is returned by ApplyBatch for events of more than one session.
@@ -208,6 +225,10 @@ func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State,
 	st, err := s.applyState(ctx, key, envs, outcomes)
 	if err != nil {
 		return State{}, nil, fmt.Errorf("session: apply %s (%d events): %w", first.ID, len(envs), err)
+	}
+	// Also for a batch of duplicates: its first delivery may have failed here.
+	if err := s.noteSession(ctx, st); err != nil {
+		return st, outcomes, err
 	}
 	for i, env := range envs {
 		if obs := env.Observation; outcomes[i] == Applied && obs != nil && obs.Turn != nil {
@@ -424,6 +445,9 @@ func (s *Store) Delete(ctx context.Context, tenant, user, session string) error 
 		return err
 	}
 	if err := s.deleteSummary(ctx, tenant, user, session); err != nil {
+		return err
+	}
+	if err := s.forgetRecent(ctx, tenant, user, session); err != nil {
 		return err
 	}
 	s.cache.forget(key)
