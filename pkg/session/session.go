@@ -154,9 +154,7 @@ type Store struct {
 	state  jetstream.KeyValue
 	turns  jetstream.KeyValue
 	cache  *stateCache
-	// noted holds the keys of the sessions noteSession put among their user's
-	// recent sessions.
-	noted  *lru.Cache[string, struct{}]
+	noted  *lru.Cache[string, struct{}] // keys of the sessions noteSession put among the recent
 	logger *zap.Logger
 }
 
