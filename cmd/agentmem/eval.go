@@ -20,7 +20,7 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 		Use:   "eval",
 		Short: "Evaluate agentmem's retrieval on benchmark data",
 	}
-	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g), newEvalCompressCmd(g))
+	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g), newEvalCompressCmd(g), newEvalFleetCmd(g))
 	return cmd
 }
 
@@ -152,6 +152,61 @@ models; storage is always a private directory.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
 	cmd.Flags().StringVar(&prompts, "prompts", "", "write every query's prompt to this file")
+	return cmd
+}
+
+func newEvalFleetCmd(g *globalFlags) *cobra.Command {
+	var (
+		dataDir, prompts string
+		asJSON           bool
+		cfg              eval.FleetConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Hand-over recall and leaks of a synthetic fleet of agents serving many users",
+		Long: `fleet generates a fleet from --seed (agents and users dealt to the tenants in turn;
+each user has --sessions sessions, each held by another agent of its tenant than the
+one before, the first with the user's personal details: a name, a phone number, a
+customer reference; each with a task on an order and a session goal as its open item)
+and runs it through an in-process agentmem: every session is published as the agent
+that held it and ended, the pipeline drains, and then for each user another agent of
+the tenant than the last asks for the user's context in a new session (a preview, at
+the retriever's default budget).
+
+handover_recall is the fraction of the last sessions' tasks and open items found in
+the packs' hand-over; leaks counts the customer references of one user found in
+another user's pack (must be 0). The configuration (--config, AGENTMEM_*) selects the
+models; storage is always a private directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := g.processLogger()
+			if err != nil {
+				return err
+			}
+			cfg.ScenarioConfig = eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+			out, err := createOutput(prompts)
+			if err != nil {
+				return err
+			}
+			defer out.Close()
+			cfg.Prompts = out.Writer()
+			ctx, stop := app.SignalContext()
+			defer stop()
+			rep, err := eval.RunFleet(ctx, cfg, logger)
+			if err != nil {
+				return err
+			}
+			return printReport(cmd, asJSON, rep)
+		},
+	}
+	cmd.Flags().IntVar(&cfg.Agents, "agents", eval.DefaultFleetAgents, "agents of the fleet, dealt to the tenants in turn (at least 2 a tenant)")
+	cmd.Flags().IntVar(&cfg.Users, "users", eval.DefaultFleetUsers, "users of the fleet, dealt to the tenants in turn")
+	cmd.Flags().IntVar(&cfg.Tenants, "tenants", eval.DefaultFleetTenants, "tenants of the fleet")
+	cmd.Flags().IntVar(&cfg.Sessions, "sessions", eval.DefaultFleetSessions, "sessions of each user (at least 2)")
+	cmd.Flags().Uint64Var(&cfg.Seed, "seed", eval.DefaultFleetSeed, "seed the fleet is generated from")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	cmd.Flags().StringVar(&prompts, "prompts", "", "write every pack's prompt to this file")
 	return cmd
 }
 
