@@ -92,8 +92,8 @@ func TestSubjectExamples(t *testing.T) {
 	if _, err := RPCServiceSubject("session.*"); !errors.Is(err, ErrInvalidSubject) {
 		t.Fatalf("RPCServiceSubject with wildcard endpoint: %v", err)
 	}
-	if len(Endpoints) != 35 {
-		t.Fatalf("Endpoints has %d names, want 35", len(Endpoints))
+	if len(Endpoints) != 38 {
+		t.Fatalf("Endpoints has %d names, want 38", len(Endpoints))
 	}
 }
 
