@@ -21,6 +21,9 @@ func TestDefaultsMatchSpecB1(t *testing.T) {
 		"session_relevant_fallback_keep":    8,
 		"long_term_compress_char_threshold": 0,
 		"evolution_enabled":                 false,
+		// Not SPEC B1's: the memory scopes' token shares (issue 31).
+		"pack_agent_percent":  20,
+		"pack_tenant_percent": 20,
 	}
 	got := asMap(t, Defaults())
 	if !reflect.DeepEqual(got, asMap(t, want)) {
