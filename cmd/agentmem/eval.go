@@ -167,16 +167,21 @@ func newEvalFleetCmd(g *globalFlags) *cobra.Command {
 		Long: `fleet generates a fleet from --seed (agents and users dealt to the tenants in turn;
 each user has --sessions sessions, each held by another agent of its tenant than the
 one before, the first with the user's personal details: a name, a phone number, a
-customer reference; each with a task on an order and a session goal as its open item)
-and runs it through an in-process agentmem: every session is published as the agent
-that held it and ended, the pipeline drains, and then for each user another agent of
-the tenant than the last asks for the user's context in a new session (a preview, at
-the retriever's default budget).
+customer reference; each with a task on an order and a session goal as its open item;
+an agent's first session has a tool error and the fix that worked; each tenant has
+facts) and runs it through an in-process agentmem with memory.agent_learning on: the
+facts are appended to the tenant scope, every session is published as the agent that
+held it and ended, the pipeline drains, and then for each user another agent of the
+tenant than the last asks for the user's context in a new session (a preview, at the
+retriever's default budget).
 
 handover_recall is the fraction of the last sessions' tasks and open items found in
-the packs' hand-over; leaks counts the customer references of one user found in
-another user's pack (must be 0). The configuration (--config, AGENTMEM_*) selects the
-models; storage is always a private directory.`,
+the packs' hand-over; agent_knowledge_recall of the asking agents' fixes learned with
+another user found in the agent scope of the pack; tenant_knowledge_recall of the
+tenant's facts found in the tenant scope of the pack; leaks counts the customer
+references of one user found in another user's pack or in any agent or tenant scope
+(must be 0). The configuration (--config, AGENTMEM_*) selects the models; storage is
+always a private directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := g.processLogger()

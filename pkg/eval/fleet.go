@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,8 +84,15 @@ type FleetReport struct {
 	// HandoverRecall: of each user's last session (held by another agent than
 	// the one asking), its task and its open item found in the pack's hand-over.
 	HandoverRecall float64 `json:"handover_recall"`
+	// AgentKnowledgeRecall: of the procedures (error→fix) an agent learned in
+	// a session with another user (memory.agent_learning), found in the
+	// agent's pack for this user.
+	AgentKnowledgeRecall float64 `json:"agent_knowledge_recall"`
+	// TenantKnowledgeRecall: of the facts written to the tenant scope, found in
+	// every pack of the tenant's users.
+	TenantKnowledgeRecall float64 `json:"tenant_knowledge_recall"`
 	// Leaks counts the personal items of a user found where they must not be:
-	// in another user's pack.
+	// in another user's pack, or in an agent's or a tenant's scope.
 	Leaks int `json:"leaks"`
 	// Misses and LeakList name the first few of each (for looking at them).
 	Misses         []string `json:"misses,omitempty"`
@@ -95,10 +104,21 @@ type FleetReport struct {
 // fleetListed is how many misses and leaks a report names.
 const fleetListed = 20
 
-// fleet is a generated fleet: its users, each with its sessions.
+// fleet is a generated fleet: its users, each with its sessions, the lesson
+// each agent learns in the first session it holds, and each tenant's facts.
 type fleet struct {
-	users []fleetUser
-	owner map[string]string // personal marker → "<tenant>/<user>"
+	users   []fleetUser
+	owner   map[string]string // personal marker → "<tenant>/<user>"
+	lessons map[string]fleetLesson
+	facts   map[string][]string // by tenant
+	agents  []string            // every agent, as "<tenant>/<agent>"
+}
+
+// fleetLesson is a procedure an agent learns: an error a tool reports and the
+// fix the agent gives, which the user confirms; from is the user it was
+// learned with.
+type fleetLesson struct {
+	from, err, fix string
 }
 
 // leaks names every personal marker in pack (all of it, JSON) that is not u's.
@@ -144,9 +164,29 @@ var (
 		{"the login link expired before I could use it", "send a new login link"},
 		{"a size M came instead of a size L", "exchange the item"},
 	}
+	// fleetFacts are written to every tenant's scope, each with a word of its own.
+	fleetFacts = []string{
+		"Team convention: refunds above 200 EUR need a second approval in the %s queue.",
+		"Shared fact: the warehouse hand-off for returns is the %s desk.",
+	}
+	fleetWords = []string{"amber", "birch", "cobalt", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel", "lumen", "marble", "nimbus", "onyx", "pewter", "quartz", "russet", "saffron", "tundra"}
 	// fleetRefPattern finds personal markers in a pack.
 	fleetRefPattern = regexp.MustCompile(`PR[0-9A-Z]{6}`)
 )
+
+// fleetWord is a two-word name not used before ("cobalt-fjord"): what makes a
+// lesson or a fact the fleet's own, found only where it was written.
+func fleetWord(rng *rand.Rand, seen map[string]bool) string {
+	w := ""
+	for try := 0; w == "" || seen[w]; try++ {
+		w = fleetWords[rng.IntN(len(fleetWords))] + "-" + fleetWords[rng.IntN(len(fleetWords))]
+		if try >= 20 { // a large fleet: the pairs run out
+			w += "-" + strconv.Itoa(len(seen))
+		}
+	}
+	seen[w] = true
+	return w
+}
 
 // generateFleet makes cfg's fleet from its seed.
 func generateFleet(cfg FleetConfig) fleet {
@@ -165,10 +205,18 @@ func generateFleet(cfg FleetConfig) fleet {
 		}
 	}
 	seen := map[string]bool{}
+	f := fleet{owner: map[string]string{}, lessons: map[string]fleetLesson{}, facts: map[string][]string{}}
 	agents := make([][]string, cfg.Tenants) // by tenant
 	for a := range cfg.Agents {
 		t := a % cfg.Tenants
 		agents[t] = append(agents[t], fmt.Sprintf("agent-%02d", a))
+		f.agents = append(f.agents, fmt.Sprintf("fleet-t%d/agent-%02d", t, a))
+	}
+	for t := range cfg.Tenants {
+		tenant := fmt.Sprintf("fleet-t%d", t)
+		for _, fact := range fleetFacts {
+			f.facts[tenant] = append(f.facts[tenant], fmt.Sprintf(fact, fleetWord(rng, seen)))
+		}
 	}
 	// other picks an agent of tenant t other than not.
 	other := func(t int, not string) string {
@@ -178,7 +226,6 @@ func generateFleet(cfg FleetConfig) fleet {
 			}
 		}
 	}
-	f := fleet{owner: map[string]string{}}
 	for u := range cfg.Users {
 		t := u % cfg.Tenants
 		user := fleetUser{tenant: fmt.Sprintf("fleet-t%d", t), id: fmt.Sprintf("u%03d", u), ref: code("PR", 6, seen)}
@@ -199,6 +246,20 @@ func generateFleet(cfg FleetConfig) fleet {
 				{Role: "user", Text: fmt.Sprintf("About order %s: %s.", sess.order, issue.problem)},
 				{Role: "assistant", Text: fmt.Sprintf("I opened a case for order %s and will %s.", sess.order, issue.action)},
 			}
+			key := user.tenant + "/" + agent
+			if _, learned := f.lessons[key]; !learned {
+				// The agent's first session: it meets an error of its tool and
+				// the fix that works, which holds for any user.
+				word := fleetWord(rng, seen)
+				l := fleetLesson{from: user.id,
+					err: fmt.Sprintf("SyncError: the %s connector rejected the batch", word),
+					fix: fmt.Sprintf("Restart the %s connector with the drain flag", word)}
+				f.lessons[key] = l
+				sess.msgs = append(sess.msgs,
+					ScenarioMessage{Role: "tool", Text: l.err},
+					ScenarioMessage{Role: "assistant", Text: l.fix + "."},
+					ScenarioMessage{Role: "user", Text: "That worked."})
+			}
 			user.sessions = append(user.sessions, sess)
 		}
 		user.asker = other(t, agent)
@@ -209,19 +270,25 @@ func generateFleet(cfg FleetConfig) fleet {
 }
 
 // RunFleet runs a synthetic fleet (generateFleet) through the real pipeline,
-// over NATS, as RunScenarios does: every user's sessions are published, each
-// as the agent that held it, each with a session goal saved as its open item,
-// and ended; the pipeline drains; then for each user another agent of the
-// tenant than the last one asks for the user's context in a new session (a
-// preview, at the default budget), and the pack is checked: the hand-over
-// must carry the last session's task and open item, and no other user's
-// personal marker may be anywhere in it.
+// over NATS, as RunScenarios does, with memory.agent_learning on: each
+// tenant's facts are appended to its tenant scope; every user's sessions are
+// published, each as the agent that held it, each with a session goal saved
+// as its open item, and ended (an agent's first session teaches it a fix);
+// the pipeline drains; then for each user another agent of the tenant than
+// the last one asks for the user's context in a new session (a preview, at
+// the default budget), and the pack is checked: the hand-over must carry the
+// last session's task and open item, the agent scope the asking agent's
+// lesson (learned with another user), the tenant scope the tenant's facts,
+// and no other user's personal marker may be anywhere in it. Last, every
+// agent and tenant scope is read whole: no personal marker may be there.
 func RunFleet(ctx context.Context, cfg FleetConfig, logger *zap.Logger) (*FleetReport, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	started := time.Now()
+	// The agents learn: their lessons are what agent_knowledge_recall needs.
+	cfg.Environ = append(slices.Clip(cfg.Environ), "AGENTMEM_MEMORY_AGENT_LEARNING=true")
 	run, err := startScenarioStack(ctx, &cfg.ScenarioConfig, "agentmem-eval-fleet", logger)
 	if err != nil {
 		return nil, err
@@ -233,6 +300,13 @@ func RunFleet(ctx context.Context, cfg FleetConfig, logger *zap.Logger) (*FleetR
 		if clients[u.tenant] == nil {
 			if clients[u.tenant], err = client.New(run.nc, client.Config{Tenant: u.tenant, RequestTimeout: time.Minute}); err != nil {
 				return nil, err
+			}
+		}
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(f.facts)) {
+		for _, fact := range f.facts[tenant] {
+			if _, err := clients[tenant].Append(ctx, events.AppendRequest{Scope: events.MemoryScopeTenant, Content: fact}); err != nil {
+				return nil, fmt.Errorf("eval: fleet fact of %s: %w", tenant, err)
 			}
 		}
 	}
@@ -255,7 +329,7 @@ func RunFleet(ctx context.Context, cfg FleetConfig, logger *zap.Logger) (*FleetR
 	}
 
 	rep := &FleetReport{Seed: cfg.Seed, Agents: cfg.Agents, Users: cfg.Users, Tenants: cfg.Tenants, Sessions: cfg.Sessions}
-	found, needed := 0, 0
+	var handover, agent, tenant recallCount
 	for _, u := range f.users {
 		pack, err := clients[u.tenant].Context(ctx, events.ContextRequest{UserID: u.id, AgentID: u.asker, SessionID: "next", Query: "What is still open for this customer?", RecordHits: events.NoHits()})
 		if err != nil {
@@ -265,31 +339,56 @@ func RunFleet(ctx context.Context, cfg FleetConfig, logger *zap.Logger) (*FleetR
 		if cfg.Prompts != nil {
 			fmt.Fprintf(cfg.Prompts, "=== %s/%s asked by %s\n%s\n\n", u.tenant, u.id, u.asker, pack.Prompt)
 		}
-		misses := handoverMisses(pack, u)
-		for _, miss := range misses {
-			rep.Misses = appendListed(rep.Misses, fmt.Sprintf("%s/%s: %s", u.tenant, u.id, miss))
+		for _, c := range []struct {
+			count *recallCount
+			check func(events.ContextPack, fleetUser) (int, []string)
+		}{{&handover, handoverMisses}, {&agent, f.agentMisses}, {&tenant, f.tenantMisses}} {
+			needed, misses := c.check(pack, u)
+			c.count.add(needed, misses)
+			for _, miss := range misses {
+				rep.Misses = appendListed(rep.Misses, fmt.Sprintf("%s/%s asked by %s: %s", u.tenant, u.id, u.asker, miss))
+			}
 		}
-		found += 2 - len(misses)
-		needed += 2
 		for _, l := range f.leaks(pack, u) {
 			rep.Leaks++
 			rep.LeakList = appendListed(rep.LeakList, l)
 		}
 	}
-	rep.HandoverRecall = ratio(found, needed)
+	// The shared scopes hold no user's personal marker.
+	for _, owner := range f.scopeOwners() {
+		pack, err := clients[owner.tenant].Context(ctx, events.ContextRequest{UserID: owner.id, RecordHits: events.NoHits()})
+		if err != nil {
+			return nil, fmt.Errorf("eval: fleet scope %s/%s: %w", owner.tenant, owner.id, err)
+		}
+		for _, l := range f.leaks(pack, owner) {
+			rep.Leaks++
+			rep.LeakList = appendListed(rep.LeakList, l)
+		}
+	}
+	rep.HandoverRecall, rep.AgentKnowledgeRecall, rep.TenantKnowledgeRecall = handover.ratio(), agent.ratio(), tenant.ratio()
 	rep.PackTokensMean = math.Round(rep.PackTokensMean/float64(len(f.users))*10) / 10
 	rep.Seconds = time.Since(started).Seconds()
 	return rep, nil
 }
 
-// handoverMisses names what the pack's hand-over lacks of u's last session:
-// the hand-over itself (from the agent that held it), its task in the summary,
-// its open item.
-func handoverMisses(pack events.ContextPack, u fleetUser) []string {
+// recallCount counts needed items and those missed.
+type recallCount struct{ needed, missed int }
+
+func (c *recallCount) add(needed int, misses []string) {
+	c.needed += needed
+	c.missed += len(misses)
+}
+
+func (c recallCount) ratio() float64 { return ratio(c.needed-c.missed, c.needed) }
+
+// handoverMisses names what the pack's hand-over lacks of u's last session,
+// of the 2 items needed: its task in the summary, its open item (both missed
+// when there is no hand-over from the agent that held it).
+func handoverMisses(pack events.ContextPack, u fleetUser) (int, []string) {
 	last := u.sessions[len(u.sessions)-1]
 	h := pack.Handover
 	if h == nil || h.AgentID != last.agent || h.SessionID != last.id {
-		return []string{fmt.Sprintf("no hand-over of %s from %s (got %+v)", last.id, last.agent, h), "no open item"}
+		return 2, []string{fmt.Sprintf("no hand-over of %s from %s (got %+v)", last.id, last.agent, h), "no open item"}
 	}
 	var out []string
 	if !strings.Contains(h.Summary, last.order) {
@@ -297,6 +396,45 @@ func handoverMisses(pack events.ContextPack, u fleetUser) []string {
 	}
 	if !slices.ContainsFunc(h.OpenItems, func(it events.MemoryItem) bool { return it.Content == last.follow }) {
 		out = append(out, "hand-over lacks the open item "+last.follow)
+	}
+	return 2, out
+}
+
+// agentMisses: the lesson the asking agent learned with another user than u
+// is needed in the pack's agent scope (1 item); none is needed when it
+// learned it with u, or learned none.
+func (f fleet) agentMisses(pack events.ContextPack, u fleetUser) (int, []string) {
+	l, ok := f.lessons[u.tenant+"/"+u.asker]
+	if !ok || l.from == u.id {
+		return 0, nil
+	}
+	if !slices.ContainsFunc(pack.AgentItems, func(it events.PackItem) bool { return strings.Contains(it.Text, l.fix) }) {
+		return 1, []string{"agent scope lacks " + l.fix}
+	}
+	return 1, nil
+}
+
+// tenantMisses: every fact of u's tenant is needed in the pack's tenant scope.
+func (f fleet) tenantMisses(pack events.ContextPack, u fleetUser) (int, []string) {
+	var out []string
+	for _, fact := range f.facts[u.tenant] {
+		if !slices.ContainsFunc(pack.TenantItems, func(it events.PackItem) bool { return strings.Contains(it.Text, fact) }) {
+			out = append(out, "tenant scope lacks "+fact)
+		}
+	}
+	return len(f.facts[u.tenant]), out
+}
+
+// scopeOwners are the agent and tenant scopes of the fleet, as the owners a
+// context request names to read them whole.
+func (f fleet) scopeOwners() []fleetUser {
+	var out []fleetUser
+	for _, tenant := range slices.Sorted(maps.Keys(f.facts)) {
+		out = append(out, fleetUser{tenant: tenant, id: events.TenantOwner})
+	}
+	for _, a := range f.agents {
+		tenant, agent, _ := strings.Cut(a, "/")
+		out = append(out, fleetUser{tenant: tenant, id: events.AgentOwner(agent)})
 	}
 	return out
 }
@@ -320,6 +458,8 @@ func ratio(n, of int) float64 {
 func (r *FleetReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "fleet: %d agents, %d users, %d tenants, %d sessions a user (seed %d), %.1fs\n\n", r.Agents, r.Users, r.Tenants, r.Sessions, r.Seed, r.Seconds)
 	fmt.Fprintf(w, "handover_recall          %.3f\n", r.HandoverRecall)
+	fmt.Fprintf(w, "agent_knowledge_recall   %.3f\n", r.AgentKnowledgeRecall)
+	fmt.Fprintf(w, "tenant_knowledge_recall  %.3f\n", r.TenantKnowledgeRecall)
 	fmt.Fprintf(w, "leaks                    %d\n", r.Leaks)
 	fmt.Fprintf(w, "pack tokens mean         %.0f\n", r.PackTokensMean)
 	for _, m := range r.Misses {
