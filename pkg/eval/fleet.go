@@ -260,6 +260,13 @@ func generateFleet(cfg FleetConfig) fleet {
 					ScenarioMessage{Role: "assistant", Text: l.fix + "."},
 					ScenarioMessage{Role: "user", Text: "That worked."})
 			}
+			if s == 0 {
+				// A fix that holds for this user alone: never the agent's to keep.
+				sess.msgs = append(sess.msgs,
+					ScenarioMessage{Role: "tool", Text: "LoginError: the portal locked the login of customer reference " + user.ref},
+					ScenarioMessage{Role: "assistant", Text: "Unlock the login of " + user.ref + " in the admin console."},
+					ScenarioMessage{Role: "user", Text: "That worked."})
+			}
 			user.sessions = append(user.sessions, sess)
 		}
 		user.asker = other(t, agent)

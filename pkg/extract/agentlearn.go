@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/kvcas"
@@ -118,7 +120,7 @@ func agentLessons(entries []storedEntry, conv []Message, userID string) []stored
 
 // LearnedProvenance is where an agent-scope entry was learned: the sessions
 // and users it came from. It is kept in the extractor's state bucket under
-// LearnedKey, never in the agent's memory, which every user's pack of the
+// learnedKey, never in the agent's memory, which every user's pack of the
 // agent shows: only the operator, who reads the buckets, sees it.
 type LearnedProvenance struct {
 	Category markdown.Category `json:"category"`
@@ -130,12 +132,35 @@ type LearnedProvenance struct {
 // maxProvenance bounds the sessions and users a provenance record lists.
 const maxProvenance = 100
 
-// LearnedKey is the state bucket key of an agent-scope entry's provenance:
+// learnedKey is the state bucket key of an agent-scope entry's provenance:
 // "<tenant>.<agent owner>.learned-<digest of the content>". No session has it:
 // the owner id is reserved (events.AgentOwner).
-func LearnedKey(tenant, agentID, content string) string {
+func learnedKey(tenant, agentID, content string) string {
 	sum := sha256.Sum256([]byte(content))
 	return tenant + "." + events.AgentOwner(agentID) + ".learned-" + hex.EncodeToString(sum[:8])
+}
+
+// ReadProvenance returns where an agent-scope entry was learned, from the
+// state bucket (bucket; "" is DefaultStateBucket) opened with keyring (nil:
+// values plain), for the operator's tools and tests.
+func ReadProvenance(ctx context.Context, js jetstream.JetStream, keyring *kvcas.Keyring, bucket, tenant, agentID, content string) (LearnedProvenance, error) {
+	if bucket == "" {
+		bucket = DefaultStateBucket
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return LearnedProvenance{}, fmt.Errorf("extract: provenance: %w", err)
+	}
+	key := learnedKey(tenant, agentID, content)
+	e, err := kvcas.Sealed(kv, keyring, kvcas.OwnerAt(0)).Get(ctx, key)
+	if err != nil {
+		return LearnedProvenance{}, fmt.Errorf("extract: provenance %s: %w", key, err)
+	}
+	var p LearnedProvenance
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return LearnedProvenance{}, fmt.Errorf("%w: %s: %w", ErrState, key, err)
+	}
+	return p, nil
 }
 
 // learn appends the session's lessons to its agent's scope and records where
@@ -154,7 +179,7 @@ func (w *Worker) learn(ctx context.Context, env events.Envelope, lessons []store
 		return fmt.Errorf("extract: write the lessons of session %s to agent %s: %w", env.SessionID, env.AgentID, err)
 	}
 	for _, e := range lessons {
-		key := LearnedKey(env.Tenant, env.AgentID, e.Content)
+		key := learnedKey(env.Tenant, env.AgentID, e.Content)
 		_, err := kvcas.UpdateKV(ctx, w.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
 			p := LearnedProvenance{Category: e.Category, Content: e.Content}
 			if exists {

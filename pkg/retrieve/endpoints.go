@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -179,12 +178,13 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	}
 	// The session's running summary (SPEC B2), when it has one, then a digest of
 	// the messages after it; else a digest of the messages the state keeps.
-	text := s.summarize(st.Recent)
-	switch sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID); {
-	case err == nil:
-		text = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
-	case !errors.Is(err, session.ErrNotFound):
+	sum, err := s.storedSummary(ctx, tenant, st)
+	if err != nil {
 		return events.SessionSummaryReply{}, err
+	}
+	text := s.summarize(st.Recent)
+	if sum.LastEventID != "" {
+		text = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
 	}
 	return events.SessionSummaryReply{
 		SessionID:    req.SessionID,

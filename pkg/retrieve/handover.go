@@ -35,9 +35,14 @@ func (s *Service) loadHandover(ctx context.Context, tenant string, req events.Co
 		return err
 	}
 	h := &events.Handover{AgentID: prev.AgentID, SessionID: prev.SessionID, StartedTS: st.FirstTS}
-	if h.Summary, err = s.sessionText(ctx, tenant, st); err != nil {
+	// The running summary, then a digest of the messages after it: of a whole
+	// session without one, the sentences with the names, numbers, identifiers,
+	// decisions and errors the next agent continues from.
+	sum, err := s.storedSummary(ctx, tenant, st)
+	if err != nil {
 		return err
 	}
+	h.Summary = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
 	items, err := s.deps.Memories.ListItems(ctx, tenant, events.ItemScopeRequest{UserID: req.UserID, Scope: events.ScopeSession, SessionID: prev.SessionID, Limit: s.cfg.ItemsLimit})
 	if err != nil {
 		return err
@@ -57,18 +62,14 @@ func (s *Service) loadHandover(ctx context.Context, tenant string, req events.Co
 	return nil
 }
 
-// sessionText is a session's summary as session.summary and the hand-over give
-// it (SPEC B2): its running summary, when it has one, then a digest of the
-// messages after it; else a digest of the messages the state keeps.
-func (s *Service) sessionText(ctx context.Context, tenant string, st session.State) (string, error) {
+// storedSummary is the running summary of st's session (SPEC B2); the zero
+// Summary, which covers no message, when it has none.
+func (s *Service) storedSummary(ctx context.Context, tenant string, st session.State) (session.Summary, error) {
 	sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, st.UserID, st.SessionID)
-	switch {
-	case err == nil:
-		return s.summaryText(tenant, sum.Text, sum.After(st.Recent)), nil
-	case errors.Is(err, session.ErrNotFound):
-		return s.summarize(st.Recent), nil
+	if errors.Is(err, session.ErrNotFound) {
+		return session.Summary{}, nil
 	}
-	return "", err
+	return sum, err
 }
 
 // handoverEntries renders the hand-over: its summary, then each open item and
