@@ -193,11 +193,11 @@ func TestConsolidationKeepsScopesApart(t *testing.T) {
 	ctx := context.Background()
 	cl := apptest.Client(t, stack, "acme")
 	const fact = "The office closes at six on Fridays."
-	user, err := cl.Add(ctx, events.AddRequest{UserID: "carol", Text: fact, MemoryType: events.MemorySemantic})
+	user, err := cl.Add(ctx, events.AddRequest{UserID: "carol", Text: fact, MemoryType: events.MemoryEpisodic})
 	if err != nil || len(user.MemoryIDs) != 1 {
 		t.Fatalf("user add: %v %v", user, err)
 	}
-	shared, err := cl.Add(ctx, events.AddRequest{UserID: "carol", Scope: events.MemoryScopeTenant, Text: fact, MemoryType: events.MemorySemantic})
+	shared, err := cl.Add(ctx, events.AddRequest{UserID: "carol", Scope: events.MemoryScopeTenant, Text: fact, MemoryType: events.MemoryEpisodic})
 	if err != nil || len(shared.MemoryIDs) != 1 {
 		t.Fatalf("tenant add of the same fact: %v %v", shared, err)
 	}
@@ -205,7 +205,7 @@ func TestConsolidationKeepsScopesApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	apptest.WaitIdle(t, stack)
-	found, err := cl.Search(ctx, events.SearchRequest{UserID: "carol", Query: "when does the office close on Fridays", MemoryTypes: []events.MemoryType{events.MemorySemantic}})
+	found, err := cl.Search(ctx, events.SearchRequest{UserID: "carol", Query: "when does the office close on Fridays", MemoryTypes: []events.MemoryType{events.MemoryEpisodic}})
 	if err != nil {
 		t.Fatal(err)
 	}
