@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -172,6 +173,15 @@ func TestScopesThroughTheStack(t *testing.T) {
 		!holds(byScope[events.MemoryScopeTenant], "ninety days") || holds(byScope[events.MemoryScopeUser], "red folder") ||
 		holds(byScope[events.MemoryScopeAgent], "legacy parser") {
 		t.Errorf("alice's search through agent-a by scope: %q", byScope)
+	}
+
+	// A tenant export holds the shared scopes, under their owner ids.
+	info, err := admin.Export(ctx, events.ExportRequest{Part: events.ExportInfo})
+	must("export info", err)
+	for _, owner := range []string{"alice", "bob", events.AgentOwner("agent-a"), events.AgentOwner("agent-b"), events.TenantOwner} {
+		if !slices.Contains(info.Users, owner) {
+			t.Errorf("export lists %q, not %s", info.Users, owner)
+		}
 	}
 
 	// Forgetting alice erases her memory, not what she shares with others.
