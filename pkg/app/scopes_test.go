@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app/apptest"
+	"github.com/agentmem/agentmem/pkg/bus/bustest"
 	"github.com/agentmem/agentmem/pkg/client"
 	"github.com/agentmem/agentmem/pkg/natsauth"
 )
@@ -297,4 +300,48 @@ func TestConcurrentAgentsLoseNothing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The inspector lists the shared scopes beside the users, labelled, and its
+// context page shows an agent's and the tenant's entries in sections of their
+// own and every search result's scope.
+func TestInspectorShowsScopes(t *testing.T) {
+	addr := bustest.FreeAddr(t)
+	stack, _ := apptest.Up(t, "AGENTMEM_HTTP_LISTEN="+addr, "AGENTMEM_HTTP_UI=true")
+	ctx := context.Background()
+	cl := apptest.Client(t, stack, "acme")
+	for _, req := range []events.AppendRequest{
+		{UserID: "u1", Content: "U1 files invoices by quarter."},
+		{Scope: events.MemoryScopeAgent, AgentID: "billing", Content: "Billing exports invoices as UTF-8 CSV."},
+		{Scope: events.MemoryScopeTenant, Content: "Invoices are archived after ninety days."},
+	} {
+		if _, err := cl.Append(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	page := get("/ui/t/acme/")
+	for _, want := range []string{">__agent_billing</a> <small class=\"scope\">(agent scope)</small>", ">__tenant</a> <small class=\"scope\">(tenant scope)</small>", ">u1</a><"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("tenant page lacks %q:\n%s", want, page)
+		}
+	}
+	page = get("/ui/t/acme/u/u1/search?q=invoices&agent=billing")
+	for _, want := range []string{"agent scope <small>", "tenant scope <small>", `<td class="scope">agent</td>`, `<td class="scope">tenant</td>`, `<td class="scope">user</td>`, "UTF-8 CSV", "ninety days"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("context page lacks %q:\n%s", want, page)
+		}
+	}
 }
