@@ -602,11 +602,11 @@ type searchData struct {
 	// include; "" for the user's memory and the tenant's only.
 	Agent    string
 	Sections []section
-	Empty       []string
-	Total       int
-	Prompt      string
-	Results     []events.SearchResult
-	Err         string
+	Empty    []string
+	Total    int
+	Prompt   string
+	Results  []events.SearchResult
+	Err      string
 }
 
 // tokens is the retriever's own estimate: a token per four characters.
