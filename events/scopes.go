@@ -112,12 +112,18 @@ func ReadOwners(userID, agentID string) []string {
 }
 
 // validateScoped checks the scope fields of a write request (append, add,
-// item.save): for the user scope a user id that is not reserved; for the agent
-// scope an agent id; user_id may then be empty, the caller's, or the scope's
-// own owner id (the request as the retriever records it, see Scoped).
+// item.save): for the user scope a user id; for the agent scope an agent id;
+// user_id may then be empty, the caller's, or the scope's own owner id (the
+// request as the retriever records it, see Scoped). A user-scope request
+// naming an owner id is refused at the retriever's door (every write endpoint
+// refuses one), not here: the stores hold a shared scope's memory under its
+// owner id and validate their requests with it.
 func validateScoped(scope MemoryScope, userID, agentID string) error {
+	if scope.Effective() == MemoryScopeUser {
+		return ValidateID("user_id", userID)
+	}
 	owner, err := ScopeOwner(scope, userID, agentID)
-	if err != nil || scope.Effective() == MemoryScopeUser || userID == "" || userID == owner {
+	if err != nil || userID == "" || userID == owner {
 		return err
 	}
 	return firstError(ValidateID("user_id", userID), notReserved("user_id", userID))

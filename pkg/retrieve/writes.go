@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -200,13 +201,15 @@ func scopedWrite[Req events.Scoped](s *Service, endpoint string) func(context.Co
 	}
 }
 
-// reservedUser refuses a write (or forget) whose user_id is an owner id of the
-// agent or tenant scope (events.IsReservedUserID): those are written only
-// through a scope field, which scopedWrite checks, so that update, delete or
-// item.update on an agent credential cannot reach the tenant scope. Reads may
-// name an owner id (the inspector browses the scopes that way).
+// reservedUser refuses a write of an agent endpoint whose user_id is an owner
+// id of the agent or tenant scope (events.IsReservedUserID): an agent writes
+// those only through a scope field, which scopedWrite checks, so that update
+// or item.update on an agent credential cannot reach the tenant scope. The
+// admin endpoints (delete, reset, forget, import, ...) may name an owner id:
+// that is how an admin corrects, erases, exports and imports a shared scope;
+// reads may too (the inspector browses the scopes that way).
 func reservedUser(endpoint string, data []byte) error {
-	if !events.IsWriteOp(endpoint) && endpoint != events.EndpointForget {
+	if !events.IsWriteOp(endpoint) || slices.Contains(events.AdminEndpoints, endpoint) {
 		return nil
 	}
 	var owner struct {
