@@ -86,14 +86,14 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 
 	var (
 		wg   sync.WaitGroup
-		errs [5]error
+		errs [6]error
 	)
 	if req.SessionID != "" {
 		wg.Go(func() { errs[0] = s.loadSession(ctx, tenant, req, terms, pol, &pack) })
 	}
 	if req.AgentID != "" {
 		// KV round trips too: beside the others.
-		wg.Go(func() { errs[4] = s.loadHandover(ctx, tenant, req, &pack) })
+		wg.Go(func() { errs[5] = s.loadHandover(ctx, tenant, req, &pack) })
 	}
 	recall := !req.Lightweight && len(terms) > 0
 	if recall && s.cfg.RemoteEmbedder {
