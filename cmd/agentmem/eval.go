@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/eval"
@@ -128,24 +130,9 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			logger, err := g.processLogger()
-			if err != nil {
-				return err
-			}
-			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
-			out, err := createOutput(prompts)
-			if err != nil {
-				return err
-			}
-			defer out.Close()
-			cfg.Prompts = out.Writer()
-			ctx, stop := app.SignalContext()
-			defer stop()
-			rep, err := eval.RunScenarios(ctx, cfg, scenarios, logger)
-			if err != nil {
-				return err
-			}
-			return printReport(cmd, asJSON, rep)
+			return runStackEval(cmd, g, asJSON, dataDir, prompts, func(ctx context.Context, cfg eval.ScenarioConfig, logger *zap.Logger) (report, error) {
+				return eval.RunScenarios(ctx, cfg, scenarios, logger)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "testdata/scenarios", "directory of scenario files")
@@ -184,24 +171,10 @@ references of one user found in another user's pack or in any agent or tenant sc
 always a private directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := g.processLogger()
-			if err != nil {
-				return err
-			}
-			cfg.ScenarioConfig = eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
-			out, err := createOutput(prompts)
-			if err != nil {
-				return err
-			}
-			defer out.Close()
-			cfg.Prompts = out.Writer()
-			ctx, stop := app.SignalContext()
-			defer stop()
-			rep, err := eval.RunFleet(ctx, cfg, logger)
-			if err != nil {
-				return err
-			}
-			return printReport(cmd, asJSON, rep)
+			return runStackEval(cmd, g, asJSON, dataDir, prompts, func(ctx context.Context, sc eval.ScenarioConfig, logger *zap.Logger) (report, error) {
+				cfg.ScenarioConfig = sc
+				return eval.RunFleet(ctx, cfg, logger)
+			})
 		},
 	}
 	cmd.Flags().IntVar(&cfg.Agents, "agents", eval.DefaultFleetAgents, "agents of the fleet, dealt to the tenants in turn (at least 2 a tenant)")
@@ -308,7 +281,34 @@ func loadLoCoMo(path, samples string) ([]eval.Conversation, error) {
 }
 
 // printReport prints an eval report as JSON or as its table.
-func printReport(cmd *cobra.Command, asJSON bool, rep interface{ WriteTable(io.Writer) error }) error {
+// report is what an evaluation prints: a table, or itself as JSON.
+type report interface{ WriteTable(io.Writer) error }
+
+// runStackEval runs an evaluation on a private stack (eval.ScenarioConfig: the
+// configuration's models, the data under dataDir, every prompt to the file
+// prompts) until the report or a signal, and prints the report.
+func runStackEval(cmd *cobra.Command, g *globalFlags, asJSON bool, dataDir, prompts string, run func(context.Context, eval.ScenarioConfig, *zap.Logger) (report, error)) error {
+	logger, err := g.processLogger()
+	if err != nil {
+		return err
+	}
+	cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+	out, err := createOutput(prompts)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cfg.Prompts = out.Writer()
+	ctx, stop := app.SignalContext()
+	defer stop()
+	rep, err := run(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	return printReport(cmd, asJSON, rep)
+}
+
+func printReport(cmd *cobra.Command, asJSON bool, rep report) error {
 	if asJSON {
 		return printJSON(cmd.OutOrStdout(), rep)
 	}
