@@ -178,14 +178,10 @@ func scopedWrite[Req events.Scoped](s *Service, endpoint string) func(context.Co
 	return func(ctx context.Context, tenant string, req Req) (any, error) {
 		scope, userID, agentID := req.Target()
 		switch {
-		case tenantOnly && scope != events.MemoryScopeTenant && scope != "":
-			return nil, fmt.Errorf("%w: %w: %s writes scope tenant, not %s", events.ErrInvalidRequest, ErrScopeEndpoint, endpoint, scope)
-		case tenantOnly:
-			// A scope left out is the endpoint's.
-			scope = events.MemoryScopeTenant
-		default:
-			scope = scope.Effective()
+		case tenantOnly && scope != events.MemoryScopeTenant:
+			return nil, fmt.Errorf("%w: %w: %s writes scope tenant only; the request's scope is %q", events.ErrInvalidRequest, ErrScopeEndpoint, endpoint, scope)
 		}
+		scope = scope.Effective()
 		switch {
 		case scope == events.MemoryScopeTenant && !tenantOnly:
 			return nil, fmt.Errorf("%w: %w: scope tenant is written through %s, which takes an admin credential", events.ErrInvalidRequest, ErrScopeEndpoint, events.ScopedEndpoint(op, scope))
