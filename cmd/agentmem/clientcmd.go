@@ -342,9 +342,17 @@ func writeSearchTable(out io.Writer, reply events.SearchReply) error {
 // scopeFlags are the --scope and --agent flags of the write commands.
 type scopeFlags struct{ scope, agent string }
 
-func (s *scopeFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&s.scope, "scope", "user", "user | agent | tenant: whose memory (tenant takes an admin credential)")
-	f.StringVar(&s.agent, "agent", "", "agent id whose agent scope --scope agent writes (required for it)")
+// with returns c taking the scope flags: --user is then needed for the user
+// scope only.
+func (s *scopeFlags) with(c clientCommand) clientCommand {
+	own := c.flags
+	c.flags = func(f *pflag.FlagSet) {
+		own(f)
+		f.StringVar(&s.scope, "scope", "user", "user | agent | tenant: whose memory (tenant takes an admin credential)")
+		f.StringVar(&s.agent, "agent", "", "agent id whose agent scope --scope agent writes (required for it)")
+	}
+	c.userOptional, c.check = true, s.check
+	return c
 }
 
 // check vets the flags with the command's ids: --user for the user scope,
@@ -367,14 +375,13 @@ func appendCmd() clientCommand {
 		content, slot string
 		sf            scopeFlags
 	)
-	return clientCommand{
+	return sf.with(clientCommand{
 		use: "append", short: "Append to MEMORY.md (long_term) or to today's daily note (today) of a user, an agent (--scope agent --agent A) or the tenant",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&content, "content", "", "what to remember (required)")
 			f.StringVar(&slot, "slot", "long_term", "long_term | today")
-			sf.register(f)
 		},
-		required: []string{"content"}, userOptional: true, check: sf.check,
+		required: []string{"content"},
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
 			rep, err := cl.Append(ctx, events.AppendRequest{UserID: id.user, Content: content, Slot: events.Slot(slot), Scope: events.MemoryScope(sf.scope), AgentID: sf.agent})
 			if err != nil {
@@ -383,7 +390,7 @@ func appendCmd() clientCommand {
 			_, err = fmt.Fprintf(out, "appended to %s\n", rep.File)
 			return err
 		},
-	}
+	})
 }
 
 func addCmd() clientCommand {
@@ -391,14 +398,13 @@ func addCmd() clientCommand {
 		text, memoryType string
 		sf               scopeFlags
 	)
-	return clientCommand{
+	return sf.with(clientCommand{
 		use: "add", short: "Add a memory through the write decision, to a user, an agent (--scope agent --agent A) or the tenant; prints the new ids",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&text, "text", "", "the memory (required)")
 			f.StringVar(&memoryType, "type", "episodic", "episodic | semantic")
-			sf.register(f)
 		},
-		required: []string{"text"}, userOptional: true, check: sf.check,
+		required: []string{"text"},
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
 			rep, err := cl.Add(ctx, events.AddRequest{UserID: id.user, Text: text, MemoryType: events.MemoryType(memoryType), Scope: events.MemoryScope(sf.scope), AgentID: sf.agent})
 			if err != nil {
@@ -411,7 +417,7 @@ func addCmd() clientCommand {
 			_, err = fmt.Fprintln(out, strings.Join(rep.MemoryIDs, "\n"))
 			return err
 		},
-	}
+	})
 }
 
 func topicCmd() clientCommand {

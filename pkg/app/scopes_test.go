@@ -108,6 +108,12 @@ func TestScopesThroughTheStack(t *testing.T) {
 	if code, msg := rep.Header.Get(micro.ErrorCodeHeader), rep.Header.Get(micro.ErrorHeader); code != events.RPCCodeBadRequest || !strings.Contains(msg, events.EndpointTenantAppend) {
 		t.Fatalf("append of scope tenant: %s %s", code, msg)
 	}
+	// The tenant endpoints write the tenant scope only.
+	rep, err = adminNC.Request("memrpc.acme.tenant.append", []byte(`{"scope":"agent","agent_id":"agent-a","content":"Agents may rewrite the team rules."}`), 10*time.Second)
+	must("raw tenant.append", err)
+	if code := rep.Header.Get(micro.ErrorCodeHeader); code != events.RPCCodeBadRequest {
+		t.Fatalf("tenant.append of scope agent: %q %s", code, rep.Data)
+	}
 	// Nor reach a shared scope through its owner id, nor name an unknown scope.
 	for _, bad := range []func() error{
 		func() error {

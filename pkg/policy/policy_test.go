@@ -208,3 +208,17 @@ func asMap(t fataler, v any) map[string]any {
 	}
 	return m
 }
+
+// The memory scopes' shares leave the user's memory at least the rest of a
+// context pack's budget.
+func TestPackSharesAtMostTheWholeBudget(t *testing.T) {
+	p := Defaults()
+	p.PackAgentPercent, p.PackTenantPercent = 60, 40
+	if err := p.Validate(); err != nil {
+		t.Fatalf("60 + 40: %v", err)
+	}
+	p.PackTenantPercent = 41
+	if err := p.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pack_tenant_percent") {
+		t.Fatalf("60 + 41: %v", err)
+	}
+}

@@ -105,11 +105,13 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 		errs[2] = s.recall(ctx, tenant, req, &pack)
 	}
 	errs[3] = s.loadItems(ctx, tenant, req, &pack)
-	errs[4] = s.loadScopes(ctx, tenant, req, terms, pol, &pack)
+	var scopesDegraded []string
+	errs[4] = s.loadScopes(ctx, tenant, req, terms, pol, &pack, &scopesDegraded)
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
 		return events.ContextPack{}, fmt.Errorf("context pack: %w", err)
 	}
+	pack.Degraded = addDegraded(pack.Degraded, scopesDegraded)
 
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {

@@ -181,9 +181,9 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 		{events.EndpointExport, events.ExportRequest{UserID: user, Part: events.ExportSessions}, whole},
 		{events.EndpointImport, events.ImportRequest{UserID: user, Files: []events.FileChunk{{Name: "user_prefs.md", Data: []byte("- tea")}}}, whole},
 		{events.EndpointForget, events.ForgetRequest{UserID: user}, whole},
-		{events.EndpointTenantAppend, events.AppendRequest{Content: "small"}, whole},
-		{events.EndpointTenantAdd, events.AddRequest{Text: "Remember: the team uses tea."}, whole},
-		{events.EndpointTenantItemSave, events.ItemRequest{Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemNote, Key: "t", Content: "small", Confidence: 1}}, whole},
+		{events.EndpointTenantAppend, events.AppendRequest{Scope: events.MemoryScopeTenant, Content: "small"}, whole},
+		{events.EndpointTenantAdd, events.AddRequest{Scope: events.MemoryScopeTenant, Text: "Remember: the team uses tea."}, whole},
+		{events.EndpointTenantItemSave, events.ItemRequest{Scope: events.MemoryScopeTenant, Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemNote, Key: "t", Content: "small", Confidence: 1}}, whole},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

@@ -14,9 +14,11 @@ import (
 )
 
 // loadScopes fills agent_items (the request agent's agent scope) and
-// tenant_items (the tenant scope) of a context pack; a scope whose share of
-// the budget (pol.PackAgentPercent, PackTenantPercent) is 0 is not read.
-func (s *Service) loadScopes(ctx context.Context, tenant string, req events.ContextRequest, terms []string, pol policy.Policy, pack *events.ContextPack) error {
+// tenant_items (the tenant scope) of a context pack, and adds to degraded what
+// their recall did without (the caller merges it into the pack once the
+// user's recall, which may run beside, is done); a scope whose share of the
+// budget (pol.PackAgentPercent, PackTenantPercent) is 0 is not read.
+func (s *Service) loadScopes(ctx context.Context, tenant string, req events.ContextRequest, terms []string, pol policy.Policy, pack *events.ContextPack, degraded *[]string) error {
 	for _, owner := range events.ReadOwners(req.UserID, req.AgentID)[1:] {
 		scope := events.OwnerScope(owner)
 		list, percent := &pack.TenantItems, pol.PackTenantPercent
@@ -26,11 +28,12 @@ func (s *Service) loadScopes(ctx context.Context, tenant string, req events.Cont
 		if percent == 0 {
 			continue
 		}
-		items, degraded, err := s.scopeItems(ctx, tenant, owner, req, terms, pol)
+		items, more, err := s.scopeItems(ctx, tenant, owner, req, terms, pol)
 		if err != nil {
 			return fmt.Errorf("%s scope: %w", scope, err)
 		}
-		*list, pack.Degraded = items, addDegraded(pack.Degraded, degraded)
+		*list = items
+		*degraded = addDegraded(*degraded, more)
 	}
 	return nil
 }

@@ -177,14 +177,13 @@ func scopedWrite[Req events.Scoped](s *Service, endpoint string) func(context.Co
 	}
 	return func(ctx context.Context, tenant string, req Req) (any, error) {
 		scope, userID, agentID := req.Target()
+		switch {
+		case tenantOnly && scope != events.MemoryScopeTenant:
+			return nil, fmt.Errorf("%w: %w: %s writes scope tenant only; the request's scope is %q", events.ErrInvalidRequest, ErrScopeEndpoint, endpoint, scope)
+		}
 		scope = scope.Effective()
 		switch {
-		case tenantOnly && scope != events.MemoryScopeTenant && scope != events.MemoryScopeUser:
-			return nil, fmt.Errorf("%w: %w: %s writes scope tenant, not %s", events.ErrInvalidRequest, ErrScopeEndpoint, endpoint, scope)
-		case tenantOnly:
-			// Scope left out (user, the default) is the endpoint's scope.
-			scope = events.MemoryScopeTenant
-		case scope == events.MemoryScopeTenant:
+		case scope == events.MemoryScopeTenant && !tenantOnly:
 			return nil, fmt.Errorf("%w: %w: scope tenant is written through %s, which takes an admin credential", events.ErrInvalidRequest, ErrScopeEndpoint, events.ScopedEndpoint(op, scope))
 		case op == events.EndpointItemUpdate && scope != events.MemoryScopeUser:
 			return nil, fmt.Errorf("%w: %w: %s changes the user scope only, not %s", events.ErrInvalidRequest, ErrScopeEndpoint, op, scope)
