@@ -103,6 +103,11 @@ func (e Envelope) validate() error {
 		if err := ValidateID("session_id", e.SessionID); err != nil {
 			return fmt.Errorf("%w (required for type %s)", err, e.Type)
 		}
+		// A session is a user's: an owner id of the agent or tenant scope
+		// there would let a conversation write into a shared scope.
+		if err := notReserved("user_id", e.UserID); err != nil {
+			return err
+		}
 	} else if err := optionalID("session_id", e.SessionID); err != nil {
 		return err
 	}

@@ -193,9 +193,10 @@ func genEnvelopeOf(typ Type) *rapid.Generator[Envelope] {
 			SchemaVersion: SchemaVersion,
 			TS:            genTime().Draw(t, "ts"),
 			Tenant:        genID().Draw(t, "tenant"),
-			UserID:        genID().Draw(t, "user_id"),
-			AgentID:       genOptionalID().Draw(t, "agent_id"),
-			SessionID:     genOptionalID().Draw(t, "session_id"),
+			// A user's id: owner ids of the shared scopes have no sessions.
+			UserID:    genID().Filter(func(id string) bool { return !IsReservedUserID(id) }).Draw(t, "user_id"),
+			AgentID:   genOptionalID().Draw(t, "agent_id"),
+			SessionID: genOptionalID().Draw(t, "session_id"),
 		}
 		switch typ {
 		case TypeObservation:

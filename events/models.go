@@ -350,19 +350,29 @@ type PackItem struct {
 	Context []string   `json:"context,omitempty"`
 	Score   float64    `json:"score,omitempty"`
 	Source  Provenance `json:"source"`
+	// Scope is the memory scope the item comes from.
+	Scope MemoryScope `json:"scope"`
 }
 
-func (it *PackItem) validate(path string, want PackItemKind) error {
-	if it.Kind != want {
+// validate checks the item of a list of kind want (any kind when "") and of
+// memory scope scope (the user's lists may leave it out).
+func (it *PackItem) validate(path string, want PackItemKind, scope MemoryScope) error {
+	if want != "" && it.Kind != want {
 		return ruleError(field(path, "kind"), "is %q; items of this list are %q", it.Kind, want)
 	}
-	if want == PackKindEpisodic || want == PackKindSemantic {
+	if !oneOf(it.Kind, PackItemKinds) {
+		return enumError(field(path, "kind"), it.Kind, PackItemKinds)
+	}
+	if it.Kind == PackKindEpisodic || it.Kind == PackKindSemantic {
 		if err := ValidateID(field(path, "id"), it.ID); err != nil {
 			return err
 		}
 	}
 	if it.Text == "" {
 		return ruleError(field(path, "text"), "is required")
+	}
+	if it.Scope != scope && (scope != MemoryScopeUser || it.Scope != "") {
+		return ruleError(field(path, "scope"), "is %q; items of this list are of scope %q", it.Scope, scope)
 	}
 	if err := finite(field(path, "score"), it.Score); err != nil {
 		return err
@@ -383,6 +393,8 @@ type PackCounts struct {
 	DailyNotes    int `json:"daily_notes"`
 	RecentEvents  int `json:"recent_events"`
 	RecentTurns   int `json:"recent_turns"`
+	AgentItems    int `json:"agent_items"`
+	TenantItems   int `json:"tenant_items"`
 	Total         int `json:"total"`
 }
 
@@ -407,6 +419,40 @@ type SummarySource struct {
 // retriever digests at request time.
 const SummaryByDigest = "digest"
 
+// Handover is the user's previous session as the next agent needs it, when
+// another agent held it: who held it, its summary (the running summary and a
+// digest of the messages after it, as session.summary gives it) and what it
+// left open: its session items and the turns that did not finish ok.
+type Handover struct {
+	AgentID   string       `json:"agent_id"`
+	SessionID string       `json:"session_id"`
+	StartedTS time.Time    `json:"started_ts,omitzero"`
+	Summary   string       `json:"summary,omitempty"`
+	OpenItems []MemoryItem `json:"open_items,omitempty"`
+	OpenTurns []TurnRecord `json:"open_turns,omitempty"`
+}
+
+func (h *Handover) validate() error {
+	if err := validateIDs("handover.agent_id", h.AgentID, "handover.session_id", h.SessionID); err != nil {
+		return err
+	}
+	for i := range h.OpenItems {
+		path := indexed("handover.open_items", i)
+		if h.OpenItems[i].Scope != ScopeSession || h.OpenItems[i].SessionID != h.SessionID {
+			return ruleError(path, "is of scope %q, session %q; open items are session items of session %q", h.OpenItems[i].Scope, h.OpenItems[i].SessionID, h.SessionID)
+		}
+		if err := h.OpenItems[i].validate(path); err != nil {
+			return err
+		}
+	}
+	for i := range h.OpenTurns {
+		if err := h.OpenTurns[i].validate(indexed("handover.open_turns", i), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ContextPack is what an agent should know right now (SPEC D1, D5); it is also the
 // reply of the context endpoint. Prompt is the rendered text for a system prompt.
 type ContextPack struct {
@@ -424,6 +470,12 @@ type ContextPack struct {
 	Topics        []PackItem   `json:"topics,omitempty"`
 	Chunks        []PackItem   `json:"chunks,omitempty"`
 	DailyNotes    []PackItem   `json:"daily_notes,omitempty"`
+	// AgentItems are the request agent's agent-scope memories found for the
+	// query (or, without one, the head of its MEMORY.md and its items), best
+	// first; TenantItems the tenant scope's, the same way. The user's memory is
+	// every list above.
+	AgentItems  []PackItem `json:"agent_items,omitempty"`
+	TenantItems []PackItem `json:"tenant_items,omitempty"`
 
 	RecentEvents   []EventRecord `json:"recent_events,omitempty"`
 	RecentTurns    []TurnRecord  `json:"recent_turns,omitempty"`
@@ -431,6 +483,9 @@ type ContextPack struct {
 	// SessionSummarySource is the provenance of SessionSummary: the range of the
 	// session's messages it stands for, none of which is in RecentEvents (SPEC B2).
 	SessionSummarySource *SummarySource `json:"session_summary_source,omitempty"`
+	// Handover is what the user's previous session left, when another agent than
+	// the requesting one (the request's agent_id) held it.
+	Handover *Handover `json:"handover,omitempty"`
 
 	Counts        PackCounts `json:"counts"`
 	TokenEstimate int        `json:"token_estimate"`
@@ -480,12 +535,14 @@ func (p *ContextPack) count() PackCounts {
 		DailyNotes:    len(p.DailyNotes),
 		RecentEvents:  len(p.RecentEvents),
 		RecentTurns:   len(p.RecentTurns),
+		AgentItems:    len(p.AgentItems),
+		TenantItems:   len(p.TenantItems),
 	}
 	if p.Core != nil {
 		c.Core = 1
 	}
 	c.Total = c.Persona + c.UserProfile + c.SessionItems + c.EpisodicItems + c.SemanticItems +
-		c.Core + c.Topics + c.Chunks + c.DailyNotes + c.RecentEvents + c.RecentTurns
+		c.Core + c.Topics + c.Chunks + c.DailyNotes + c.RecentEvents + c.RecentTurns + c.AgentItems + c.TenantItems
 	return c
 }
 
@@ -526,22 +583,30 @@ func (p *ContextPack) validate() error {
 		name  string
 		items []PackItem
 		kind  PackItemKind
+		scope MemoryScope
 	}{
-		{"episodic_items", p.EpisodicItems, PackKindEpisodic},
-		{"semantic_items", p.SemanticItems, PackKindSemantic},
-		{"topics", p.Topics, PackKindTopic},
-		{"chunks", p.Chunks, PackKindChunk},
-		{"daily_notes", p.DailyNotes, PackKindDailyNote},
+		{"episodic_items", p.EpisodicItems, PackKindEpisodic, MemoryScopeUser},
+		{"semantic_items", p.SemanticItems, PackKindSemantic, MemoryScopeUser},
+		{"topics", p.Topics, PackKindTopic, MemoryScopeUser},
+		{"chunks", p.Chunks, PackKindChunk, MemoryScopeUser},
+		{"daily_notes", p.DailyNotes, PackKindDailyNote, MemoryScopeUser},
+		{"agent_items", p.AgentItems, "", MemoryScopeAgent},
+		{"tenant_items", p.TenantItems, "", MemoryScopeTenant},
 	}
 	for _, l := range packLists {
 		for i := range l.items {
-			if err := l.items[i].validate(indexed(l.name, i), l.kind); err != nil {
+			if err := l.items[i].validate(indexed(l.name, i), l.kind, l.scope); err != nil {
 				return err
 			}
 		}
 	}
 	if p.Core != nil {
-		if err := p.Core.validate("core", PackKindCore); err != nil {
+		if err := p.Core.validate("core", PackKindCore, MemoryScopeUser); err != nil {
+			return err
+		}
+	}
+	if p.Handover != nil {
+		if err := p.Handover.validate(); err != nil {
 			return err
 		}
 	}

@@ -2,8 +2,9 @@ package events
 
 // AdminEndpoints are the endpoints only a tenant's admin credential may request
 // (contract v1.x, "Roles" in the README): they erase or rewrite a user's memory
-// wholesale, read the tenant's raw events or dead letters, move it in or out, or change what the
-// pipeline does. NATS permissions enforce it: an agent credential's publish allow
+// wholesale, read the tenant's raw events or dead letters, move it in or out, or
+// change what the pipeline does, or write the tenant scope every agent of the
+// tenant reads. NATS permissions enforce it: an agent credential's publish allow
 // list names every other endpoint and none of these, so the server refuses the
 // request before any service sees it.
 var AdminEndpoints = []string{
@@ -12,6 +13,7 @@ var AdminEndpoints = []string{
 	EndpointEventsList, EndpointEventsGet, EndpointEventsCount,
 	EndpointExport, EndpointImport, EndpointForget,
 	EndpointDLQList, EndpointDLQReplay,
+	EndpointTenantAppend, EndpointTenantAdd, EndpointTenantItemSave,
 }
 
 // AgentEndpoints are the endpoints an agent credential may request: Endpoints

@@ -81,9 +81,12 @@ const (
 // MemoryTypes lists every memory type.
 var MemoryTypes = []MemoryType{MemoryEpisodic, MemorySemantic, MemoryItemType, MemoryMarkdown}
 
-// SearchRequest searches a user's memories (endpoint search).
+// SearchRequest searches a user's memories (endpoint search), with the agent
+// scope of AgentID (when set) and the tenant scope: every result names its
+// scope.
 type SearchRequest struct {
 	UserID      string       `json:"user_id"`
+	AgentID     string       `json:"agent_id,omitempty"`
 	Query       string       `json:"query"`
 	Limit       int          `json:"limit,omitempty"`        // 0: the retriever's default
 	MemoryTypes []MemoryType `json:"memory_types,omitempty"` // empty: all
@@ -93,6 +96,7 @@ type SearchRequest struct {
 func (r SearchRequest) Validate() error {
 	err := firstError(
 		ValidateID("user_id", r.UserID),
+		optionalID("agent_id", r.AgentID),
 		required("query", r.Query),
 		limit("limit", r.Limit),
 	)
@@ -127,6 +131,8 @@ type SearchResult struct {
 	Score    float64        `json:"score"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 	Source   string         `json:"source,omitempty"` // Markdown file name, or the vector collection
+	// Scope is the memory scope the result was found in.
+	Scope MemoryScope `json:"scope"`
 }
 
 // Slot is where memory_append writes.
@@ -141,11 +147,15 @@ const (
 // Slots lists every slot.
 var Slots = []Slot{SlotLongTerm, SlotToday}
 
-// AppendRequest appends to the Markdown memory (endpoint append).
+// AppendRequest appends to the Markdown memory (endpoint append; the tenant
+// scope through tenant.append) of Scope: the user's (user_id), AgentID's
+// agent scope, or the tenant's.
 type AppendRequest struct {
-	UserID  string `json:"user_id"`
-	Content string `json:"content"`
-	Slot    Slot   `json:"slot,omitempty"` // empty: long_term
+	UserID  string      `json:"user_id,omitempty"` // required for scope user
+	Content string      `json:"content"`
+	Slot    Slot        `json:"slot,omitempty"`     // empty: long_term
+	Scope   MemoryScope `json:"scope,omitempty"`    // empty: user
+	AgentID string      `json:"agent_id,omitempty"` // required for scope agent
 }
 
 // AppendReply answers append: the file written, relative to the user's memory
@@ -165,7 +175,7 @@ func (r AppendRequest) EffectiveSlot() Slot {
 
 // Validate checks the request; errors wrap ErrInvalidRequest and name the field.
 func (r AppendRequest) Validate() error {
-	err := firstError(ValidateID("user_id", r.UserID), required("content", r.Content))
+	err := firstError(validateScoped(r.Scope, r.UserID, r.AgentID), required("content", r.Content))
 	if err == nil && !oneOf(r.EffectiveSlot(), Slots) {
 		err = enumError("slot", r.Slot, Slots)
 	}
@@ -296,9 +306,13 @@ type SessionRestoreReply struct {
 	Items     int    `json:"items"`
 }
 
-// AddRequest adds a memory through the write decision (endpoint add, mem0 style).
+// AddRequest adds a memory through the write decision (endpoint add, mem0
+// style; the tenant scope through tenant.add) to Scope's memory, as
+// AppendRequest.
 type AddRequest struct {
-	UserID     string         `json:"user_id"`
+	UserID     string         `json:"user_id,omitempty"` // required for scope user
+	Scope      MemoryScope    `json:"scope,omitempty"`   // empty: user
+	AgentID    string         `json:"agent_id,omitempty"`
 	Text       string         `json:"text"`
 	MemoryType MemoryType     `json:"memory_type,omitempty"` // empty: episodic
 	ChatID     string         `json:"chat_id,omitempty"`
@@ -320,7 +334,7 @@ var addableTypes = []MemoryType{MemoryEpisodic, MemorySemantic}
 
 // Validate checks the request; errors wrap ErrInvalidRequest and name the field.
 func (r AddRequest) Validate() error {
-	err := firstError(ValidateID("user_id", r.UserID), required("text", r.Text), optionalID("chat_id", r.ChatID))
+	err := firstError(validateScoped(r.Scope, r.UserID, r.AgentID), required("text", r.Text), optionalID("chat_id", r.ChatID))
 	if err == nil && !oneOf(r.EffectiveMemoryType(), addableTypes) {
 		err = enumError("memory_type", r.MemoryType, addableTypes)
 	}
@@ -454,16 +468,20 @@ type ConsolidateReply struct {
 	ExpiredSwept    int `json:"expired_swept"`
 }
 
-// ItemRequest saves or updates one memory item (endpoints item.save, item.update;
-// reply MemoryItem as stored).
+// ItemRequest saves or updates one memory item (endpoints item.save,
+// item.update; reply MemoryItem as stored). Scope is the memory scope item.save
+// saves into, as AppendRequest (the tenant scope through tenant.item.save);
+// item.update takes the user scope only.
 type ItemRequest struct {
-	UserID string     `json:"user_id"`
-	Item   MemoryItem `json:"item"`
+	UserID  string      `json:"user_id,omitempty"` // required for scope user
+	Item    MemoryItem  `json:"item"`
+	Scope   MemoryScope `json:"scope,omitempty"` // empty: user
+	AgentID string      `json:"agent_id,omitempty"`
 }
 
 // Validate checks the request; errors wrap ErrInvalidRequest and name the field.
 func (r ItemRequest) Validate() error {
-	err := ValidateID("user_id", r.UserID)
+	err := validateScoped(r.Scope, r.UserID, r.AgentID)
 	if err == nil {
 		err = r.Item.validate("item")
 	}

@@ -142,6 +142,9 @@ var mutations = []mutation{
 		e.SessionID = rapid.Map(genBadID(), func(s string) string { return "*" + s }).Draw(t, "bad")
 	}},
 	{"missing session", isType(TypeObservation, TypeSessionEnded, TypeSummaryDue), func(_ *rapid.T, e *Envelope) { e.SessionID = "" }},
+	{"scope owner in a session", isType(TypeObservation, TypeSessionEnded, TypeSummaryDue), func(t *rapid.T, e *Envelope) {
+		e.UserID = rapid.SampledFrom([]string{TenantOwner, AgentOwner("bot"), ReservedUserPrefix + "x"}).Draw(t, "owner")
+	}},
 	{"zero ts", anyType, func(_ *rapid.T, e *Envelope) { e.TS = time.Time{} }},
 	{"unknown type", anyType, func(_ *rapid.T, e *Envelope) { e.Type = "gossip" }},
 	{"schema version", anyType, func(t *rapid.T, e *Envelope) {

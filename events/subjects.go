@@ -54,6 +54,11 @@ const (
 	EndpointItemDelete      = "item.delete"
 	EndpointItemDeleteScope = "item.delete_scope"
 	EndpointItemSearch      = "item.search"
+	// The tenant scope's writes: append, add and item.save of scope tenant, on
+	// endpoints of their own so that NATS permissions keep them admin-only.
+	EndpointTenantAppend   = "tenant.append"
+	EndpointTenantAdd      = "tenant.add"
+	EndpointTenantItemSave = "tenant.item.save"
 )
 
 // Endpoints lists every retriever endpoint, in the order of the README.
@@ -62,6 +67,7 @@ var Endpoints = []string{
 	EndpointAdd, EndpointGet, EndpointUpdate, EndpointDelete, EndpointReset, EndpointHistory, EndpointConsolidate,
 	EndpointSessionSummary, EndpointSessionClear, EndpointSessionArchive, EndpointSessionRestore,
 	EndpointItemSave, EndpointItemGet, EndpointItemList, EndpointItemUpdate, EndpointItemDelete, EndpointItemDeleteScope, EndpointItemSearch,
+	EndpointTenantAppend, EndpointTenantAdd, EndpointTenantItemSave,
 	EndpointBackupsList, EndpointBackupsRestore, EndpointCompress,
 	EndpointPolicyShow, EndpointPolicySet, EndpointPolicyHistory, EndpointPolicyRollback,
 	EndpointEventsList, EndpointEventsGet, EndpointEventsCount,

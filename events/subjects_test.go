@@ -92,8 +92,8 @@ func TestSubjectExamples(t *testing.T) {
 	if _, err := RPCServiceSubject("session.*"); !errors.Is(err, ErrInvalidSubject) {
 		t.Fatalf("RPCServiceSubject with wildcard endpoint: %v", err)
 	}
-	if len(Endpoints) != 37 {
-		t.Fatalf("Endpoints has %d names, want 37", len(Endpoints))
+	if len(Endpoints) != 40 {
+		t.Fatalf("Endpoints has %d names, want 40", len(Endpoints))
 	}
 }
 

@@ -137,7 +137,10 @@ type clientCommand struct {
 	// args, if set, takes the positional arguments (none are accepted otherwise).
 	args func(args []string) error
 	// check, if set, vets the flags before connecting.
-	check func() error
+	check func(id ids) error
+	// userOptional leaves --user optional (a write to the agent or tenant
+	// scope names no user); check then requires it where it is needed.
+	userOptional bool
 	// call makes the call and prints its result to out.
 	call func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error
 }
@@ -157,7 +160,7 @@ func (c clientCommand) command(g *globalFlags) *cobra.Command {
 				}
 			}
 			if c.check != nil {
-				if err := c.check(); err != nil {
+				if err := c.check(id); err != nil {
 					return err
 				}
 			}
@@ -168,8 +171,13 @@ func (c clientCommand) command(g *globalFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&id.tenant, "tenant", "", "tenant id (required)")
-	f.StringVar(&id.user, "user", "", "user id (required)")
-	required := append([]string{"tenant", "user"}, c.required...)
+	required := append([]string{"tenant"}, c.required...)
+	if c.userOptional {
+		f.StringVar(&id.user, "user", "", "user id (required for --scope user)")
+	} else {
+		f.StringVar(&id.user, "user", "", "user id (required)")
+		required = append(required, "user")
+	}
 	if c.session != "" {
 		f.StringVar(&id.session, "session", "", c.session)
 		if c.sessionRequired {
@@ -187,7 +195,7 @@ func (c clientCommand) command(g *globalFlags) *cobra.Command {
 
 // clientCommands are the commands that make one call for a tenant's user.
 func clientCommands() []clientCommand {
-	return []clientCommand{observeCmd(), endCmd(), contextCmd(), searchCmd(), appendCmd(), topicCmd(), compressCmd()}
+	return []clientCommand{observeCmd(), endCmd(), contextCmd(), searchCmd(), appendCmd(), addCmd(), topicCmd(), compressCmd()}
 }
 
 func observeCmd() clientCommand {
@@ -205,7 +213,7 @@ func observeCmd() clientCommand {
 			f.StringArrayVar(&meta, "meta", nil, "key=value kept in the observation's meta (repeatable)")
 		},
 		required: []string{"text"},
-		check: func() error {
+		check: func(ids) error {
 			m = map[string]any{}
 			for _, kv := range meta {
 				k, v, ok := strings.Cut(kv, "=")
@@ -245,7 +253,7 @@ func printID(out io.Writer) func(id string, err error) error {
 
 func contextCmd() clientCommand {
 	var (
-		query               string
+		query, agent        string
 		asJSON, lightweight bool
 	)
 	return clientCommand{
@@ -255,9 +263,11 @@ func contextCmd() clientCommand {
 			f.StringVar(&query, "query", "", "what the agent is about to do")
 			f.BoolVar(&asJSON, "json", false, "print the whole pack as JSON instead of its prompt")
 			f.BoolVar(&lightweight, "lightweight", false, "core memory and session only, no search")
+			f.StringVar(&agent, "agent", "", "agent id whose agent scope the pack includes (default agentmem-cli's)")
 		},
+		check: func(ids) error { return checkID("agent", agent) },
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
-			pack, err := cl.Context(ctx, events.ContextRequest{UserID: id.user, SessionID: id.session, Query: query, Lightweight: lightweight})
+			pack, err := cl.Context(ctx, events.ContextRequest{UserID: id.user, AgentID: agent, SessionID: id.session, Query: query, Lightweight: lightweight})
 			if err != nil {
 				return err
 			}
@@ -272,10 +282,10 @@ func contextCmd() clientCommand {
 
 func searchCmd() clientCommand {
 	var (
-		query  string
-		limit  int
-		types  []string
-		asJSON bool
+		query, agent string
+		limit        int
+		types        []string
+		asJSON       bool
 	)
 	return clientCommand{
 		use: "search", short: "Search memories (Markdown chunks, episodic and semantic): a table, or JSON with --json",
@@ -284,10 +294,12 @@ func searchCmd() clientCommand {
 			f.IntVar(&limit, "limit", 10, "at most this many results")
 			f.StringSliceVar(&types, "types", nil, "memory types: markdown, episodic, semantic, item (default all)")
 			f.BoolVar(&asJSON, "json", false, "print the whole reply as JSON (text unclipped, metadata included)")
+			f.StringVar(&agent, "agent", "", "agent id whose agent scope is searched too (default agentmem-cli's)")
 		},
 		required: []string{"query"},
+		check:    func(ids) error { return checkID("agent", agent) },
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
-			req := events.SearchRequest{UserID: id.user, Query: query, Limit: limit}
+			req := events.SearchRequest{UserID: id.user, AgentID: agent, Query: query, Limit: limit}
 			for _, t := range types {
 				req.MemoryTypes = append(req.MemoryTypes, events.MemoryType(t))
 			}
@@ -311,9 +323,9 @@ func writeSearchTable(out io.Writer, reply events.SearchReply) error {
 		return err
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SCORE\tTYPE\tID\tSOURCE\tTEXT")
+	fmt.Fprintln(w, "SCORE\tSCOPE\tTYPE\tID\tSOURCE\tTEXT")
 	for _, r := range reply.Results {
-		fmt.Fprintf(w, "%.3f\t%s\t%s\t%s\t%s\n", r.Score, r.MemoryType, or(r.ID, "-"), or(r.Source, "-"), clip(r.Text, 80))
+		fmt.Fprintf(w, "%.3f\t%s\t%s\t%s\t%s\t%s\n", r.Score, or(string(r.Scope), "-"), r.MemoryType, or(r.ID, "-"), or(r.Source, "-"), clip(r.Text, 80))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -328,24 +340,85 @@ func writeSearchTable(out io.Writer, reply events.SearchReply) error {
 	return err
 }
 
+// scopeFlags are the --scope and --agent flags of the write commands.
+type scopeFlags struct{ scope, agent string }
+
+// with returns c taking the scope flags: --user is then needed for the user
+// scope only.
+func (s *scopeFlags) with(c clientCommand) clientCommand {
+	own := c.flags
+	c.flags = func(f *pflag.FlagSet) {
+		own(f)
+		f.StringVar(&s.scope, "scope", "user", "user | agent | tenant: whose memory (tenant takes an admin credential)")
+		f.StringVar(&s.agent, "agent", "", "agent id whose agent scope --scope agent writes (required for it)")
+	}
+	c.userOptional, c.check = true, s.check
+	return c
+}
+
+// check vets the flags with the command's ids: --user for the user scope,
+// --agent for the agent scope.
+func (s *scopeFlags) check(id ids) error {
+	scope := events.MemoryScope(s.scope)
+	switch {
+	case !slices.Contains(events.MemoryScopes, scope):
+		return fmt.Errorf("--scope %q: want one of user, agent, tenant", s.scope)
+	case scope == events.MemoryScopeUser && id.user == "":
+		return errors.New("--scope user needs --user")
+	case scope == events.MemoryScopeAgent && s.agent == "":
+		return errors.New("--scope agent needs --agent")
+	}
+	return checkID("agent", s.agent)
+}
+
 func appendCmd() clientCommand {
-	var content, slot string
-	return clientCommand{
-		use: "append", short: "Append to MEMORY.md (long_term) or to today's daily note (today)",
+	var (
+		content, slot string
+		sf            scopeFlags
+	)
+	return sf.with(clientCommand{
+		use: "append", short: "Append to MEMORY.md (long_term) or to today's daily note (today) of a user, an agent (--scope agent --agent A) or the tenant",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&content, "content", "", "what to remember (required)")
 			f.StringVar(&slot, "slot", "long_term", "long_term | today")
 		},
 		required: []string{"content"},
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
-			rep, err := cl.Append(ctx, events.AppendRequest{UserID: id.user, Content: content, Slot: events.Slot(slot)})
+			rep, err := cl.Append(ctx, events.AppendRequest{UserID: id.user, Content: content, Slot: events.Slot(slot), Scope: events.MemoryScope(sf.scope), AgentID: sf.agent})
 			if err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(out, "appended to %s\n", rep.File)
 			return err
 		},
-	}
+	})
+}
+
+func addCmd() clientCommand {
+	var (
+		text, memoryType string
+		sf               scopeFlags
+	)
+	return sf.with(clientCommand{
+		use: "add", short: "Add a memory through the write decision, to a user, an agent (--scope agent --agent A) or the tenant; prints the new ids",
+		flags: func(f *pflag.FlagSet) {
+			f.StringVar(&text, "text", "", "the memory (required)")
+			f.StringVar(&memoryType, "type", "episodic", "episodic | semantic")
+		},
+		required: []string{"text"},
+		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
+			rep, err := cl.Add(ctx, events.AddRequest{UserID: id.user, Text: text, MemoryType: events.MemoryType(memoryType), Scope: events.MemoryScope(sf.scope), AgentID: sf.agent})
+			if err != nil {
+				return err
+			}
+			if len(rep.MemoryIDs) == 0 {
+				_, err = fmt.Fprintln(out, "not added: the write decision declined it (trivial or already known)")
+				return err
+			}
+			_, err = fmt.Fprintln(out, strings.Join(rep.MemoryIDs, "\n"))
+			return err
+		},
+	})
 }
 
 func topicCmd() clientCommand {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/eval"
@@ -20,7 +22,7 @@ func newEvalCmd(g *globalFlags) *cobra.Command {
 		Use:   "eval",
 		Short: "Evaluate agentmem's retrieval on benchmark data",
 	}
-	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g), newEvalCompressCmd(g))
+	cmd.AddCommand(newEvalLoCoMoCmd(g), newEvalScenariosCmd(g), newEvalCompressCmd(g), newEvalFleetCmd(g))
 	return cmd
 }
 
@@ -128,30 +130,61 @@ models; storage is always a private directory.`,
 			if err != nil {
 				return err
 			}
-			logger, err := g.processLogger()
-			if err != nil {
-				return err
-			}
-			cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
-			out, err := createOutput(prompts)
-			if err != nil {
-				return err
-			}
-			defer out.Close()
-			cfg.Prompts = out.Writer()
-			ctx, stop := app.SignalContext()
-			defer stop()
-			rep, err := eval.RunScenarios(ctx, cfg, scenarios, logger)
-			if err != nil {
-				return err
-			}
-			return printReport(cmd, asJSON, rep)
+			return runStackEval(cmd, g, asJSON, dataDir, prompts, func(ctx context.Context, cfg eval.ScenarioConfig, logger *zap.Logger) (report, error) {
+				return eval.RunScenarios(ctx, cfg, scenarios, logger)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "testdata/scenarios", "directory of scenario files")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
 	cmd.Flags().StringVar(&prompts, "prompts", "", "write every query's prompt to this file")
+	return cmd
+}
+
+func newEvalFleetCmd(g *globalFlags) *cobra.Command {
+	var (
+		dataDir, prompts string
+		asJSON           bool
+		cfg              eval.FleetConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Hand-over recall and leaks of a synthetic fleet of agents serving many users",
+		Long: `fleet generates a fleet from --seed (agents and users dealt to the tenants in turn;
+each user has --sessions sessions, each held by another agent of its tenant than the
+one before, the first with the user's personal details: a name, a phone number, a
+customer reference; each with a task on an order and a session goal as its open item;
+an agent's first session has a tool error and the fix that worked; each tenant has
+facts) and runs it through an in-process agentmem with memory.agent_learning on: the
+facts are appended to the tenant scope, every session is published as the agent that
+held it and ended, the pipeline drains, and then for each user another agent of the
+tenant than the last asks for the user's context in a new session (a preview, at the
+retriever's default budget).
+
+handover_recall is the fraction of the last sessions' tasks and open items found in
+the packs' hand-over; agent_knowledge_recall of the asking agents' fixes learned with
+another user found in the agent scope of the pack; tenant_knowledge_recall of the
+tenant's facts found in the tenant scope of the pack; leaks counts the customer
+references of one user found in another user's pack or in any agent or tenant scope
+(must be 0). The configuration (--config, AGENTMEM_*) selects the models; storage is
+always a private directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStackEval(cmd, g, asJSON, dataDir, prompts, func(ctx context.Context, sc eval.ScenarioConfig, logger *zap.Logger) (report, error) {
+				cfg.ScenarioConfig = sc
+				return eval.RunFleet(ctx, cfg, logger)
+			})
+		},
+	}
+	cmd.Flags().IntVar(&cfg.Agents, "agents", eval.DefaultFleetAgents, "agents of the fleet, dealt to the tenants in turn (at least 2 a tenant)")
+	cmd.Flags().IntVar(&cfg.Users, "users", eval.DefaultFleetUsers, "users of the fleet, dealt to the tenants in turn")
+	cmd.Flags().IntVar(&cfg.Tenants, "tenants", eval.DefaultFleetTenants, "tenants of the fleet")
+	cmd.Flags().IntVar(&cfg.Sessions, "sessions", eval.DefaultFleetSessions, "sessions of each user (at least 2)")
+	cmd.Flags().Uint64Var(&cfg.Seed, "seed", eval.DefaultFleetSeed, "seed the fleet is generated from")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the run's memory here (default: a temporary directory, removed afterwards)")
+	cmd.Flags().StringVar(&prompts, "prompts", "", "write every pack's prompt to this file")
 	return cmd
 }
 
@@ -248,7 +281,34 @@ func loadLoCoMo(path, samples string) ([]eval.Conversation, error) {
 }
 
 // printReport prints an eval report as JSON or as its table.
-func printReport(cmd *cobra.Command, asJSON bool, rep interface{ WriteTable(io.Writer) error }) error {
+// report is what an evaluation prints: a table, or itself as JSON.
+type report interface{ WriteTable(io.Writer) error }
+
+// runStackEval runs an evaluation on a private stack (eval.ScenarioConfig: the
+// configuration's models, the data under dataDir, every prompt to the file
+// prompts) until the report or a signal, and prints the report.
+func runStackEval(cmd *cobra.Command, g *globalFlags, asJSON bool, dataDir, prompts string, run func(context.Context, eval.ScenarioConfig, *zap.Logger) (report, error)) error {
+	logger, err := g.processLogger()
+	if err != nil {
+		return err
+	}
+	cfg := eval.ScenarioConfig{ConfigFile: g.configFile(), Environ: os.Environ(), DataDir: dataDir, Progress: cmd.ErrOrStderr()}
+	out, err := createOutput(prompts)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cfg.Prompts = out.Writer()
+	ctx, stop := app.SignalContext()
+	defer stop()
+	rep, err := run(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	return printReport(cmd, asJSON, rep)
+}
+
+func printReport(cmd *cobra.Command, asJSON bool, rep report) error {
 	if asJSON {
 		return printJSON(cmd.OutOrStdout(), rep)
 	}

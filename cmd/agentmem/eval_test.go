@@ -62,3 +62,20 @@ func TestLoadLoCoMoOfficialFileAndSamples(t *testing.T) {
 		t.Errorf("eval locomo --samples conv-99 = %v\n%s", err, out)
 	}
 }
+
+// Issue 31: eval fleet takes its size from the flags and prints the four
+// figures as JSON; a fleet too small for a hand-over is refused, naming why.
+func TestEvalFleetCommand(t *testing.T) {
+	out, err := run(t, "eval", "fleet", "--agents", "4", "--users", "6", "--tenants", "2", "--sessions", "2", "--seed", "3", "--json", "--data-dir", t.TempDir())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{`"agents": 4`, `"users": 6`, `"seed": 3`, `"handover_recall": 1`, `"agent_knowledge_recall": 1`, `"tenant_knowledge_recall": 1`, `"leaks": 0`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if out, err := run(t, "eval", "fleet", "--agents", "3", "--tenants", "2"); err == nil || !strings.Contains(err.Error(), "Agents is 3") {
+		t.Fatalf("--agents 3 of 2 tenants: %v\n%s", err, out)
+	}
+}

@@ -146,6 +146,8 @@ func (rt *Runtime) extractorConfig() extract.WorkerConfig {
 		Consumer: bus.WorkerConsumer(bus.WorkerExtractor, rt.consumerDefaults()),
 		Router:   bus.RouterConfig{Gate: rt.gate()},
 		Limits:   rt.Config.Limits.Events(),
+		// Also with a model: agentLessons filters what either extracted.
+		AgentLearning: rt.Config.Memory.AgentLearning,
 	}
 	b := rt.modelBudget()
 	if b.timeout == 0 {

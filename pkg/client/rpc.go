@@ -17,16 +17,23 @@ func (c *Client) Context(ctx context.Context, req events.ContextRequest) (events
 	return request[events.ContextPack](ctx, c, events.EndpointContext, req)
 }
 
-// Search searches the user's memories, best first (memory_search, SPEC A10, C4).
+// Search searches the user's memories with the agent's and the tenant's, best
+// first (memory_search, SPEC A10, C4). An empty req.AgentID is the client's.
 func (c *Client) Search(ctx context.Context, req events.SearchRequest) (events.SearchReply, error) {
+	if req.AgentID == "" {
+		req.AgentID = c.cfg.AgentID
+	}
 	return request[events.SearchReply](ctx, c, events.EndpointSearch, req)
 }
 
-// Append appends to MEMORY.md or today's daily note (memory_append, SPEC A9).
-// A retriever that answers with an empty body (the contract allows it) gives a
-// reply holding only the slot.
+// Append appends to MEMORY.md or today's daily note (memory_append, SPEC A9)
+// of req.Scope's memory (scope agent without an agent id: the client's agent;
+// scope tenant is requested on tenant.append, which takes an admin
+// credential). A retriever that answers with an empty body (the contract
+// allows it) gives a reply holding only the slot.
 func (c *Client) Append(ctx context.Context, req events.AppendRequest) (events.AppendReply, error) {
-	data, err := c.roundTrip(ctx, events.EndpointAppend, req)
+	req.AgentID = c.scopeAgent(req.Scope, req.AgentID)
+	data, err := c.roundTrip(ctx, events.ScopedEndpoint(events.EndpointAppend, req.Scope), req)
 	if err != nil {
 		return events.AppendReply{}, err
 	}
@@ -65,10 +72,21 @@ func (c *Client) RestoreSession(ctx context.Context, archive events.SessionArchi
 	return request[events.SessionRestoreReply](ctx, c, events.EndpointSessionRestore, archive)
 }
 
-// Add adds a memory through the write decision; the reply's MemoryIDs is empty
-// when the decision declined (SPEC C2, C3).
+// Add adds a memory through the write decision to req.Scope's memory, as
+// Append; the reply's MemoryIDs is empty when the decision declined (SPEC C2,
+// C3).
 func (c *Client) Add(ctx context.Context, req events.AddRequest) (events.AddReply, error) {
-	return request[events.AddReply](ctx, c, events.EndpointAdd, req)
+	req.AgentID = c.scopeAgent(req.Scope, req.AgentID)
+	return request[events.AddReply](ctx, c, events.ScopedEndpoint(events.EndpointAdd, req.Scope), req)
+}
+
+// scopeAgent is the agent id of a write to scope: agentID, or the client's
+// for the agent scope.
+func (c *Client) scopeAgent(scope events.MemoryScope, agentID string) string {
+	if scope == events.MemoryScopeAgent && agentID == "" {
+		return c.cfg.AgentID
+	}
+	return agentID
 }
 
 // Get reads one memory (SPEC C2).
@@ -102,9 +120,10 @@ func (c *Client) Consolidate(ctx context.Context, req events.ConsolidateRequest)
 }
 
 // SaveItem saves a memory item, replacing one with the same (scope, kind, key)
-// (SPEC D4).
+// (SPEC D4), in req.Scope's memory, as Append.
 func (c *Client) SaveItem(ctx context.Context, req events.ItemRequest) (events.MemoryItem, error) {
-	return request[events.MemoryItem](ctx, c, events.EndpointItemSave, req)
+	req.AgentID = c.scopeAgent(req.Scope, req.AgentID)
+	return request[events.MemoryItem](ctx, c, events.ScopedEndpoint(events.EndpointItemSave, req.Scope), req)
 }
 
 // GetItem reads a memory item by (scope, kind, key); an expired item is not found

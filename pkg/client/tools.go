@@ -75,6 +75,7 @@ var tools = []tool{
 				"type": "string", "enum": events.Slots,
 				"description": "long_term (the default): the permanent memory, MEMORY.md. today: today's daily note, for what matters only for the next few days.",
 			},
+			"scope": ScopeParameter,
 		}, "content"),
 		run: runAppend,
 	},
@@ -209,12 +210,13 @@ func describeViolations(err error) string {
 // searchHit is what the model sees of a search result: the id, which the other
 // memory tools take, but not the metadata, which only costs it tokens.
 type searchHit struct {
-	ID         string            `json:"id"`
-	Text       string            `json:"text"`
-	Context    []string          `json:"context,omitempty"` // an episode's earlier messages, apart from its statement
-	MemoryType events.MemoryType `json:"memory_type"`
-	Score      float64           `json:"score"`
-	Source     string            `json:"source,omitempty"`
+	ID         string             `json:"id"`
+	Text       string             `json:"text"`
+	Context    []string           `json:"context,omitempty"` // an episode's earlier messages, apart from its statement
+	MemoryType events.MemoryType  `json:"memory_type"`
+	Score      float64            `json:"score"`
+	Source     string             `json:"source,omitempty"`
+	Scope      events.MemoryScope `json:"scope"`
 }
 
 func runSearch(ctx context.Context, c *Client, userID string, args []byte) (string, error) {
@@ -231,7 +233,7 @@ func runSearch(ctx context.Context, c *Client, userID string, args []byte) (stri
 	}
 	hits := make([]searchHit, 0, len(rep.Results))
 	for _, r := range rep.Results {
-		hits = append(hits, searchHit{ID: r.ID, Text: r.Text, Context: r.Context, MemoryType: r.MemoryType, Score: r.Score, Source: r.Source})
+		hits = append(hits, searchHit{ID: r.ID, Text: r.Text, Context: r.Context, MemoryType: r.MemoryType, Score: r.Score, Source: r.Source, Scope: r.Scope})
 	}
 	out, err := json.Marshal(map[string][]searchHit{"results": hits})
 	if err != nil {
@@ -240,22 +242,36 @@ func runSearch(ctx context.Context, c *Client, userID string, args []byte) (stri
 	return string(out), nil
 }
 
+// ScopeParameter is the scope argument of the write tools (memory_append,
+// memory_add): the agent is the client's (its configuration, never an
+// argument), the tenant scope takes an admin credential.
+var ScopeParameter = map[string]any{
+	"type": "string", "enum": events.MemoryScopes,
+	"description": "user (the default): this user's memory. agent: your own know-how for every user (a procedure, a tool's quirk, an error and its fix), never anything about this user. " +
+		"tenant: knowledge shared by every agent and user of the team (needs an admin credential).",
+}
+
 func runAppend(ctx context.Context, c *Client, userID string, args []byte) (string, error) {
 	var a struct {
-		Content string      `json:"content"`
-		Slot    events.Slot `json:"slot"`
+		Content string             `json:"content"`
+		Slot    events.Slot        `json:"slot"`
+		Scope   events.MemoryScope `json:"scope"`
 	}
 	if err := json.Unmarshal(args, &a); err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrInvalidArguments, ToolMemoryAppend, err)
 	}
-	rep, err := c.Append(ctx, events.AppendRequest{UserID: userID, Content: a.Content, Slot: a.Slot})
+	rep, err := c.Append(ctx, events.AppendRequest{UserID: userID, Content: a.Content, Slot: a.Slot, Scope: a.Scope})
 	if err != nil {
 		return "", err
 	}
-	if rep.Slot == events.SlotToday {
-		return "Saved to today's daily note.", nil
+	where := ""
+	if s := a.Scope.Effective(); s != events.MemoryScopeUser {
+		where = " of the " + string(s) + " scope"
 	}
-	return "Saved to long-term memory (MEMORY.md).", nil
+	if rep.Slot == events.SlotToday {
+		return "Saved to today's daily note" + where + ".", nil
+	}
+	return "Saved to long-term memory (MEMORY.md)" + where + ".", nil
 }
 
 func runReadTopic(ctx context.Context, c *Client, userID string, args []byte) (string, error) {

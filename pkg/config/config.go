@@ -58,6 +58,11 @@ type Memory struct {
 	// numbers, names, file names and identifiers a long-term compression may
 	// drop (B4); 0, the default, allows none.
 	CompressMaxTokenLoss int `koanf:"compress_max_token_loss"`
+	// AgentLearning lets the extractor promote a session's impersonal
+	// error→fix pairs and procedures to the scope of the agent that held it
+	// (issue 31); off by default: what an agent learns then reaches every
+	// user it serves.
+	AgentLearning bool `koanf:"agent_learning"`
 
 	policy.Policy `koanf:",squash"`
 }

@@ -59,6 +59,7 @@ func TestDefaults(t *testing.T) {
 		"memory.context_budget_tokens":      2000,
 		"memory.context_budget_percent":     0,
 		"memory.compress_max_token_loss":    0,
+		"memory.agent_learning":             false,
 		"nats.url":                          "nats://127.0.0.1:4222",
 		"nats.embedded.store_dir":           "/home/agent/.agentmem/nats",
 		"nats.stream.max_age":               time.Duration(0),

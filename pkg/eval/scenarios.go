@@ -367,21 +367,30 @@ func scenarioUsers(scenarios []Scenario) []string {
 func replayScenario(ctx context.Context, cl *client.Client, user, prefix string, s Scenario, base time.Time) error {
 	for si, sess := range s.Sessions {
 		sessionID := fmt.Sprintf("%ss%d", prefix, si+1)
-		ts := base.Add(time.Duration(si) * 24 * time.Hour)
-		for _, m := range sess {
-			ts = ts.Add(time.Minute)
-			env := events.New(events.TypeObservation, cl.Tenant(), user, agentID, sessionID)
-			env.TS = ts
-			env.Observation = &events.Observation{Kind: events.KindMessage, Role: events.Role(m.Role), Text: m.Text}
-			if err := cl.Publish(ctx, env); err != nil {
-				return fmt.Errorf("eval: %s: %w", s.ID, err)
-			}
+		if err := publishSession(ctx, cl, user, agentID, sessionID, sess, base.Add(time.Duration(si)*24*time.Hour)); err != nil {
+			return fmt.Errorf("eval: %s: %w", s.ID, err)
 		}
-		end := events.New(events.TypeSessionEnded, cl.Tenant(), user, agentID, sessionID)
-		end.TS = ts.Add(time.Minute)
-		if err := cl.Publish(ctx, end); err != nil {
-			return fmt.Errorf("eval: %s end of %s: %w", s.ID, sessionID, err)
+	}
+	return nil
+}
+
+// publishSession publishes msgs as the agent's observations of the session, a
+// minute apart after start, then session_ended a minute after the last.
+func publishSession(ctx context.Context, cl *client.Client, user, agent, sessionID string, msgs []ScenarioMessage, start time.Time) error {
+	ts := start
+	for _, m := range msgs {
+		ts = ts.Add(time.Minute)
+		env := events.New(events.TypeObservation, cl.Tenant(), user, agent, sessionID)
+		env.TS = ts
+		env.Observation = &events.Observation{Kind: events.KindMessage, Role: events.Role(m.Role), Text: m.Text}
+		if err := cl.Publish(ctx, env); err != nil {
+			return err
 		}
+	}
+	end := events.New(events.TypeSessionEnded, cl.Tenant(), user, agent, sessionID)
+	end.TS = ts.Add(time.Minute)
+	if err := cl.Publish(ctx, end); err != nil {
+		return fmt.Errorf("end of %s: %w", sessionID, err)
 	}
 	return nil
 }

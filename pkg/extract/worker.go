@@ -76,6 +76,10 @@ type WorkerConfig struct {
 	CallTimeout, CallBudget time.Duration
 	// Ingest names the ingest durable whose write decisions are reused.
 	Ingest IngestReuse
+	// AgentLearning (memory.agent_learning) promotes a session's impersonal
+	// error→fix pairs and procedures to the scope of the agent that held it
+	// (agentLessons), with their provenance in the state bucket.
+	AgentLearning bool
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -249,6 +253,8 @@ type extraction struct {
 	// ProcessedBy is ProcessedByRulesFallback when the rules extracted in the
 	// model's place: a later pass finds such sessions by it.
 	ProcessedBy string `json:"processed_by,omitempty"`
+	// Learned are the entries promoted to the agent's scope (AgentLearning).
+	Learned []storedEntry `json:"learned,omitempty"`
 }
 
 // held is what applying ex adds to its tenant's held quotas, at most: its
@@ -434,6 +440,9 @@ func (w *Worker) extract(ctx context.Context, key string, env events.Envelope, l
 			}
 			ex.Entries = append(ex.Entries, storedEntry{Time: stamp, Category: e.Category, Content: content})
 		}
+		if w.cfg.AgentLearning && env.AgentID != "" {
+			ex.Learned = agentLessons(ex.Entries, conv, env.UserID)
+		}
 	}
 	data, err := json.Marshal(ex)
 	if err != nil {
@@ -594,6 +603,9 @@ func (w *Worker) apply(ctx context.Context, env events.Envelope, ex *extraction,
 			return fmt.Errorf("extract: write entries of session %s: %w", env.SessionID, err)
 		}
 		log.Debug("entries appended", zap.Any("appended", res.Appended), zap.Int("skipped", res.Skipped), zap.Int("dropped", res.Dropped))
+	}
+	if err := w.learn(ctx, env, ex.Learned); err != nil {
+		return err
 	}
 	if len(ex.Facts) > 0 {
 		ids, err := w.upsertFacts(ctx, env, ex.Facts)

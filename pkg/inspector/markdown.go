@@ -1,6 +1,7 @@
 package inspector
 
 import (
+	"github.com/agentmem/agentmem/events"
 	"html/template"
 	"strconv"
 	"strings"
@@ -78,6 +79,14 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
-	"score":    func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
+	"score": func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) },
+	// scope names the shared memory scope an owner id in the user list holds
+	// (agent, tenant); "" for a user.
+	"scope": func(owner string) string {
+		if sc := events.OwnerScope(owner); sc != events.MemoryScopeUser {
+			return string(sc) + " scope"
+		}
+		return ""
+	},
 	"markdown": renderMarkdown,
 }

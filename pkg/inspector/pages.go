@@ -584,12 +584,15 @@ type section struct {
 
 type searchData struct {
 	Base, Query string
-	Sections    []section
-	Empty       []string
-	Total       int
-	Prompt      string
-	Results     []events.SearchResult
-	Err         string
+	// Agent is the agent id whose agent scope the pack and the search
+	// include; "" for the user's memory and the tenant's only.
+	Agent    string
+	Sections []section
+	Empty    []string
+	Total    int
+	Prompt   string
+	Results  []events.SearchResult
+	Err      string
 }
 
 // tokens is the retriever's own estimate: a token per four characters.
@@ -601,14 +604,18 @@ func (in *Inspector) search(w http.ResponseWriter, r *http.Request) {
 		in.fail(w, r, err)
 		return
 	}
-	d := searchData{Base: userURL(n), Query: r.URL.Query().Get("q")}
+	d := searchData{Base: userURL(n), Query: r.URL.Query().Get("q"), Agent: r.URL.Query().Get("agent")}
+	if err := events.ValidateID("agent", d.Agent); d.Agent != "" && err != nil {
+		in.fail(w, r, fmt.Errorf("%w: %w", errBadInput, err))
+		return
+	}
 	if d.Query != "" {
 		cl, err := in.client(n.Tenant)
 		if err != nil {
 			in.fail(w, r, err)
 			return
 		}
-		pack, err := cl.Context(r.Context(), events.ContextRequest{UserID: n.User, Query: d.Query, RecordHits: events.NoHits()})
+		pack, err := cl.Context(r.Context(), events.ContextRequest{UserID: n.User, AgentID: d.Agent, Query: d.Query, RecordHits: events.NoHits()})
 		if err != nil {
 			d.Err = err.Error()
 		} else {
@@ -622,7 +629,7 @@ func (in *Inspector) search(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		if rep, err := cl.Search(r.Context(), events.SearchRequest{UserID: n.User, Query: d.Query}); err == nil {
+		if rep, err := cl.Search(r.Context(), events.SearchRequest{UserID: n.User, AgentID: d.Agent, Query: d.Query}); err == nil {
 			d.Results = rep.Results
 		}
 	}
@@ -653,6 +660,7 @@ func packSections(p events.ContextPack) []section {
 		memItems("persona", p.Persona), memItems("user profile", p.UserProfile), memItems("session items", p.SessionItems),
 		items("core (MEMORY.md)", core, true), items("topics", p.Topics, true), items("chunks", p.Chunks, true), items("daily notes", p.DailyNotes, true),
 		items("episodic", p.EpisodicItems, false), items("semantic", p.SemanticItems, false),
+		items("agent scope", p.AgentItems, false), items("tenant scope", p.TenantItems, false),
 	}
 	recent := section{Name: "recent events"}
 	for _, e := range p.RecentEvents {

@@ -212,13 +212,15 @@ func (h *handlers) addTools(s *mcp.Server) {
 			"text":        map[string]any{"type": "string", "minLength": 1, "description": "The memory, self-contained, e.g. \"Prefers bar charts for monthly sales.\""},
 			"memory_type": map[string]any{"type": "string", "enum": []string{"episodic", "semantic"}, "description": "episodic (default) or semantic."},
 			"metadata":    map[string]any{"type": "object", "description": "Optional JSON object kept with the memory."},
+			"scope":       client.ScopeParameter,
 		}, "text"),
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
-		Text       string         `json:"text"`
-		MemoryType string         `json:"memory_type"`
-		Metadata   map[string]any `json:"metadata"`
+		Text       string             `json:"text"`
+		MemoryType string             `json:"memory_type"`
+		Metadata   map[string]any     `json:"metadata"`
+		Scope      events.MemoryScope `json:"scope"`
 	}) (*mcp.CallToolResult, any, error) {
-		rep, err := h.cl.Add(ctx, events.AddRequest{UserID: h.user, Text: a.Text, MemoryType: events.MemoryType(a.MemoryType), Metadata: a.Metadata})
+		rep, err := h.cl.Add(ctx, events.AddRequest{UserID: h.user, Text: a.Text, MemoryType: events.MemoryType(a.MemoryType), Metadata: a.Metadata, Scope: a.Scope})
 		if err != nil {
 			return nil, nil, h.failed(ToolAdd, err)
 		}

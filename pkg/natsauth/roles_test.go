@@ -53,7 +53,7 @@ func TestTenantRolesOnTheServer(t *testing.T) {
 			t.Errorf("agents may not request %s", ep)
 		}
 	}
-	for _, ep := range []string{"forget", "reset", "delete", "export", "import", "events.list", "events.get", "events.count", "policy.set", "policy.rollback", "backups.restore", "dlq.list", "dlq.replay"} {
+	for _, ep := range []string{"forget", "reset", "delete", "export", "import", "events.list", "events.get", "events.count", "policy.set", "policy.rollback", "backups.restore", "dlq.list", "dlq.replay", "tenant.append", "tenant.add", "tenant.item.save"} {
 		if slices.Contains(events.AgentEndpoints, ep) || !slices.Contains(events.Endpoints, ep) {
 			t.Errorf("%s: an agent endpoint, or no endpoint at all", ep)
 		}

@@ -43,6 +43,14 @@ type Policy struct {
 	LongTermCompressCharThreshold int `json:"long_term_compress_char_threshold" koanf:"long_term_compress_char_threshold"`
 	// EvolutionEnabled lets policy reflection write policy_overrides.json (B5).
 	EvolutionEnabled bool `json:"evolution_enabled" koanf:"evolution_enabled"`
+	// PackAgentPercent is the most of a context pack's token budget the agent
+	// scope's entries may take; PackTenantPercent the tenant scope's. They are
+	// filled right after the user's memory items, so shared knowledge is in the
+	// pack however large the user's memory is, and never crowds out more than
+	// this of it; what they leave unused goes to the user's memory. 0 leaves a
+	// scope out of the pack.
+	PackAgentPercent  int `json:"pack_agent_percent" koanf:"pack_agent_percent"`
+	PackTenantPercent int `json:"pack_tenant_percent" koanf:"pack_tenant_percent"`
 }
 
 // Defaults returns the SPEC B1 defaults.
@@ -57,6 +65,8 @@ func Defaults() Policy {
 		SessionRelevantFallbackKeep:    8,
 		LongTermCompressCharThreshold:  0,
 		EvolutionEnabled:               false,
+		PackAgentPercent:               20,
+		PackTenantPercent:              20,
 	}
 }
 
@@ -83,6 +93,8 @@ var intRanges = map[string][2]int{
 	"session_relevant_history_limit":    {0, 10000},
 	"session_relevant_fallback_keep":    {0, 10000},
 	"long_term_compress_char_threshold": {0, 100_000_000},
+	"pack_agent_percent":                {0, 100},
+	"pack_tenant_percent":               {0, 100},
 }
 
 // Validate reports every field outside its range, each as a *FieldError naming the field,
@@ -103,6 +115,11 @@ func (p Policy) Validate() error {
 	if p.SessionSummaryKeepCount >= p.SessionSummaryMessageThreshold {
 		errs = append(errs, &FieldError{Field: "session_summary_keep_count", Reason: fmt.Sprintf(
 			"must be less than session_summary_message_threshold (%d), got %d", p.SessionSummaryMessageThreshold, p.SessionSummaryKeepCount)})
+	}
+	// The user's memory keeps at least the rest of the budget.
+	if p.PackAgentPercent+p.PackTenantPercent > 100 {
+		errs = append(errs, &FieldError{Field: "pack_tenant_percent", Reason: fmt.Sprintf(
+			"with pack_agent_percent (%d) must be at most 100, got %d", p.PackAgentPercent, p.PackTenantPercent)})
 	}
 	return errors.Join(errs...)
 }

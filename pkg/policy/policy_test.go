@@ -21,6 +21,9 @@ func TestDefaultsMatchSpecB1(t *testing.T) {
 		"session_relevant_fallback_keep":    8,
 		"long_term_compress_char_threshold": 0,
 		"evolution_enabled":                 false,
+		// Not SPEC B1's: the memory scopes' token shares (issue 31).
+		"pack_agent_percent":  20,
+		"pack_tenant_percent": 20,
 	}
 	got := asMap(t, Defaults())
 	if !reflect.DeepEqual(got, asMap(t, want)) {
@@ -204,4 +207,18 @@ func asMap(t fataler, v any) map[string]any {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// The memory scopes' shares leave the user's memory at least the rest of a
+// context pack's budget.
+func TestPackSharesAtMostTheWholeBudget(t *testing.T) {
+	p := Defaults()
+	p.PackAgentPercent, p.PackTenantPercent = 60, 40
+	if err := p.Validate(); err != nil {
+		t.Fatalf("60 + 40: %v", err)
+	}
+	p.PackTenantPercent = 41
+	if err := p.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pack_tenant_percent") {
+		t.Fatalf("60 + 41: %v", err)
+	}
 }

@@ -70,8 +70,9 @@ func mentions(terms []string, set map[string]bool) bool {
 }
 
 // contextPack builds the ContextPack of a context request from independent reads:
-// the Markdown memory, the session, the vector recall and the memory items. The
-// session's is a KV round trip, so it runs beside the others, and so does the
+// the Markdown memory, the session, the hand-over, the vector recall and the
+// memory items. The session's and the hand-over's are KV round trips, so they
+// run beside the others, and so does the
 // recall with a remote embedder (Config.RemoteEmbedder: it starts with a round
 // trip); the rest is CPU work (the cached Markdown costs a stat per file) and runs
 // one after the other on the request's goroutine: on two cores
@@ -85,10 +86,14 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 
 	var (
 		wg   sync.WaitGroup
-		errs [4]error
+		errs [6]error
 	)
 	if req.SessionID != "" {
 		wg.Go(func() { errs[0] = s.loadSession(ctx, tenant, req, terms, pol, &pack) })
+	}
+	if req.AgentID != "" {
+		// KV round trips too: beside the others.
+		wg.Go(func() { errs[5] = s.loadHandover(ctx, tenant, req, &pack) })
 	}
 	recall := !req.Lightweight && len(terms) > 0
 	if recall && s.cfg.RemoteEmbedder {
@@ -100,17 +105,20 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 		errs[2] = s.recall(ctx, tenant, req, &pack)
 	}
 	errs[3] = s.loadItems(ctx, tenant, req, &pack)
+	var scopesDegraded []string
+	errs[4] = s.loadScopes(ctx, tenant, req, terms, pol, &pack, &scopesDegraded)
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
 		return events.ContextPack{}, fmt.Errorf("context pack: %w", err)
 	}
+	pack.Degraded = addDegraded(pack.Degraded, scopesDegraded)
 
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = s.cfg.MaxTokens
 	}
 	dedupe(&pack)
-	render(&pack, maxTokens)
+	render(&pack, maxTokens, shares{agent: pol.PackAgentPercent, tenant: pol.PackTenantPercent})
 	pack.Recount()
 	s.publishHit(tenant, req, &pack)
 	return pack, nil
@@ -127,16 +135,9 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 		if len(terms) > 0 {
 			core = markdown.Head(doc.text, s.cfg.AutoLoadLines) // SPEC A2
 		}
-		pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: core, Source: events.Provenance{File: docstore.MemoryFile}}
+		pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: core, Source: events.Provenance{File: docstore.MemoryFile}, Scope: events.MemoryScopeUser}
 		if !req.Lightweight && len(terms) > 0 {
-			found := doc.index().SearchTerms(terms, pol.RetrieveLimit)
-			pack.Chunks = make([]events.PackItem, 0, len(found))
-			for _, c := range found {
-				pack.Chunks = append(pack.Chunks, events.PackItem{
-					ID: chunkID(docstore.MemoryFile, c.Chunk), Kind: events.PackKindChunk, Text: c.Text, Score: c.Score,
-					Source: events.Provenance{File: docstore.MemoryFile},
-				})
-			}
+			pack.Chunks = chunkItems(doc.index().SearchTerms(terms, pol.RetrieveLimit), events.MemoryScopeUser)
 		}
 	}
 	if !req.Lightweight {
@@ -154,7 +155,7 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 				return err
 			}
 			if strings.TrimSpace(text) != "" {
-				pack.Topics = append(pack.Topics, events.PackItem{ID: strings.TrimSuffix(t.file, ".md"), Kind: events.PackKindTopic, Text: text, Source: events.Provenance{File: t.file}})
+				pack.Topics = append(pack.Topics, events.PackItem{ID: strings.TrimSuffix(t.file, ".md"), Kind: events.PackKindTopic, Text: text, Source: events.Provenance{File: t.file}, Scope: events.MemoryScopeUser})
 			}
 		}
 	}
@@ -164,7 +165,7 @@ func (s *Service) loadMarkdown(ctx context.Context, ns docstore.Namespace, req e
 	}
 	for _, n := range notes {
 		if strings.TrimSpace(n.Content) != "" {
-			pack.DailyNotes = append(pack.DailyNotes, events.PackItem{ID: n.Name, Kind: events.PackKindDailyNote, Text: n.Content, Source: events.Provenance{File: n.Name}})
+			pack.DailyNotes = append(pack.DailyNotes, events.PackItem{ID: n.Name, Kind: events.PackKindDailyNote, Text: n.Content, Source: events.Provenance{File: n.Name}, Scope: events.MemoryScopeUser})
 		}
 	}
 	return nil
@@ -354,18 +355,38 @@ func (s *Service) recall(ctx context.Context, tenant string, req events.ContextR
 	items := make([]events.PackItem, 0, len(ranked))
 	pack.EpisodicItems, pack.SemanticItems = items[:0:nEpisodic], items[nEpisodic:nEpisodic:len(ranked)]
 	for _, r := range ranked {
-		item := events.PackItem{ID: r.Record.ID, Score: r.Score, Source: provenance(r.Record)}
-		item.Text, item.Context = records.SplitContext(r.Record)
-		switch r.Record.MemoryType {
-		case vectorstore.Episodic:
-			item.Kind = events.PackKindEpisodic
-			pack.EpisodicItems = append(pack.EpisodicItems, item)
-		case vectorstore.Semantic:
-			item.Kind = events.PackKindSemantic
+		item := recordItem(r, events.MemoryScopeUser)
+		if item.Kind == events.PackKindSemantic {
 			pack.SemanticItems = append(pack.SemanticItems, item)
+		} else {
+			pack.EpisodicItems = append(pack.EpisodicItems, item)
 		}
 	}
 	return nil
+}
+
+// recordItem is the pack entry of a recalled episodic or semantic memory of
+// scope, with its provenance.
+func recordItem(r memory.Ranked, scope events.MemoryScope) events.PackItem {
+	item := events.PackItem{ID: r.Record.ID, Kind: events.PackKindEpisodic, Score: r.Score, Source: provenance(r.Record), Scope: scope}
+	if r.Record.MemoryType == vectorstore.Semantic {
+		item.Kind = events.PackKindSemantic
+	}
+	item.Text, item.Context = records.SplitContext(r.Record)
+	return item
+}
+
+// chunkItems are the pack entries of MEMORY.md chunks a keyword search found in
+// scope's memory, best first.
+func chunkItems(found []markdown.ScoredChunk, scope events.MemoryScope) []events.PackItem {
+	out := make([]events.PackItem, 0, len(found))
+	for _, c := range found {
+		out = append(out, events.PackItem{
+			ID: chunkID(docstore.MemoryFile, c.Chunk), Kind: events.PackKindChunk, Text: c.Text, Score: c.Score,
+			Source: events.Provenance{File: docstore.MemoryFile}, Scope: scope,
+		})
+	}
+	return out
 }
 
 // provenance copies a record's source metadata. Values are []string and

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,7 +27,9 @@ import (
 // re-ranker's bonuses for the vector types, so one sort orders them (see
 // mergeHits). Without a limit in the request, each vector type keeps at most
 // its K (SPEC C4) and the whole list retrieve_limit; a request's limit bounds
-// each type and the whole list.
+// each type and the whole list. The user's memory, the agent scope of
+// req.AgentID and the tenant scope are searched alike and ranked together,
+// each result naming its scope.
 func (s *Service) search(ctx context.Context, tenant string, req events.SearchRequest) (events.SearchReply, error) {
 	ns := docstore.Namespace{Tenant: tenant, User: req.UserID}
 	pol := s.policyFor(ctx, ns, "")
@@ -52,21 +53,27 @@ func (s *Service) search(ctx context.Context, tenant string, req events.SearchRe
 			vectorTypes = append(vectorTypes, t)
 		}
 	}
-	if len(vectorTypes) > 0 {
-		sub := req
-		sub.MemoryTypes, sub.Limit = vectorTypes, limit
-		reply, err := s.deps.Memories.Search(ctx, tenant, sub)
-		if err != nil {
-			return events.SearchReply{}, fmt.Errorf("search: %w", err)
+	for _, owner := range events.ReadOwners(req.UserID, req.AgentID) {
+		first := len(hits)
+		if len(vectorTypes) > 0 {
+			sub := req
+			sub.UserID, sub.MemoryTypes, sub.Limit = owner, vectorTypes, limit
+			reply, err := s.deps.Memories.Search(ctx, tenant, sub)
+			if err != nil {
+				return events.SearchReply{}, fmt.Errorf("search: %w", err)
+			}
+			hits, degraded = append(hits, reply.Results...), addDegraded(degraded, reply.Degraded)
 		}
-		hits, degraded = reply.Results, reply.Degraded
-	}
-	if slices.Contains(types, events.MemoryMarkdown) {
-		md, err := s.searchMarkdown(ctx, ns, req.Query, pol.RecentDays, limit)
-		if err != nil {
-			return events.SearchReply{}, err
+		if slices.Contains(types, events.MemoryMarkdown) {
+			md, err := s.searchMarkdown(ctx, docstore.Namespace{Tenant: tenant, User: owner}, req.Query, pol.RecentDays, limit)
+			if err != nil {
+				return events.SearchReply{}, err
+			}
+			hits = append(hits, md...)
 		}
-		hits = append(hits, md...)
+		for i := first; i < len(hits); i++ {
+			hits[i].Scope = events.OwnerScope(owner)
+		}
 	}
 	return events.SearchReply{Results: mergeHits(hits, perType, limit, s.cfg.MinScore), Degraded: degraded}, nil
 }
@@ -171,12 +178,13 @@ func (s *Service) sessionSummary(ctx context.Context, tenant string, req events.
 	}
 	// The session's running summary (SPEC B2), when it has one, then a digest of
 	// the messages after it; else a digest of the messages the state keeps.
-	text := s.summarize(st.Recent)
-	switch sum, _, err := s.deps.Sessions.GetSummary(ctx, tenant, req.UserID, req.SessionID); {
-	case err == nil:
-		text = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
-	case !errors.Is(err, session.ErrNotFound):
+	sum, err := s.storedSummary(ctx, tenant, st)
+	if err != nil {
 		return events.SessionSummaryReply{}, err
+	}
+	text := s.summarize(st.Recent)
+	if sum.LastEventID != "" {
+		text = s.summaryText(tenant, sum.Text, sum.After(st.Recent))
 	}
 	return events.SessionSummaryReply{
 		SessionID:    req.SessionID,

@@ -117,7 +117,7 @@ func (r historyCut) keep(n int) any {
 
 // packCut cuts a context pack in the reverse of render's drop order, so the units
 // kept longest are the lines of the core memory (first lines first), then the
-// persona, user profile, session items, known facts, topics, episodic memories,
+// persona, user profile, session items, agent and tenant scope entries, known facts, topics, episodic memories,
 // recent session messages (newest first), chunks and daily notes (each best first),
 // and last the recent turns (newest first), which the prompt does not show. The
 // prompt is rendered again from what is kept.
@@ -132,7 +132,7 @@ func (p packCut) coreLines() int {
 }
 
 func (p packCut) units() int {
-	return p.coreLines() + len(p.Persona) + len(p.UserProfile) + len(p.SessionItems) + len(p.SemanticItems) +
+	return p.coreLines() + len(p.Persona) + len(p.UserProfile) + len(p.SessionItems) + len(p.AgentItems) + len(p.TenantItems) + len(p.SemanticItems) +
 		len(p.Topics) + len(p.EpisodicItems) + len(p.RecentEvents) + len(p.Chunks) + len(p.DailyNotes) + len(p.RecentTurns)
 }
 
@@ -156,6 +156,8 @@ func (p packCut) keep(n int) any {
 	pack.Persona = pack.Persona[:take(len(pack.Persona))]
 	pack.UserProfile = pack.UserProfile[:take(len(pack.UserProfile))]
 	pack.SessionItems = pack.SessionItems[:take(len(pack.SessionItems))]
+	pack.AgentItems = pack.AgentItems[:take(len(pack.AgentItems))]
+	pack.TenantItems = pack.TenantItems[:take(len(pack.TenantItems))]
 	pack.SemanticItems = pack.SemanticItems[:take(len(pack.SemanticItems))]
 	pack.Topics = pack.Topics[:take(len(pack.Topics))]
 	pack.EpisodicItems = pack.EpisodicItems[:take(len(pack.EpisodicItems))]
@@ -167,7 +169,7 @@ func (p packCut) keep(n int) any {
 	// rounded up, plus the final newline), so rendering within it drops nothing
 	// more.
 	budget := pack.BudgetTokens
-	render(&pack, pack.TokenEstimate+1)
+	render(&pack, pack.TokenEstimate+1, noShares)
 	pack.BudgetTokens = budget
 	pack.Recount()
 	pack.Truncated = true

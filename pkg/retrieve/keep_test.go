@@ -36,7 +36,7 @@ func itemIDs(list []events.PackItem) []string {
 // is oldest first) and the newest daily notes (that list is newest first).
 func TestRenderKeepsTheNewest(t *testing.T) {
 	pack := events.ContextPack{RecentEvents: []events.EventRecord{message(0), message(1), message(2), message(3), message(4)}}
-	render(&pack, 60) // two messages of about 25 tokens and the heading
+	render(&pack, 60, noShares) // two messages of about 25 tokens and the heading
 	if got := messageIDs(pack.RecentEvents); !slices.Equal(got, []string{"m3", "m4"}) || strings.Contains(pack.Prompt, "message 2") {
 		t.Fatalf("kept messages %v, want the newest two [m3 m4]; prompt:\n%s", got, pack.Prompt)
 	}
@@ -44,7 +44,7 @@ func TestRenderKeepsTheNewest(t *testing.T) {
 		return events.PackItem{ID: "202611/202611" + day + ".md", Kind: events.PackKindDailyNote, Text: "note of the " + day + "th " + strings.Repeat("n", 90)}
 	}
 	pack = events.ContextPack{DailyNotes: []events.PackItem{note("22"), note("21"), note("20")}}
-	render(&pack, 80) // two notes of about 33 tokens and the heading
+	render(&pack, 80, noShares) // two notes of about 33 tokens and the heading
 	if got := itemIDs(pack.DailyNotes); !slices.Equal(got, []string{"202611/20261122.md", "202611/20261121.md"}) {
 		t.Fatalf("kept daily notes %v, want the newest two; prompt:\n%s", got, pack.Prompt)
 	}
@@ -59,7 +59,7 @@ func TestPackCutKeepsTheNewest(t *testing.T) {
 		DailyNotes:   []events.PackItem{{ID: "d22", Text: "newest"}, {ID: "d21", Text: "older"}},
 		RecentTurns:  turns,
 	}
-	render(&pack, 10000) // as the context endpoint does before fitting the reply
+	render(&pack, 10000, noShares) // as the context endpoint does before fitting the reply
 	cut := packCut(pack).keep(2).(events.ContextPack)
 	if got := messageIDs(cut.RecentEvents); !slices.Equal(got, []string{"m2", "m3"}) || len(cut.DailyNotes) != 0 || len(cut.RecentTurns) != 0 || !cut.Truncated {
 		t.Fatalf("keep(2): messages %v, notes %v, turns %d; want [m2 m3] only", got, itemIDs(cut.DailyNotes), len(cut.RecentTurns))

@@ -193,6 +193,9 @@ func TestEveryEndpointAnswersWithOversizeRecordsStored(t *testing.T) {
 		{events.EndpointDLQList, events.DLQListRequest{}, cutTo},
 		{events.EndpointDLQReplay, events.DLQReplayRequest{Reason: bus.ClassMalformed}, whole},
 		{events.EndpointForget, events.ForgetRequest{UserID: user}, whole},
+		{events.EndpointTenantAppend, events.AppendRequest{Scope: events.MemoryScopeTenant, Content: "small"}, whole},
+		{events.EndpointTenantAdd, events.AddRequest{Scope: events.MemoryScopeTenant, Text: "Remember: the team uses tea."}, whole},
+		{events.EndpointTenantItemSave, events.ItemRequest{Scope: events.MemoryScopeTenant, Item: events.MemoryItem{Scope: events.ScopeUser, Kind: events.ItemNote, Key: "t", Content: "small", Confidence: 1}}, whole},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

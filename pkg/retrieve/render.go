@@ -19,7 +19,19 @@ type part struct {
 	// keep, when set, cuts the pack's list to the kept entries (their indices, in
 	// list order); nil for the core memory, which is always kept.
 	keep func(idx []int)
+	// capRunes > 0 bounds the part's rendered runes (a memory scope's share of
+	// the budget).
+	capRunes int
 }
+
+// shares are the most of a pack's budget, in percent, the agent and the
+// tenant scope's entries may take (policy pack_agent_percent,
+// pack_tenant_percent).
+type shares struct{ agent, tenant int }
+
+// noShares bounds neither scope: re-rendering a pack that was already filled
+// within its shares (packCut) must not drop more of them.
+var noShares = shares{agent: 100, tenant: 100}
 
 // entry is one entry of a part, rendered as head then body: the pack's text is
 // written straight into the prompt rather than copied into a string per entry
@@ -41,8 +53,10 @@ type unit struct {
 
 // render sets pack.Prompt, pack.TokenEstimate, pack.BudgetTokens and
 // pack.Sections. Sections, in prompt order: Persona, User profile, Core memory,
-// Topic: <name>, Relevant notes (chunks), Recent notes (daily notes), Known facts
-// (semantic), Episodic memories, Session items, Session summary, Recent session.
+// Handover from agent <agent> (session <session>), Topic: <name>, Relevant
+// notes (chunks), Recent notes (daily notes), Known facts (semantic), Episodic
+// memories, Agent knowledge (agent_items), Tenant knowledge (tenant_items),
+// Session items, Session summary, Recent session.
 // recent_turns are structured data and are not rendered.
 //
 // The prompt is filled within maxTokens by priority, one entry at a time, each
@@ -52,6 +66,11 @@ type unit struct {
 //  1. the core memory, always and whole (SPEC A2), even when it alone is over
 //     the budget;
 //  2. the memory items: persona, user profile, session items (each in list order);
+//     then the hand-over: the previous session's summary, its open items and
+//     unfinished turns; then the agent scope's and the tenant scope's entries
+//     (in list order), each within its share of the budget (sh), so shared
+//     knowledge is there however much the user's memory holds and never takes
+//     more than its share;
 //  3. the topic files loaded for the query;
 //  4. the ranked memories: known facts and episodic memories together by score
 //     (best first, ties by id, the order the recall ranked them in), then the
@@ -67,7 +86,7 @@ type unit struct {
 // up: the usual rule of thumb for English text with BPE tokenizers. A section's
 // tokens are its own runes (heading and the blank lines after its entries
 // included) the same way.
-func render(pack *events.ContextPack, maxTokens int) {
+func render(pack *events.ContextPack, maxTokens int, sh shares) {
 	items := func(list []events.MemoryItem) []entry {
 		out := make([]entry, len(list))
 		for i, it := range list {
@@ -119,7 +138,18 @@ func render(pack *events.ContextPack, maxTokens int) {
 		}
 	})
 	history := newPart("recent_events", "Recent session", recent, func(idx []int) { pack.RecentEvents = pick(pack.RecentEvents, idx) })
-	parts := []*part{persona, profile, corePart, topicPart, chunks, daily, facts, episodic, sessionItems, summaryPart, history}
+	var (
+		handoverTitle string
+		handoverItems []entry
+	)
+	if h := pack.Handover; h != nil {
+		handoverTitle, handoverItems = "Handover from agent "+h.AgentID+" (session "+h.SessionID+")", handoverEntries(h)
+	}
+	handover := newPart("handover", handoverTitle, handoverItems, func(idx []int) { keepHandover(pack, idx) })
+	agentPart := newPart("agent_items", "Agent knowledge", scopeEntries(pack.AgentItems), func(idx []int) { pack.AgentItems = pick(pack.AgentItems, idx) })
+	tenantPart := newPart("tenant_items", "Tenant knowledge", scopeEntries(pack.TenantItems), func(idx []int) { pack.TenantItems = pick(pack.TenantItems, idx) })
+	agentPart.capRunes, tenantPart.capRunes = maxTokens*4*sh.agent/100, maxTokens*4*sh.tenant/100
+	parts := []*part{persona, profile, corePart, handover, topicPart, chunks, daily, facts, episodic, agentPart, tenantPart, sessionItems, summaryPart, history}
 
 	// Priority order (see above).
 	var order []unit
@@ -136,6 +166,9 @@ func render(pack *events.ContextPack, maxTokens int) {
 	inOrder(persona)
 	inOrder(profile)
 	inOrder(sessionItems)
+	inOrder(handover)
+	inOrder(agentPart)
+	inOrder(tenantPart)
 	inOrder(topicPart)
 	order = append(order, ranked(facts, pack.SemanticItems, episodic, pack.EpisodicItems)...)
 	inOrder(chunks)
@@ -154,7 +187,7 @@ func render(pack *events.ContextPack, maxTokens int) {
 		if u.p.n == 0 && u.p.title != "" {
 			add += utf8.RuneCountInString(u.p.title) + 5 // "## " + "\n\n"
 		}
-		if total+add <= budget {
+		if total+add <= budget && (u.p.capRunes == 0 || u.p.cost()+add <= u.p.capRunes) {
 			u.p.in[u.i] = true
 			u.p.n++
 			total += add
@@ -198,6 +231,20 @@ func render(pack *events.ContextPack, maxTokens int) {
 	// total counts the prompt's runes already, with the newline just trimmed.
 	pack.TokenEstimate = (max(total-1, 0) + 3) / 4
 	pack.BudgetTokens = maxTokens
+}
+
+// scopeEntries renders a memory scope's entries: the head of its MEMORY.md as
+// it is, every other entry as a list item.
+func scopeEntries(list []events.PackItem) []entry {
+	out := make([]entry, len(list))
+	for i, it := range list {
+		prefix := "- "
+		if it.Kind == events.PackKindCore {
+			prefix = ""
+		}
+		out[i] = newEntry(prefix, withContext(strings.TrimRight(it.Text, "\n"), it.Context))
+	}
+	return out
 }
 
 // withContext renders an entry's text and, on a line of its own under it, its

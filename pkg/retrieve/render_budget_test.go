@@ -28,7 +28,7 @@ func TestRenderFillsTheBudgetByPriority(t *testing.T) {
 		RecentEvents: []events.EventRecord{{EventID: "x", Type: events.TypeObservation, TS: time.Unix(0, 0),
 			Obs: &events.Observation{Role: events.RoleUser, Text: "latest message"}}},
 	}
-	render(&pack, 250) // core, topic, f1 and e1 (238 tokens); not f2 nor the chunk; the message fits after
+	render(&pack, 250, noShares) // core, topic, f1 and e1 (238 tokens); not f2 nor the chunk; the message fits after
 	if len(pack.SemanticItems) != 1 || pack.SemanticItems[0].ID != "f1" || len(pack.EpisodicItems) != 1 || len(pack.Chunks) != 0 {
 		t.Fatalf("kept facts %v, episodes %v, chunks %v; want f1, e1 and no chunk", pack.SemanticItems, pack.EpisodicItems, pack.Chunks)
 	}
@@ -77,7 +77,7 @@ func TestRenderBudgetProperties(t *testing.T) {
 		if pack.Core != nil {
 			coreTokens = (len("## Core memory\n\n") + len(pack.Core.Text) + 1 + 3) / 4 // the entry's "\n\n" less the trimmed last newline
 		}
-		render(&pack, budget)
+		render(&pack, budget, noShares)
 		if pack.TokenEstimate > max(budget, coreTokens) {
 			t.Fatalf("estimate %d over budget %d (core %d)", pack.TokenEstimate, budget, coreTokens)
 		}

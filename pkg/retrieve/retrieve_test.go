@@ -745,14 +745,14 @@ func TestRenderDropsLowestPriorityFirst(t *testing.T) {
 		DailyNotes:    []events.PackItem{{ID: "202611/20261122.md", Kind: events.PackKindDailyNote, Text: strings.Repeat("n", 200)}, {ID: "202611/20261121.md", Kind: events.PackKindDailyNote, Text: strings.Repeat("o", 200)}},
 		SemanticItems: []events.PackItem{{ID: "f", Kind: events.PackKindSemantic, Text: "a fact"}},
 	}
-	render(&pack, 200) // 800 characters: the notes must go, the chunk may stay
+	render(&pack, 200, noShares) // 800 characters: the notes must go, the chunk may stay
 	if len(pack.DailyNotes) != 0 || len(pack.Chunks) != 1 || len(pack.SemanticItems) != 1 || pack.Core == nil {
 		t.Fatalf("kept notes %d chunks %d facts %d", len(pack.DailyNotes), len(pack.Chunks), len(pack.SemanticItems))
 	}
 	if pack.TokenEstimate > 200 || strings.Contains(pack.Prompt, "Recent notes") {
 		t.Fatalf("estimate %d, prompt:\n%s", pack.TokenEstimate, pack.Prompt)
 	}
-	render(&pack, 1) // only the core is never dropped
+	render(&pack, 1, noShares) // only the core is never dropped
 	if len(pack.Chunks)+len(pack.SemanticItems) != 0 || !strings.HasPrefix(pack.Prompt, "## Core memory\n\n") {
 		t.Fatalf("over a tiny budget: %+v", pack)
 	}
@@ -779,7 +779,7 @@ func TestRenderTokenEstimateCountsThePromptsRunes(t *testing.T) {
 		if rapid.Bool().Draw(t, "core") {
 			pack.Core = &events.PackItem{Kind: events.PackKindCore, Text: text.Draw(t, "core text")}
 		}
-		render(&pack, rapid.IntRange(1, 100).Draw(t, "max tokens"))
+		render(&pack, rapid.IntRange(1, 100).Draw(t, "max tokens"), noShares)
 		if want := (utf8.RuneCountInString(pack.Prompt) + 3) / 4; pack.TokenEstimate != want {
 			t.Fatalf("estimate %d for a prompt of %d runes, want %d:\n%q", pack.TokenEstimate, utf8.RuneCountInString(pack.Prompt), want, pack.Prompt)
 		}

@@ -137,9 +137,9 @@ func (s *Service) endpoints() map[string]endpointFunc {
 	return map[string]endpointFunc{
 		events.EndpointContext:         handle(lim, s.contextPack),
 		events.EndpointSearch:          handle(lim, s.search),
-		events.EndpointAppend:          handle(lim, writeOp[events.AppendRequest](s, events.EndpointAppend)),
+		events.EndpointAppend:          handle(lim, scopedWrite[events.AppendRequest](s, events.EndpointAppend)),
 		events.EndpointTopic:           handle(lim, s.topic),
-		events.EndpointAdd:             handle(lim, writeOp[events.AddRequest](s, events.EndpointAdd)),
+		events.EndpointAdd:             handle(lim, scopedWrite[events.AddRequest](s, events.EndpointAdd)),
 		events.EndpointGet:             handle(lim, m.Get),
 		events.EndpointUpdate:          handle(lim, writeOp[events.UpdateRequest](s, events.EndpointUpdate)),
 		events.EndpointDelete:          handle(lim, writeOp[events.DeleteRequest](s, events.EndpointDelete)),
@@ -150,13 +150,16 @@ func (s *Service) endpoints() map[string]endpointFunc {
 		events.EndpointSessionClear:    handle(lim, s.sessionClear),
 		events.EndpointSessionArchive:  handle(lim, s.sessionArchive),
 		events.EndpointSessionRestore:  handle(lim, s.sessionRestore),
-		events.EndpointItemSave:        handle(lim, writeOp[events.ItemRequest](s, events.EndpointItemSave)),
+		events.EndpointItemSave:        handle(lim, scopedWrite[events.ItemRequest](s, events.EndpointItemSave)),
 		events.EndpointItemGet:         handle(lim, m.GetItem),
 		events.EndpointItemList:        handle(lim, m.ListItems),
-		events.EndpointItemUpdate:      handle(lim, writeOp[events.ItemRequest](s, events.EndpointItemUpdate)),
+		events.EndpointItemUpdate:      handle(lim, scopedWrite[events.ItemRequest](s, events.EndpointItemUpdate)),
 		events.EndpointItemDelete:      handle(lim, writeOp[events.ItemKeyRequest](s, events.EndpointItemDelete)),
 		events.EndpointItemDeleteScope: handle(lim, writeOp[events.ItemScopeRequest](s, events.EndpointItemDeleteScope)),
 		events.EndpointItemSearch:      handle(lim, m.SearchItems),
+		events.EndpointTenantAppend:    handle(lim, scopedWrite[events.AppendRequest](s, events.EndpointTenantAppend)),
+		events.EndpointTenantAdd:       handle(lim, scopedWrite[events.AddRequest](s, events.EndpointTenantAdd)),
+		events.EndpointTenantItemSave:  handle(lim, scopedWrite[events.ItemRequest](s, events.EndpointTenantItemSave)),
 		events.EndpointBackupsList:     handle(lim, s.backupsList),
 		events.EndpointBackupsRestore:  handle(lim, writeOp[events.BackupRestoreRequest](s, events.EndpointBackupsRestore)),
 		events.EndpointCompress:        handle(lim, s.compress),
@@ -393,6 +396,9 @@ func (s *Service) handle(endpoint string, fn endpointFunc, req request) {
 	sub, err := events.ParseSubject(req.subject)
 	if err == nil && (sub.Kind != events.SubjectRPC || sub.Endpoint != endpoint) {
 		err = fmt.Errorf("%w: subject %q is not a %s request", events.ErrInvalidSubject, req.subject, endpoint)
+	}
+	if err == nil {
+		err = reservedUser(endpoint, req.data)
 	}
 	if err != nil {
 		s.respondError(req, endpoint, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err))

@@ -2,6 +2,7 @@ package retrieve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -226,4 +227,66 @@ func (s *Service) storedAt(ctx context.Context, ack *jetstream.PubAck) (events.E
 		return events.Envelope{}, fmt.Errorf("%w: read the recorded write %d: %w", ErrUnavailable, ack.Sequence, err)
 	}
 	return events.Decode(raw.Data)
+}
+
+// ErrScopeEndpoint: a write of a memory scope requested on an endpoint that
+// does not write that scope (scope tenant on append, add or item.save, whose
+// tenant.* forms NATS permissions keep for admin credentials; a scope on
+// item.update).
+var ErrScopeEndpoint = errors.New("retrieve: scope not written by this endpoint")
+
+// scopedWrite adapts a write that takes a memory scope (append, add,
+// item.save, and their tenant.* forms; item.update takes the user scope only):
+// the request is recorded and applied with user_id set to the scope's owner id
+// (events.ScopeOwner), so it lands in that scope's memory. The tenant scope is
+// written only on the tenant.* endpoints: the endpoint, not a field, carries
+// the admin right, so that the NATS server enforces it.
+func scopedWrite[Req events.Scoped](s *Service, endpoint string) func(context.Context, string, Req) (any, error) {
+	op, tenantOnly := events.TenantEndpointOp(endpoint)
+	if !tenantOnly {
+		op = endpoint
+	}
+	return func(ctx context.Context, tenant string, req Req) (any, error) {
+		scope, userID, agentID := req.Target()
+		switch {
+		case tenantOnly && scope != events.MemoryScopeTenant:
+			return nil, fmt.Errorf("%w: %w: %s writes scope tenant only; the request's scope is %q", events.ErrInvalidRequest, ErrScopeEndpoint, endpoint, scope)
+		}
+		scope = scope.Effective()
+		switch {
+		case scope == events.MemoryScopeTenant && !tenantOnly:
+			return nil, fmt.Errorf("%w: %w: scope tenant is written through %s, which takes an admin credential", events.ErrInvalidRequest, ErrScopeEndpoint, events.ScopedEndpoint(op, scope))
+		case op == events.EndpointItemUpdate && scope != events.MemoryScopeUser:
+			return nil, fmt.Errorf("%w: %w: %s changes the user scope only, not %s", events.ErrInvalidRequest, ErrScopeEndpoint, op, scope)
+		}
+		if scope == events.MemoryScopeUser {
+			// Recorded as before scopes: the user's own memory.
+			return s.record(ctx, tenant, op, req)
+		}
+		owner, err := events.ScopeOwner(scope, userID, agentID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err)
+		}
+		return s.record(ctx, tenant, op, req.Owned(scope, owner))
+	}
+}
+
+// reservedUser refuses a write of an agent endpoint whose user_id is an owner
+// id of the agent or tenant scope (events.IsReservedUserID): an agent writes
+// those only through a scope field, which scopedWrite checks, so that update
+// or item.update on an agent credential cannot reach the tenant scope. The
+// admin endpoints (delete, reset, forget, import, ...) may name an owner id:
+// that is how an admin corrects, erases, exports and imports a shared scope;
+// reads may too (the inspector browses the scopes that way).
+func reservedUser(endpoint string, data []byte) error {
+	if !events.IsWriteOp(endpoint) || slices.Contains(events.AdminEndpoints, endpoint) {
+		return nil
+	}
+	var owner struct {
+		UserID string `json:"user_id"`
+	}
+	if json.Unmarshal(data, &owner) != nil || !events.IsReservedUserID(owner.UserID) {
+		return nil // a malformed request fails its own decoding next
+	}
+	return fmt.Errorf("user_id %q: ids starting with %q are reserved for the agent and tenant scopes; write those with the scope field", owner.UserID, events.ReservedUserPrefix)
 }

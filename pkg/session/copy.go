@@ -12,10 +12,11 @@ import (
 )
 
 // userKeys are the key filters of one user's entries in the state bucket (the
-// states, summaries and reflection claims of the sessions) and in the turn bucket.
+// states, summaries and reflection claims of the sessions, and the user's
+// recent sessions) and in the turn bucket.
 func userKeys(tenant, user string) (state, turns []string) {
 	p := tenant + "." + user + ".*"
-	return []string{p, "summary." + p, "reflected." + p}, []string{p + ".*"}
+	return []string{p, "summary." + p, "reflected." + p, recentPrefix + p}, []string{p + ".*"}
 }
 
 // ReplaceUser makes the user's session state and turns in s those in from

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -63,6 +64,9 @@ type Config struct {
 	// so that the next batch of such a session is one compare-and-set instead of a
 	// read and a compare-and-set (default 1024).
 	CachedStates int
+	// RecentSessions is how many of a user's latest sessions the user's recent
+	// sessions keep (default 8): the hand-over needs the one before the current.
+	RecentSessions int
 	// Keyring seals every value of a user in both buckets with the user's key,
 	// which forget erases (kvcas.Sealed); nil keeps the values plain.
 	Keyring *kvcas.Keyring
@@ -84,6 +88,9 @@ func (c *Config) setDefaults() {
 	if c.CachedStates == 0 {
 		c.CachedStates = 1024
 	}
+	if c.RecentSessions == 0 {
+		c.RecentSessions = 8
+	}
 }
 
 // Validate reports configuration errors.
@@ -96,6 +103,9 @@ func (c Config) Validate() error {
 	}
 	if c.CachedStates < 1 {
 		return fmt.Errorf("session: CachedStates is %d, must be >= 1", c.CachedStates)
+	}
+	if c.RecentSessions < 2 {
+		return fmt.Errorf("session: RecentSessions is %d, must be >= 2 (the current session and the one before)", c.RecentSessions)
 	}
 	return nil
 }
@@ -140,6 +150,7 @@ type Store struct {
 	state  jetstream.KeyValue
 	turns  jetstream.KeyValue
 	cache  *stateCache
+	noted  *lru.Cache[string, struct{}] // keys of the sessions noteSession put among the recent
 	logger *zap.Logger
 }
 
@@ -165,7 +176,11 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, logger *zap.Lo
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, js: js, state: state, turns: turns, cache: cache, logger: logger}, nil
+	noted, err := lru.New[string, struct{}](cfg.CachedStates)
+	if err != nil {
+		return nil, fmt.Errorf("session: noted sessions: %w", err)
+	}
+	return &Store{cfg: cfg, js: js, state: state, turns: turns, cache: cache, noted: noted, logger: logger}, nil
 }
 
 // ErrMixedSessions is returned by ApplyBatch for events of more than one session.
@@ -204,6 +219,10 @@ func (s *Store) ApplyBatch(ctx context.Context, envs ...events.Envelope) (State,
 	st, err := s.applyState(ctx, key, envs, outcomes)
 	if err != nil {
 		return State{}, nil, fmt.Errorf("session: apply %s (%d events): %w", first.ID, len(envs), err)
+	}
+	// Also for a batch of duplicates: its first delivery may have failed here.
+	if err := s.noteSession(ctx, st); err != nil {
+		return st, outcomes, err
 	}
 	for i, env := range envs {
 		if obs := env.Observation; outcomes[i] == Applied && obs != nil && obs.Turn != nil {
@@ -420,6 +439,9 @@ func (s *Store) Delete(ctx context.Context, tenant, user, session string) error 
 		return err
 	}
 	if err := s.deleteSummary(ctx, tenant, user, session); err != nil {
+		return err
+	}
+	if err := s.forgetRecent(ctx, tenant, user, session); err != nil {
 		return err
 	}
 	s.cache.forget(key)

@@ -91,7 +91,7 @@ func (s *Store) ReadValue(ctx context.Context, tenant, user string, e events.Ses
 }
 
 // Load stores e.Value for the user, replacing what its key holds, so loading
-// twice is loading once. A state or turn exported from another tenant or user
+// twice is loading once; a state also goes among the user's recent sessions. A state or turn exported from another tenant or user
 // is rewritten to name this one.
 func (s *Store) Load(ctx context.Context, tenant, user string, e events.SessionKV) error {
 	if err := e.Validate(); err != nil {
@@ -102,9 +102,9 @@ func (s *Store) Load(ctx context.Context, tenant, user string, e events.SessionK
 		return err
 	}
 	data := []byte(e.Value)
+	var st State
 	switch e.Kind {
 	case events.SessionKVState:
-		var st State
 		if err := json.Unmarshal(data, &st); err != nil {
 			return fmt.Errorf("session: load state of %s: %w", e.SessionID, err)
 		}
@@ -125,6 +125,10 @@ func (s *Store) Load(ctx context.Context, tenant, user string, e events.SessionK
 	}
 	if _, err := kv.Put(ctx, key, data); err != nil {
 		return fmt.Errorf("session: load %s: %w", key, err)
+	}
+	if e.Kind == events.SessionKVState {
+		// The recent sessions are not exported: they are made again from the states.
+		return s.noteSession(ctx, st)
 	}
 	return nil
 }
@@ -148,15 +152,12 @@ func (s *Store) kvKey(tenant, user string, e events.SessionKV) (jetstream.KeyVal
 
 // DeleteUser removes every session value of the user from both buckets, history
 // included (agentmem forget), and returns how many state keys (states,
-// summaries, reflection claims) and turns it removed.
+// summaries, reflection claims, the recent sessions) and turns it removed.
 func (s *Store) DeleteUser(ctx context.Context, tenant, user string) (keys, turns int, err error) {
 	if err := validateUser(tenant, user); err != nil {
 		return 0, 0, err
 	}
-	var filters []string
-	for _, prefix := range statePrefixes {
-		filters = append(filters, prefix+tenant+"."+user+".*")
-	}
+	filters, _ := userKeys(tenant, user)
 	if keys, err = kvcas.PurgeKeys(ctx, s.js, s.cfg.StateBucket, filters...); err != nil {
 		return keys, 0, fmt.Errorf("session: forget %s/%s: %w", tenant, user, err)
 	}

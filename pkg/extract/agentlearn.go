@@ -1,0 +1,214 @@
+package extract
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/events"
+	"github.com/agentmem/agentmem/pkg/docstore"
+	"github.com/agentmem/agentmem/pkg/kvcas"
+	"github.com/agentmem/agentmem/pkg/markdown"
+)
+
+// Agent learning (issue 31, memory.agent_learning): of a session's extracted
+// entries, those that hold for any user the agent serves are promoted to the
+// agent's scope: error→fix pairs and procedures. An entry that names or
+// describes a user is never promoted, whatever the extractor (rules or model)
+// made of it: Personal is the post-filter every promoted entry passes.
+
+var (
+	emailRe = regexp.MustCompile(`[\w.+-]+@[\w-]+\.[\w.-]+`)
+	// phoneRe: seven or more digits in one number, spaced or dashed.
+	phoneRe = regexp.MustCompile(`\+?\d(?:[\s().-]?\d){6,}`)
+	// aboutSomeoneRe: the entry speaks of a person (the user, a customer) or
+	// of the speaker, not of how a task is done.
+	aboutSomeoneRe = regexp.MustCompile(`(?i)\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our|us|he|she|his|her|him|their|them|user|user's|customer|customer's|client|client's|address|phone|email|birthday|born|lives?)\b`)
+	// preferenceRe: a taste or habit, which is a user's (user_prefs.md).
+	preferenceRe = regexp.MustCompile(`(?i)\b(?:prefers?|preferred|preference|likes?|loves?|hates?|dislikes?|favou?rite|wants?|usually|always uses)\b`)
+	// theirFileRe: a file of theirs; what it holds is their data.
+	theirFileRe = regexp.MustCompile(`(?i)\b[\w-]+\.(?:csv|tsv|xlsx?|xlsm|json|txt|pdf|docx?|pptx?|parquet|xml|md|zip)\b`)
+	// introRe finds the names people give in a session.
+	introRe = regexp.MustCompile(`(?:(?i:my name is|i'm|i am|call me|this is|ich bin|ich heiße)\s+)(\p{Lu}\p{Ll}+(?:\s+\p{Lu}\p{Ll}+)?)`)
+	// procedureRe: a general entry that says how to do something.
+	procedureRe = regexp.MustCompile(`(?i)^(?:to\s+[^,]{3,80},\s*)?(?:run|use|call|open|click|set|restart|install|upgrade|pass|add|remove|enable|disable|select|switch|update|retry|reset|clear|export|import|convert|rename|check|wait|log in|sign in|escalate)\b|\b(?:first\b.+\bthen|step\s+\d)\b`)
+)
+
+// Personal reports whether text names or describes a person: contact data, a
+// name given in the session (names), words about someone (the user, a
+// customer, the speaker), a preference, a file of theirs, or an identifier
+// (an order, account or customer number).
+func Personal(text string, names []string) bool {
+	if emailRe.MatchString(text) || phoneRe.MatchString(text) || aboutSomeoneRe.MatchString(text) ||
+		preferenceRe.MatchString(text) || theirFileRe.MatchString(text) || hasIdentifier(text) {
+		return true
+	}
+	lower := strings.ToLower(text)
+	for _, n := range names {
+		if strings.Contains(lower, strings.ToLower(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasIdentifier reports a token that looks like someone's record number: five
+// or more digits, or six or more characters mixing at least two digits and
+// two capitals ("ORD-482913", "PR7K2M9Q"). Short codes ("E42", "404") pass.
+func hasIdentifier(text string) bool {
+	for _, tok := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' }) {
+		digits, upper, run, maxRun := 0, 0, 0, 0
+		for _, r := range tok {
+			switch {
+			case unicode.IsDigit(r):
+				digits++
+				run++
+				maxRun = max(maxRun, run)
+				continue
+			case unicode.IsUpper(r):
+				upper++
+			}
+			run = 0
+		}
+		if maxRun >= 5 || len(tok) >= 6 && digits >= 2 && upper >= 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// SessionNames returns the names people give in conv ("my name is Dana
+// Whitfield", "I'm Ravi"), and userID: an entry holding one is about that
+// person.
+func SessionNames(conv []Message, userID string) []string {
+	names := []string{userID}
+	for _, m := range conv {
+		for _, g := range introRe.FindAllStringSubmatch(m.Text, -1) {
+			names = append(names, strings.Fields(g[1])...)
+		}
+	}
+	return names
+}
+
+// Lesson reports whether e is to be promoted to the agent's scope: an
+// error→fix pair or a procedure, not Personal (names: SessionNames).
+func Lesson(e Extracted, names []string) bool {
+	lesson := e.Category == markdown.CategoryErrorSolution || e.Category == markdown.CategoryGeneral && procedureRe.MatchString(e.Content)
+	return lesson && !Personal(e.Content, names)
+}
+
+// agentLessons returns the entries of a session to promote (Lesson).
+func agentLessons(entries []storedEntry, conv []Message, userID string) []storedEntry {
+	names := SessionNames(conv, userID)
+	var out []storedEntry
+	for _, e := range entries {
+		if Lesson(Extracted{Category: e.Category, Content: e.Content}, names) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// LearnedProvenance is where an agent-scope entry was learned: the sessions
+// and users it came from. It is kept in the extractor's state bucket under
+// learnedKey, never in the agent's memory, which every user's pack of the
+// agent shows: only the operator, who reads the buckets, sees it.
+type LearnedProvenance struct {
+	Category markdown.Category `json:"category"`
+	Content  string            `json:"content"`
+	Sessions []string          `json:"sessions"`
+	Users    []string          `json:"users"`
+}
+
+// maxProvenance bounds the sessions and users a provenance record lists.
+const maxProvenance = 100
+
+// learnedKey is the state bucket key of an agent-scope entry's provenance:
+// "<tenant>.<agent owner>.learned-<digest of the content>". No session has it:
+// the owner id is reserved (events.AgentOwner).
+func learnedKey(tenant, agentID, content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return tenant + "." + events.AgentOwner(agentID) + ".learned-" + hex.EncodeToString(sum[:8])
+}
+
+// ReadProvenance returns where an agent-scope entry was learned, from the
+// state bucket (bucket; "" is DefaultStateBucket) opened with keyring (nil:
+// values plain), for the operator's tools and tests.
+func ReadProvenance(ctx context.Context, js jetstream.JetStream, keyring *kvcas.Keyring, bucket, tenant, agentID, content string) (LearnedProvenance, error) {
+	if bucket == "" {
+		bucket = DefaultStateBucket
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return LearnedProvenance{}, fmt.Errorf("extract: provenance: %w", err)
+	}
+	key := learnedKey(tenant, agentID, content)
+	e, err := kvcas.Sealed(kv, keyring, kvcas.OwnerAt(0)).Get(ctx, key)
+	if err != nil {
+		return LearnedProvenance{}, fmt.Errorf("extract: provenance %s: %w", key, err)
+	}
+	var p LearnedProvenance
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return LearnedProvenance{}, fmt.Errorf("%w: %s: %w", ErrState, key, err)
+	}
+	return p, nil
+}
+
+// learn appends the session's lessons to its agent's scope and records where
+// each came from. Both are idempotent: the docstore skips an entry it holds,
+// and a provenance record lists a session and a user once.
+func (w *Worker) learn(ctx context.Context, env events.Envelope, lessons []storedEntry) error {
+	if len(lessons) == 0 {
+		return nil
+	}
+	entries := make([]markdown.Entry, len(lessons))
+	for i, e := range lessons {
+		entries[i] = markdown.Entry{Time: e.Time, Category: e.Category, Content: e.Content}
+	}
+	ns := docstore.Namespace{Tenant: env.Tenant, User: events.AgentOwner(env.AgentID)}
+	if _, err := w.deps.Docs.AppendEntries(ctx, ns, entries); err != nil {
+		return fmt.Errorf("extract: write the lessons of session %s to agent %s: %w", env.SessionID, env.AgentID, err)
+	}
+	for _, e := range lessons {
+		key := learnedKey(env.Tenant, env.AgentID, e.Content)
+		_, err := kvcas.UpdateKV(ctx, w.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
+			p := LearnedProvenance{Category: e.Category, Content: e.Content}
+			if exists {
+				if err := json.Unmarshal(old, &p); err != nil {
+					return nil, fmt.Errorf("%w: %s: %w", ErrState, key, err)
+				}
+			}
+			if slices.Contains(p.Sessions, env.SessionID) && slices.Contains(p.Users, env.UserID) {
+				return nil, errUnchanged
+			}
+			p.Sessions = addBounded(p.Sessions, env.SessionID)
+			p.Users = addBounded(p.Users, env.UserID)
+			return json.Marshal(p)
+		})
+		if err != nil && !errors.Is(err, errUnchanged) {
+			return fmt.Errorf("extract: provenance of a lesson of session %s: %w", env.SessionID, err)
+		}
+	}
+	return nil
+}
+
+// errUnchanged aborts an UpdateKV that has nothing to write.
+var errUnchanged = errors.New("unchanged")
+
+// addBounded adds s to list once, keeping the latest maxProvenance.
+func addBounded(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	list = append(list, s)
+	return list[max(0, len(list)-maxProvenance):]
+}
