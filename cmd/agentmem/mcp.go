@@ -93,7 +93,7 @@ server refuses an agent the delete endpoint.`,
 	f := cmd.Flags()
 	f.StringVar(&tenant, "tenant", "", "tenant id (stdio)")
 	f.StringVar(&user, "user", "", "user id whose memory the tools use (stdio)")
-	f.StringVar(&agent, "agent", "mcp", "agent id put on the events the server publishes")
+	f.StringVar(&agent, "agent", "mcp", "agent id put on the events the server publishes, and whose agent memory scope the tools read and write (scope agent)")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on host:port instead of stdio")
 	f.BoolVar(&keepSecrets, "keep-secrets", false, "publish events as given; by default credentials are redacted before they reach the event stream")
 	f.StringVar(&tokensFile, "tokens-file", "", "with --http: file of \"<token> <tenant> <user>\" lines (tokens are never logged)")

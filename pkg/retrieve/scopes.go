@@ -83,11 +83,14 @@ func (s *Service) scopeItems(ctx context.Context, tenant, owner string, req even
 	return append(out, events.PackItem{Kind: events.PackKindCore, Text: head, Source: events.Provenance{File: docstore.MemoryFile}, Scope: scope}), degraded, nil
 }
 
-// addDegraded appends the reasons of more not in list yet: the scopes of one
-// request are recalled with one embedder, which fails for each alike.
+// addDegraded appends the reasons of more whose kind (the text before the
+// first ':', "embedder unavailable") list does not name yet: the scopes of one
+// request are recalled with one embedder, which fails for each alike, worded
+// a little differently once it is known to be down.
 func addDegraded(list, more []string) []string {
 	for _, d := range more {
-		if !slices.Contains(list, d) {
+		kind, _, _ := strings.Cut(d, ":")
+		if !slices.ContainsFunc(list, func(l string) bool { return strings.HasPrefix(l, kind+":") || l == kind }) {
 			list = append(list, d)
 		}
 	}
