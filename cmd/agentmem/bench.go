@@ -31,7 +31,10 @@ latency with the remote embedder, ingest with the model's write decider (observa
 through one replica) and extraction with the model's extractor. The stack takes its tuning
 from the configuration (--config, AGENTMEM_* variables); its storage, listeners, vector
 store (and in the remote phase its models) are its own. Progress goes to stderr; the table
-(or --json) to stdout. The targets are ctx_vs_nats_p99 <= 5, ingest_vs_raw >= 0.3,
+(or --json) to stdout. Unless --agents 0, a fleet phase: --agents agents at once, each on its
+own connection, over the users (each handed over from one agent to the next), publishing
+observations and timing context requests with their agent_id (fleet_ctx_p50_us,
+fleet_ctx_p99_us). The targets are ctx_vs_nats_p99 <= 5, fleet_ctx_vs_nats_p99 <= 5, ingest_vs_raw >= 0.3,
 restart_ready_s <= 5 and restart_ctx_p99_vs_steady <= 2; with
 remote models llm_ingest_obs_per_s >= 300 and remote_ctx_p99_us <= the embedder's latency
 plus 5x the phase's bare round-trip p99.`,
@@ -63,6 +66,7 @@ plus 5x the phase's bare round-trip p99.`,
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep the stack's data here (default: a temporary directory, removed afterwards)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&cfg.Curve, "curve", false, fmt.Sprintf("also time context requests for one namespace of each of %v memories (the cost curve)", bench.CurveSizes))
+	f.IntVar(&cfg.Agents, "agents", bench.DefaultAgents, fmt.Sprintf("agents of the fleet phase, publishing and asking for context at once over min(--users, %d) users (0 leaves the phase out)", bench.FleetMaxUsers))
 	f.BoolVar(&cfg.SkipRemote, "skip-remote", false, "leave out the remote-model phase")
 	f.DurationVar(&cfg.RemoteEmbedLatency, "remote-embed-latency", bench.DefaultRemoteEmbedLatency, "how long the remote phase's embeddings requests take")
 	f.DurationVar(&cfg.RemoteChatLatency, "remote-chat-latency", bench.DefaultRemoteChatLatency, "how long the remote phase's chat-completions requests take")

@@ -18,6 +18,10 @@
 //     a separate stream, one durable pull consumer acking) against the ingest
 //     pipeline (observations in, episodic memories stored), and extraction
 //     (session_ended in, Markdown entries and facts out, offline extractor);
+//   - fleet (unless Agents is 0): Agents agents, each on its own connection,
+//     over the loaded users, every user handed over from one agent to the next,
+//     publishing observations and timing context requests with their agent_id
+//     all at once;
 //   - memory: peak RSS of the process and on-disk bytes per stored memory;
 //   - restart: the stack closed and started again on its data directory, the
 //     time until it answers a context request and the first requests' latency;
@@ -112,6 +116,9 @@ type Config struct {
 	CurveSizes []int
 	// SkipRemote leaves out the remote-model phase.
 	SkipRemote bool
+	// Agents is how many agents the fleet phase runs at once (issue 31); zero
+	// leaves the phase out (the command's --agents defaults to DefaultAgents).
+	Agents int
 	// RemoteEmbedLatency and RemoteChatLatency are how long the remote phase's
 	// embeddings and chat-completions requests take; defaults
 	// DefaultRemoteEmbedLatency and DefaultRemoteChatLatency.
@@ -152,7 +159,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Memories", c.Memories}, {"Users", c.Users}, {"Requests", c.Requests}, {"IngestMessages", c.IngestMessages}, {"Sessions", c.Sessions}, {"RemoteObservations", c.RemoteObservations}} {
+	}{{"Memories", c.Memories}, {"Users", c.Users}, {"Requests", c.Requests}, {"IngestMessages", c.IngestMessages}, {"Sessions", c.Sessions}, {"RemoteObservations", c.RemoteObservations}, {"Agents", c.Agents}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is %d, want > 0", f.name, f.v))
 		}
@@ -265,6 +272,18 @@ type Result struct {
 	RemoteExtractSessPerS           float64 `json:"remote_extract_sessions_per_s,omitempty"`
 	RemoteModelCallsPerSession      float64 `json:"remote_model_calls_per_session,omitempty"`
 	RemoteEmbedRequests             int     `json:"remote_embed_requests,omitempty"`
+	// The fleet phase (absent with Agents 0): FleetAgents agents over FleetUsers
+	// users publishing and asking for context at once, FleetRequests timed
+	// context requests in all, their p50/p99, and that p99 over the latency
+	// phase's bare round-trip p99 (nats_rr_p99_us). FleetHandovers counts the
+	// packs that carried another agent's session (each user is handed over).
+	FleetAgents       int     `json:"fleet_agents,omitempty"`
+	FleetUsers        int     `json:"fleet_users,omitempty"`
+	FleetRequests     int     `json:"fleet_requests,omitempty"`
+	FleetHandovers    int     `json:"fleet_handovers,omitempty"`
+	FleetCtxP50us     float64 `json:"fleet_ctx_p50_us,omitempty"`
+	FleetCtxP99us     float64 `json:"fleet_ctx_p99_us,omitempty"`
+	FleetCtxVsNATSP99 float64 `json:"fleet_ctx_vs_nats_p99,omitempty"`
 }
 
 // profiled runs phase, writing its CPU profile to dir/name.pprof when dir is set.
@@ -326,7 +345,7 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	for _, phase := range []struct {
 		name string
 		run  func(context.Context, *Result) error
-	}{{"load", b.load}, {"latency", b.latency}, {"curve", b.curve}, {"raw", b.rawJetStream}, {"ingest", b.ingest}, {"backlog", b.backlog}, {"extraction", b.extraction}} {
+	}{{"load", b.load}, {"latency", b.latency}, {"curve", b.curve}, {"raw", b.rawJetStream}, {"ingest", b.ingest}, {"backlog", b.backlog}, {"fleet", b.fleet}, {"extraction", b.extraction}} {
 		if err := profiled(cfg.ProfileDir, phase.name, func() error { return phase.run(ctx, &res) }); err != nil {
 			return Result{}, err
 		}
@@ -347,6 +366,9 @@ func Run(ctx context.Context, cfg Config, logger *zap.Logger) (Result, error) {
 	res.CtxVsNATSP99 = res.CtxP99us / res.NATSRRP99us
 	res.IngestVsRaw = res.IngestMsgsPerS / res.RawJSMsgsPerS
 	res.CtxBacklogVsIdleP99 = res.CtxBacklogP99us / res.CtxP99us
+	if res.FleetAgents > 0 {
+		res.FleetCtxVsNATSP99 = res.FleetCtxP99us / res.NATSRRP99us
+	}
 	res.RestartCtxP99VsSteady = res.RestartCtxP99us / res.CtxP99us
 	res.TotalSeconds = time.Since(began).Seconds()
 	return res, nil

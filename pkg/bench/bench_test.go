@@ -27,7 +27,7 @@ func TestRunSmall(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	cfg := Config{Memories: 500, Users: 20, Requests: 100, IngestMessages: 500, Sessions: 10, DataDir: t.TempDir(), Progress: &progress,
-		RemoteEmbedLatency: 2 * time.Millisecond, RemoteChatLatency: 5 * time.Millisecond, RemoteObservations: 200}
+		RemoteEmbedLatency: 2 * time.Millisecond, RemoteChatLatency: 5 * time.Millisecond, RemoteObservations: 200, Agents: 4}
 	res, err := Run(ctx, cfg, nil)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
@@ -68,6 +68,21 @@ func TestRunSmall(t *testing.T) {
 	if got, want := res.RestartCtxP99VsSteady, res.RestartCtxP99us/res.CtxP99us; got != want || res.RestartCtxP50us > res.RestartCtxP99us {
 		t.Errorf("restart_ctx_p99_vs_steady = %v, want restart_ctx_p99_us/ctx_p99_us = %v; restart p50 %v, p99 %v", got, want, res.RestartCtxP50us, res.RestartCtxP99us)
 	}
+	// The fleet phase: 4 agents over the 20 users, 25 requests each, every
+	// user handed over from the agent that held its first session, so the
+	// packs of requests naming an agent_id carry that session.
+	if res.FleetAgents != 4 || res.FleetUsers != 20 || res.FleetRequests != 100 {
+		t.Errorf("fleet: %d agents, %d users, %d requests; want 4, 20, 100", res.FleetAgents, res.FleetUsers, res.FleetRequests)
+	}
+	if res.FleetHandovers != res.FleetRequests {
+		t.Errorf("fleet: %d of %d packs carried a hand-over from another agent, want all", res.FleetHandovers, res.FleetRequests)
+	}
+	if !(res.FleetCtxP50us > 0 && res.FleetCtxP50us <= res.FleetCtxP99us) {
+		t.Errorf("fleet: ctx p50 %v, p99 %v; want 0 < p50 <= p99", res.FleetCtxP50us, res.FleetCtxP99us)
+	}
+	if got, want := res.FleetCtxVsNATSP99, res.FleetCtxP99us/res.NATSRRP99us; got != want {
+		t.Errorf("fleet_ctx_vs_nats_p99 = %v, want fleet_ctx_p99_us/nats_rr_p99_us = %v", got, want)
+	}
 	if got, want := res.IngestVsRaw, res.IngestMsgsPerS/res.RawJSMsgsPerS; got != want {
 		t.Errorf("ingest_vs_raw = %v, want ingest_msgs_per_s/raw_js_msgs_per_s = %v", got, want)
 	}
@@ -98,7 +113,7 @@ func TestRunSmall(t *testing.T) {
 	if res.GoVersion == "" || res.CPUs < 1 || res.GOMAXPROCS < 1 || res.RSSSource == "" {
 		t.Errorf("environment fields missing: %+v", res)
 	}
-	for _, phase := range []string{"loading 500 memories", "context requests", "restarting agentmem", "raw JetStream", "ingest pipeline", "drains a backlog", "extraction", "remote models", "the model's decider, remote embedder"} {
+	for _, phase := range []string{"loading 500 memories", "context requests", "restarting agentmem", "raw JetStream", "ingest pipeline", "drains a backlog", "fleet: 4 agents", "extraction", "remote models", "the model's decider, remote embedder"} {
 		if !strings.Contains(progress.String(), phase) {
 			t.Errorf("progress output lacks %q:\n%s", phase, progress.String())
 		}
@@ -114,7 +129,8 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"memories", "nats_rr_p50_us", "nats_rr_p99_us", "ctx_p50_us", "ctx_p99_us", "ctx_vs_nats_p99", "raw_js_msgs_per_s", "ingest_msgs_per_s", "ingest_vs_raw", "rss_mb",
-		"restart_ready_s", "restart_ctx_p99_us", "llm_ingest_obs_per_s", "remote_ctx_p50_us", "remote_ctx_p99_us", "remote_model_latency_ms"} {
+		"restart_ready_s", "restart_ctx_p99_us", "llm_ingest_obs_per_s", "remote_ctx_p50_us", "remote_ctx_p99_us", "remote_model_latency_ms",
+		"fleet_agents", "fleet_ctx_p50_us", "fleet_ctx_p99_us", "fleet_ctx_vs_nats_p99"} {
 		if _, ok := fields[name].(float64); !ok {
 			t.Errorf("JSON field %q = %v, want a number", name, fields[name])
 		}
@@ -125,7 +141,8 @@ func TestRunSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"context request p99", "µs", "msgs/s", "sessions/s", "target ctx_vs_nats_p99", "target ingest_vs_raw", "target ctx_backlog_vs_idle_p99",
-		"ready after a restart", "target restart_ready_s", "target restart_ctx_p99_vs_steady", "remote: context p99", "obs/s", "target llm_ingest_obs_per_s", "target remote_ctx_p99_us"} {
+		"ready after a restart", "target restart_ready_s", "target restart_ctx_p99_vs_steady", "remote: context p99", "obs/s", "target llm_ingest_obs_per_s", "target remote_ctx_p99_us",
+		"fleet: context p99", "target fleet_ctx_vs_nats_p99"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -157,6 +174,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{Config{IngestMessages: -1}, "IngestMessages"},
 		{Config{Sessions: -1}, "Sessions"},
 		{Config{RemoteObservations: -1}, "RemoteObservations"},
+		{Config{Agents: -1}, "Agents"},
 		{Config{RemoteChatLatency: -time.Second}, "RemoteChatLatency"},
 		{Config{Memories: 10, Users: 11}, "Users"},
 	} {
@@ -174,8 +192,11 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 }
 
 func TestTargetsVerdicts(t *testing.T) {
-	pass := Result{CtxVsNATSP99: 5, IngestVsRaw: 0.3, CtxBacklogVsIdleP99: 5, RestartReadyS: 5, RestartCtxP99VsSteady: 2}.Targets()
-	fail := Result{CtxVsNATSP99: 5.01, IngestVsRaw: 0.29, CtxBacklogVsIdleP99: 5.01, RestartReadyS: 5.01, RestartCtxP99VsSteady: 2.01}.Targets()
+	pass := Result{CtxVsNATSP99: 5, IngestVsRaw: 0.3, CtxBacklogVsIdleP99: 5, RestartReadyS: 5, RestartCtxP99VsSteady: 2, FleetAgents: 1, FleetCtxVsNATSP99: 5}.Targets()
+	fail := Result{CtxVsNATSP99: 5.01, IngestVsRaw: 0.29, CtxBacklogVsIdleP99: 5.01, RestartReadyS: 5.01, RestartCtxP99VsSteady: 2.01, FleetAgents: 1, FleetCtxVsNATSP99: 5.01}.Targets()
+	if !slices.ContainsFunc(pass, func(t Target) bool { return t.Name == "fleet_ctx_vs_nats_p99" }) {
+		t.Errorf("targets %+v lack fleet_ctx_vs_nats_p99 with a fleet phase", pass)
+	}
 	for i := range pass {
 		if !pass[i].Pass || fail[i].Pass {
 			t.Errorf("%s: at the bound pass=%t, beyond it pass=%t", pass[i].Name, pass[i].Pass, fail[i].Pass)

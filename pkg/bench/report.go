@@ -37,6 +37,9 @@ func (r Result) Targets() []Target {
 		{Name: "restart_ready_s", Value: r.RestartReadyS, Rule: fmt.Sprintf("<= %g", TargetRestartReadyS), Pass: r.RestartReadyS <= TargetRestartReadyS},
 		{Name: "restart_ctx_p99_vs_steady", Value: r.RestartCtxP99VsSteady, Rule: fmt.Sprintf("<= %g", TargetRestartCtxP99VsSteady), Pass: r.RestartCtxP99VsSteady <= TargetRestartCtxP99VsSteady},
 	}
+	if r.FleetAgents > 0 {
+		ts = append(ts, Target{Name: "fleet_ctx_vs_nats_p99", Value: r.FleetCtxVsNATSP99, Rule: fmt.Sprintf("<= %g", TargetCtxVsNATSP99), Pass: r.FleetCtxVsNATSP99 <= TargetCtxVsNATSP99})
+	}
 	if r.RemoteModelLatencyMs == 0 {
 		return ts
 	}
@@ -71,6 +74,11 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("ingest / raw JetStream", f(r.IngestVsRaw, 2), "x", "")
 	row("context p99 in backlog", f(r.CtxBacklogP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; %d requests while ingest drained %d observations", r.CtxBacklogP50us, r.BacklogRequests, r.IngestMessages))
 	row("backlog p99 / idle p99", f(r.CtxBacklogVsIdleP99, 2), "x", "")
+	if r.FleetAgents > 0 {
+		row("fleet: context p50", f(r.FleetCtxP50us, 1), "µs", fmt.Sprintf("%d agents over %d users at once, %d requests with agent_id, %d with a hand-over", r.FleetAgents, r.FleetUsers, r.FleetRequests, r.FleetHandovers))
+		row("fleet: context p99", f(r.FleetCtxP99us, 1), "µs", "")
+		row("fleet p99 / NATS p99", f(r.FleetCtxVsNATSP99, 2), "x", "")
+	}
 	row("ready after a restart", f(r.RestartReadyS, 2), "s", "from starting the stack again on the same data to the first context pack")
 	row("restart: context p99", f(r.RestartCtxP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; the %d requests after it; %.2fx the steady p99", r.RestartCtxP50us, r.Requests, r.RestartCtxP99VsSteady))
 	row("extraction", f(r.ExtractSessPerS, 1), "sessions/s", fmt.Sprintf("%d sessions -> %d Markdown entries", r.Sessions, r.ExtractEntries))
