@@ -67,6 +67,7 @@ plus 5x the phase's bare round-trip p99.`,
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&cfg.Curve, "curve", false, fmt.Sprintf("also time context requests for one namespace of each of %v memories (the cost curve)", bench.CurveSizes))
 	f.IntVar(&cfg.Agents, "agents", bench.DefaultAgents, fmt.Sprintf("agents of the fleet phase, publishing and asking for context at once over min(--users, %d) users (0 leaves the phase out)", bench.FleetMaxUsers))
+	f.DurationVar(&cfg.AgentTurn, "agent-turn", bench.DefaultAgentTurn, "how often each agent of the fleet phase takes a turn (an observation and a context request)")
 	f.BoolVar(&cfg.SkipRemote, "skip-remote", false, "leave out the remote-model phase")
 	f.DurationVar(&cfg.RemoteEmbedLatency, "remote-embed-latency", bench.DefaultRemoteEmbedLatency, "how long the remote phase's embeddings requests take")
 	f.DurationVar(&cfg.RemoteChatLatency, "remote-chat-latency", bench.DefaultRemoteChatLatency, "how long the remote phase's chat-completions requests take")

@@ -119,6 +119,11 @@ type Config struct {
 	// Agents is how many agents the fleet phase runs at once (issue 31); zero
 	// leaves the phase out (the command's --agents defaults to DefaultAgents).
 	Agents int
+	// AgentTurn is how often each agent of the fleet phase takes a turn (an
+	// observation and a context request); default DefaultAgentTurn. An agent's
+	// turn includes its model's answer, seconds in practice: agents that fire
+	// back to back measure the stack's queue at saturation, not a request.
+	AgentTurn time.Duration
 	// RemoteEmbedLatency and RemoteChatLatency are how long the remote phase's
 	// embeddings and chat-completions requests take; defaults
 	// DefaultRemoteEmbedLatency and DefaultRemoteChatLatency.
@@ -150,6 +155,7 @@ func (c *Config) setDefaults() {
 	c.RemoteEmbedLatency = cmp.Or(c.RemoteEmbedLatency, DefaultRemoteEmbedLatency)
 	c.RemoteChatLatency = cmp.Or(c.RemoteChatLatency, DefaultRemoteChatLatency)
 	c.RemoteObservations = cmp.Or(c.RemoteObservations, DefaultRemoteObservations)
+	c.AgentTurn = cmp.Or(c.AgentTurn, DefaultAgentTurn)
 }
 
 // Validate reports what is wrong with c after defaults are applied.
@@ -163,6 +169,9 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is %d, want > 0", f.name, f.v))
 		}
+	}
+	if c.AgentTurn < 0 {
+		errs = append(errs, fmt.Errorf("AgentTurn is %s, want > 0", c.AgentTurn))
 	}
 	if c.RemoteEmbedLatency < 0 || c.RemoteChatLatency < 0 {
 		errs = append(errs, fmt.Errorf("RemoteEmbedLatency %s and RemoteChatLatency %s must not be negative", c.RemoteEmbedLatency, c.RemoteChatLatency))
@@ -277,7 +286,11 @@ type Result struct {
 	// context requests in all, their p50/p99, and that p99 over the latency
 	// phase's bare round-trip p99 (nats_rr_p99_us). FleetHandovers counts the
 	// packs that carried another agent's session (each user is handed over).
+	// FleetTurnMs is each agent's turn (Config.AgentTurn), so the offered load
+	// is FleetAgents turns per FleetTurnMs; FleetSeconds the timed part's length.
 	FleetAgents       int     `json:"fleet_agents,omitempty"`
+	FleetTurnMs       float64 `json:"fleet_turn_ms,omitempty"`
+	FleetSeconds      float64 `json:"fleet_seconds,omitempty"`
 	FleetUsers        int     `json:"fleet_users,omitempty"`
 	FleetRequests     int     `json:"fleet_requests,omitempty"`
 	FleetHandovers    int     `json:"fleet_handovers,omitempty"`

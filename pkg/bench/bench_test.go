@@ -27,7 +27,7 @@ func TestRunSmall(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	cfg := Config{Memories: 500, Users: 20, Requests: 100, IngestMessages: 500, Sessions: 10, DataDir: t.TempDir(), Progress: &progress,
-		RemoteEmbedLatency: 2 * time.Millisecond, RemoteChatLatency: 5 * time.Millisecond, RemoteObservations: 200, Agents: 4}
+		RemoteEmbedLatency: 2 * time.Millisecond, RemoteChatLatency: 5 * time.Millisecond, RemoteObservations: 200, Agents: 4, AgentTurn: 100 * time.Millisecond}
 	res, err := Run(ctx, cfg, nil)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
@@ -71,6 +71,10 @@ func TestRunSmall(t *testing.T) {
 	// The fleet phase: 4 agents over the 20 users, 25 requests each, every
 	// user handed over from the agent that held its first session, so the
 	// packs of requests naming an agent_id carry that session.
+	// Paced: the last of an agent's 25 turns is due 24 turns after the first.
+	if res.FleetTurnMs != 100 || res.FleetSeconds < 24*0.100 {
+		t.Errorf("fleet: a turn every %v ms, %v s in all; want 100 ms and at least 2.4 s", res.FleetTurnMs, res.FleetSeconds)
+	}
 	if res.FleetAgents != 4 || res.FleetUsers != 20 || res.FleetRequests != 100 {
 		t.Errorf("fleet: %d agents, %d users, %d requests; want 4, 20, 100", res.FleetAgents, res.FleetUsers, res.FleetRequests)
 	}
@@ -130,7 +134,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	for _, name := range []string{"memories", "nats_rr_p50_us", "nats_rr_p99_us", "ctx_p50_us", "ctx_p99_us", "ctx_vs_nats_p99", "raw_js_msgs_per_s", "ingest_msgs_per_s", "ingest_vs_raw", "rss_mb",
 		"restart_ready_s", "restart_ctx_p99_us", "llm_ingest_obs_per_s", "remote_ctx_p50_us", "remote_ctx_p99_us", "remote_model_latency_ms",
-		"fleet_agents", "fleet_ctx_p50_us", "fleet_ctx_p99_us", "fleet_ctx_vs_nats_p99"} {
+		"fleet_agents", "fleet_turn_ms", "fleet_seconds", "fleet_ctx_p50_us", "fleet_ctx_p99_us", "fleet_ctx_vs_nats_p99"} {
 		if _, ok := fields[name].(float64); !ok {
 			t.Errorf("JSON field %q = %v, want a number", name, fields[name])
 		}
@@ -175,6 +179,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{Config{Sessions: -1}, "Sessions"},
 		{Config{RemoteObservations: -1}, "RemoteObservations"},
 		{Config{Agents: -1}, "Agents"},
+		{Config{AgentTurn: -time.Second}, "AgentTurn"},
 		{Config{RemoteChatLatency: -time.Second}, "RemoteChatLatency"},
 		{Config{Memories: 10, Users: 11}, "Users"},
 	} {

@@ -16,9 +16,12 @@ import (
 
 // DefaultAgents is the fleet phase's agents of `agentmem bench` (issue 31);
 // FleetMaxUsers the users they serve at most (fewer when Config.Users is).
+// DefaultAgentTurn how often each of them takes a turn: 100 agents every 2 s
+// offer 50 observations and 50 context requests a second.
 const (
-	DefaultAgents = 100
-	FleetMaxUsers = 1_000
+	DefaultAgents    = 100
+	FleetMaxUsers    = 1_000
+	DefaultAgentTurn = 2 * time.Second
 )
 
 // fleetAgent names the a-th agent of the fleet phase.
@@ -41,8 +44,9 @@ func fleetUsers(a, agents, users int) []string {
 // connection, over min(Users, FleetMaxUsers) users of the loaded tenant. First,
 // untimed, every agent holds a session with each of its users; then every user
 // moves to the next agent (a hand-over), and all agents at once, Requests/Agents
-// times each, publish an observation into their session with the user and time a
-// context request naming their agent_id. fleet_handovers counts the packs that
+// turns each, one every AgentTurn (their starts spread over the first turn),
+// publish an observation into their session with the user and time a context
+// request naming their agent_id. fleet_handovers counts the packs that
 // carried the previous agent's session: the requests were really the fleet's.
 func (b *bencher) fleet(ctx context.Context, res *Result) error {
 	agents := b.cfg.Agents
@@ -51,7 +55,7 @@ func (b *bencher) fleet(ctx context.Context, res *Result) error {
 	}
 	users := min(b.cfg.Users, FleetMaxUsers)
 	perAgent := max(1, b.cfg.Requests/agents)
-	fmt.Fprintf(b.cfg.Progress, "== fleet: %d agents over %d users, %d observations and context requests each, all at once\n", agents, users, perAgent)
+	fmt.Fprintf(b.cfg.Progress, "== fleet: %d agents over %d users, %d observations and context requests each, one every %s, all at once\n", agents, users, perAgent, b.cfg.AgentTurn)
 	conns := make([]*nats.Conn, agents)
 	defer func() {
 		for _, nc := range conns {
@@ -88,7 +92,7 @@ func (b *bencher) fleet(ctx context.Context, res *Result) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	run := &fleetRun{subject: ctxSubject, users: users, perAgent: perAgent, conns: conns, clients: clients,
+	run := &fleetRun{subject: ctxSubject, users: users, perAgent: perAgent, turn: b.cfg.AgentTurn, start: time.Now(), conns: conns, clients: clients,
 		lat: make([]time.Duration, 0, agents*perAgent), prog: newProgress(b.cfg.Progress, "fleet context requests", agents*perAgent)}
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -107,6 +111,7 @@ func (b *bencher) fleet(ctx context.Context, res *Result) error {
 	}
 	run.prog.finish(len(run.lat))
 	res.FleetAgents, res.FleetUsers, res.FleetRequests, res.FleetHandovers = agents, users, len(run.lat), run.handovers
+	res.FleetTurnMs, res.FleetSeconds = float64(b.cfg.AgentTurn)/float64(time.Millisecond), time.Since(run.start).Seconds()
 	res.FleetCtxP50us, res.FleetCtxP99us = micros(percentile(run.lat, 0.50)), micros(percentile(run.lat, 0.99))
 	return nil
 }
@@ -115,6 +120,8 @@ func (b *bencher) fleet(ctx context.Context, res *Result) error {
 type fleetRun struct {
 	subject         string
 	users, perAgent int
+	turn            time.Duration
+	start           time.Time
 	conns           []*nats.Conn
 	clients         []*client.Client
 
@@ -131,6 +138,12 @@ func (r *fleetRun) agent(ctx context.Context, a int) error {
 	mine := fleetUsers((a+1)%agents, agents, r.users)
 	texts := newTexts(uint64(100 + a))
 	for i := range r.perAgent {
+		// Turn i of agent a is due at start + (a/agents + i) turns; a late turn
+		// goes at once (its latency is measured from when it is sent).
+		due := r.start.Add(r.turn*time.Duration(i) + r.turn*time.Duration(a)/time.Duration(agents))
+		if err := sleepUntil(ctx, due); err != nil {
+			return err
+		}
 		u := mine[i%len(mine)]
 		if _, err := r.clients[a].Say(ctx, u, fleetSession(a, 1), events.RoleUser, texts.chat(events.RoleUser), nil); err != nil {
 			return fmt.Errorf("%w: fleet observation: %w", ErrMeasurement, err)
@@ -162,3 +175,15 @@ func (r *fleetRun) agent(ctx context.Context, a int) error {
 
 // fleetSession is agent a's n-th session with a user.
 func fleetSession(a, n int) string { return fmt.Sprintf("fleet-%03d-%d", a, n) }
+
+// sleepUntil waits until t, or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -75,7 +75,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	row("context p99 in backlog", f(r.CtxBacklogP99us, 1), "µs", fmt.Sprintf("p50 %.1f µs; %d requests while ingest drained %d observations", r.CtxBacklogP50us, r.BacklogRequests, r.IngestMessages))
 	row("backlog p99 / idle p99", f(r.CtxBacklogVsIdleP99, 2), "x", "")
 	if r.FleetAgents > 0 {
-		row("fleet: context p50", f(r.FleetCtxP50us, 1), "µs", fmt.Sprintf("%d agents over %d users at once, %d requests with agent_id, %d with a hand-over", r.FleetAgents, r.FleetUsers, r.FleetRequests, r.FleetHandovers))
+		row("fleet: context p50", f(r.FleetCtxP50us, 1), "µs", fmt.Sprintf("%d agents over %d users at once, a turn each every %g ms, %d requests with agent_id, %d with a hand-over", r.FleetAgents, r.FleetUsers, r.FleetTurnMs, r.FleetRequests, r.FleetHandovers))
 		row("fleet: context p99", f(r.FleetCtxP99us, 1), "µs", "")
 		row("fleet p99 / NATS p99", f(r.FleetCtxVsNATSP99, 2), "x", "")
 	}
