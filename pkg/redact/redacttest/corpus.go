@@ -17,8 +17,8 @@ type Corpus struct {
 	NearMisses []NearMiss
 }
 
-// CorpusSecret is one form of a secret: Text holds the generated Values, none
-// of which may be stored.
+// CorpusSecret is one form of a secret: Text holds the generated Values (its
+// parts of MinValueLen characters or more), none of which may be stored.
 type CorpusSecret struct {
 	Family string
 	Text   string
@@ -49,6 +49,11 @@ var classes = map[byte]string{
 	'B': alnum + "+/",
 	'b': alnum + "_-",
 }
+
+// MinValueLen is the shortest generated part that Values lists: a shorter one
+// (the 4 hex digits of a UUID-shaped key) turns up by chance in memory ids and
+// vectors, so finding it says nothing; each secret has a longer part besides.
+const MinValueLen = 8
 
 // LoadCorpus reads and expands the corpus at path. The values are drawn from a
 // generator seeded by each case's position, so every run sees the same corpus.
@@ -87,14 +92,16 @@ func LoadCorpus(path string) (Corpus, error) {
 			for range n {
 				b.WriteByte(alphabet[rng.IntN(len(alphabet))])
 			}
-			cs.Values = append(cs.Values, b.String())
+			if n >= MinValueLen {
+				cs.Values = append(cs.Values, b.String())
+			}
 			return b.String()
 		})
 		if bad != nil {
 			return Corpus{}, bad
 		}
 		if len(cs.Values) == 0 {
-			return Corpus{}, fmt.Errorf("%s: secret %d (%q) generates no value", path, i, s.Text)
+			return Corpus{}, fmt.Errorf("%s: secret %d (%q) generates no value of %d characters or more", path, i, s.Text, MinValueLen)
 		}
 		c.Secrets = append(c.Secrets, cs)
 	}
