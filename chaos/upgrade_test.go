@@ -233,12 +233,14 @@ func buildRelease(t *testing.T, commit string) string {
 	run("tar", "-xf", tarball)
 	built := filepath.Join(dir, "agentmem")
 	run("go", "build", "-o", built, "./cmd/agentmem")
-	// Into the cache through a rename, so that it never holds half a binary.
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// Into the cache through a rename, so that it never holds half a binary. A
+	// cache that cannot be written costs the next run the build, nothing more.
 	tmp := bin + fmt.Sprintf(".%d", os.Getpid())
-	data, err := os.ReadFile(built)
+	err = os.MkdirAll(filepath.Dir(bin), 0o755)
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(built)
+	}
 	if err == nil {
 		err = os.WriteFile(tmp, data, 0o755)
 	}
@@ -246,7 +248,8 @@ func buildRelease(t *testing.T, commit string) string {
 		err = os.Rename(tmp, bin)
 	}
 	if err != nil {
-		t.Fatal(err)
+		t.Logf("the previous release's build is not cached (%v): using it from the test's directory", err)
+		return built
 	}
 	return bin
 }
