@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/client"
+	"github.com/agentmem/agentmem/pkg/clock"
 )
 
 // DefaultAgents is the fleet phase's agents of `agentmem bench` (issue 31);
@@ -141,7 +142,7 @@ func (r *fleetRun) agent(ctx context.Context, a int) error {
 		// Turn i of agent a is due at start + (a/agents + i) turns; a late turn
 		// goes at once (its latency is measured from when it is sent).
 		due := r.start.Add(r.turn*time.Duration(i) + r.turn*time.Duration(a)/time.Duration(agents))
-		if err := sleepUntil(ctx, due); err != nil {
+		if err := clock.Sleep(ctx, time.Until(due)); err != nil {
 			return err
 		}
 		u := mine[i%len(mine)]
@@ -175,15 +176,3 @@ func (r *fleetRun) agent(ctx context.Context, a int) error {
 
 // fleetSession is agent a's n-th session with a user.
 func fleetSession(a, n int) string { return fmt.Sprintf("fleet-%03d-%d", a, n) }
-
-// sleepUntil waits until t, or until ctx ends.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -24,3 +24,16 @@ func Now(ctx context.Context, fallback func() time.Time) time.Time {
 	}
 	return fallback()
 }
+
+// Sleep waits d, or until ctx ends (then it returns ctx.Err()): the retry
+// loops' and pacers' wait, which a shutdown must be able to cut short.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/pkg/clock"
 )
 
 // Sentinel errors; the errors of this package wrap them with the key or bucket.
@@ -97,7 +99,7 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, fmt.Errorf("kvcas: write key %s: %w", key, err)
 		}
-		if err := sleepCtx(ctx, casBackoff(attempt)); err != nil {
+		if err := clock.Sleep(ctx, casBackoff(attempt)); err != nil {
 			return 0, fmt.Errorf("kvcas: update key %s: %w", key, err)
 		}
 	}
@@ -120,17 +122,6 @@ func casBackoff(attempt int) time.Duration {
 		d = min(casBackoffBase<<attempt, casBackoffMax)
 	}
 	return rand.N(d) + time.Microsecond
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // EnsureKV creates the key-value bucket of cfg, or updates it to cfg.

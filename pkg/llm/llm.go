@@ -25,6 +25,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
+
+	"github.com/agentmem/agentmem/pkg/clock"
 )
 
 // Defaults for the zero values of Config.
@@ -93,7 +95,7 @@ func (c *Config) setDefaults() {
 		c.RetryBase = DefaultRetryBase
 	}
 	if c.sleep == nil {
-		c.sleep = sleep
+		c.sleep = clock.Sleep
 	}
 }
 
@@ -393,17 +395,6 @@ func byStatus(status int) error {
 		return ErrUnavailable
 	}
 	return ErrRequest
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // schemaURL names the in-memory resource; the compiler needs a location for $ref

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	ctxclock "github.com/agentmem/agentmem/pkg/clock"
 )
 
 // Defaults applied by New to zero-valued Config fields.
@@ -82,7 +84,7 @@ func (c *Config) setDefaults() {
 		c.RetryBase = DefaultRetryBase
 	}
 	if c.sleep == nil {
-		c.sleep = sleepCtx
+		c.sleep = ctxclock.Sleep
 	}
 }
 

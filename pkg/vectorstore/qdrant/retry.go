@@ -27,18 +27,6 @@ func transient(err error) bool {
 	return false
 }
 
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // retryInterceptor repeats a unary call that failed transiently, up to retries
 // times, waiting base, 2·base, 4·base, ... before each; sleep is how it waits
 // (tests inject a clock). The call's context bounds the whole, waits included.
