@@ -2,6 +2,7 @@ package clock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -17,5 +18,25 @@ func TestNowPrefersTheContextTime(t *testing.T) {
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	if got := clock.Now(clock.At(context.Background(), at), fixed); !got.Equal(at) {
 		t.Fatalf("clock.At: got %s, want %s", got, at)
+	}
+}
+
+// Sleep returns nil once d has passed, and ctx's error, long before d, once ctx
+// ends: a shutdown is never held by a retry's wait.
+func TestSleepEndsWithTheContext(t *testing.T) {
+	if err := clock.Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("Sleep of 1ms: %v, want nil", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- clock.Sleep(ctx, time.Hour) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Sleep with an ended context: %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Sleep of an hour with an ended context did not return")
 	}
 }
