@@ -132,7 +132,6 @@ type State struct {
 	Turns       int                 `json:"turns"` // turns started
 	FirstTS     time.Time           `json:"first_ts,omitzero"`
 	LastTS      time.Time           `json:"last_ts,omitzero"`
-	EndedAt     time.Time           `json:"ended_at,omitzero"`
 	Recent      []Message           `json:"recent,omitempty"` // by event time, oldest first
 	// Tokens is the estimated tokens of every message of the session
 	// (EstimateTokens), for the session summary's trigger (SPEC B2).
@@ -342,10 +341,6 @@ func (s *Store) fold(st *State, env events.Envelope) {
 	}
 	if env.TS.After(st.LastTS) {
 		st.LastTS = env.TS
-	}
-	if env.Type == events.TypeSessionEnded {
-		st.EndedAt = env.TS
-		return
 	}
 	obs := env.Observation
 	if obs == nil {
