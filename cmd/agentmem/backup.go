@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/backup"
 	"github.com/agentmem/agentmem/pkg/natsauth"
 )
@@ -60,17 +61,25 @@ A backup of a deployment run with ` + "`up --auth`" + ` holds its streams in tha
 NATS account: restore it with --keys, the deployment's key directory (DATA_DIR/auth),
 which is copied to the new data directory's auth/ (it must not exist yet or be empty);
 ` + "`up --auth --data-dir DIR`" + ` then accepts the credentials the deployment issued. Without
---keys such a backup is refused, as are keys of another deployment.`,
+--keys such a backup is refused, as are keys of another deployment.
+
+A backup of a Qdrant collection (vector.backend qdrant with vector.qdrant.http_url) is
+uploaded into the Qdrant of the configuration, as vector.collection, which must not
+exist yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := loadConfig(g, map[string]string{"data_dir": dataDir})
 			if err != nil {
 				return err
 			}
+			q, err := app.QdrantBackup(cfg)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := signalContext()
 			defer cancel()
 			m, err := backup.Restore(ctx, in, backup.Target{NATSStoreDir: cfg.NATS.Embedded.StoreDir, VectorPath: cfg.Vector.Path, MarkdownDir: cfg.Memory.Dir,
-				Keys: keys, KeyDir: natsauth.KeyDir(cfg.DataDir)})
+				Keys: keys, KeyDir: natsauth.KeyDir(cfg.DataDir), Qdrant: q})
 			if err != nil {
 				return err
 			}

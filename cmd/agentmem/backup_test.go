@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/natsauth"
 )
@@ -69,6 +71,10 @@ func TestBackupRestoreUnderAuth(t *testing.T) {
 	if out, err := run(t, "append", "--nats-url", url, "--tenant", "acme", "--user", "u1", "--content", "Finance reports are due on Fridays."); err != nil {
 		t.Fatalf("append: %v\n%s", err, out)
 	}
+	// The session lives in the streams and buckets only (events, state).
+	if out, err := run(t, "observe", "--nats-url", url, "--tenant", "acme", "--user", "u1", "--session", "s1", "--text", "The quarterly audit starts on Monday."); err != nil {
+		t.Fatalf("observe: %v\n%s", err, out)
+	}
 	if err := app.WaitIdle(ctx, src.Runtime().JS, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +128,12 @@ func TestBackupRestoreUnderAuth(t *testing.T) {
 	out, err := run(t, append([]string{"context", "--query", "when are finance reports due?"}, ns...)...)
 	if err != nil || !strings.Contains(out, "Finance reports are due on Fridays.") || !strings.Contains(out, "Payroll closes on the 25th.") {
 		t.Fatalf("context with the tenant's credential after the restore: %v\n%s", err, out)
+	}
+	out, err = run(t, append([]string{"context", "--json", "--session", "s1", "--query", "audit"}, ns...)...)
+	var pack events.ContextPack
+	if err != nil || json.Unmarshal([]byte(out), &pack) != nil || len(pack.RecentEvents) != 1 || pack.RecentEvents[0].Obs == nil ||
+		pack.RecentEvents[0].Obs.Text != "The quarterly audit starts on Monday." {
+		t.Fatalf("the session after the restore: %v, want its one observation among the recent events\n%s", err, out)
 	}
 	t.Setenv("AGENTMEM_NATS_CREDS_FILE", "")
 	if out, err := run(t, append([]string{"context", "--query", "finance"}, ns...)...); err == nil {

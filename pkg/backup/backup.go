@@ -111,8 +111,15 @@ type FileEntry struct {
 	SHA256 string `json:"sha256"`
 }
 
+// Vector store backends of a backup.
+const (
+	VectorEmbedded = "embedded"
+	VectorQdrant   = "qdrant"
+)
+
 // VectorEntry is the vector store's part of a backup.
 type VectorEntry struct {
-	// Backend is "embedded" (VectorsFile), the only one a backup copies today.
+	// Backend is VectorEmbedded (the store's file, VectorsFile) or
+	// VectorQdrant (a snapshot of the collection, QdrantFile).
 	Backend string `json:"backend"`
 }

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -56,7 +57,7 @@ func Backup(ctx context.Context, nc *nats.Conn, dir string, opts Options) (Manif
 		return Manifest{}, err
 	}
 	progress("cut at %s sequence %d", begun.Cut.Stream, begun.Cut.Sequence)
-	m := Manifest{Format: Format, Version: Version, Agentmem: opts.Agentmem, Created: time.Now().UTC(), Cut: begun.Cut, Markdown: begun.Markdown, Vector: VectorEntry{Backend: "embedded"}, Account: account}
+	m := Manifest{Format: Format, Version: Version, Agentmem: opts.Agentmem, Created: time.Now().UTC(), Cut: begun.Cut, Markdown: begun.Markdown, Vector: VectorEntry{Backend: cmp.Or(begun.Vector, VectorEmbedded)}, Account: account}
 	m.Streams, err = snapshotStreams(ctx, nc, js, dir, progress)
 	// The hold ends whatever happened to the snapshots.
 	if _, endErr := call(ctx, nc, SubjectEnd, EndRequest{ID: begun.ID}, time.Minute); err == nil {

@@ -39,6 +39,10 @@ type Target struct {
 	// KeyDir is where Keys is copied: natsauth.KeyDir of the data directory,
 	// which `up --auth` reads.
 	KeyDir string
+	// Qdrant is the collection a backup of a Qdrant collection is restored
+	// into (it must not exist); nil when the target's vector store is the
+	// embedded one, at VectorPath.
+	Qdrant *Qdrant
 }
 
 // ReadManifest reads dir's manifest and checks every file it lists (size and
@@ -104,8 +108,8 @@ func Restore(ctx context.Context, dir string, t Target) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
-	if m.Vector.Backend != "embedded" {
-		return Manifest{}, fmt.Errorf("%w: vector backend %q: this build restores the embedded store only", ErrUnsupported, m.Vector.Backend)
+	if err := vectorTarget(ctx, m.Vector.Backend, t); err != nil {
+		return Manifest{}, err
 	}
 	authenticated := nkeys.IsValidPublicAccountKey(m.Account)
 	if authenticated && t.Keys == "" {
@@ -136,6 +140,8 @@ func Restore(ctx context.Context, dir string, t Target) (Manifest, error) {
 		switch fe.Path {
 		case VectorsFile:
 			err = copyFile(src, t.VectorPath)
+		case QdrantFile:
+			err = t.Qdrant.Recover(ctx, src)
 		case MarkdownFile:
 			err = untar(src, t.MarkdownDir)
 		default:
@@ -146,6 +152,23 @@ func Restore(ctx context.Context, dir string, t Target) (Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// vectorTarget checks that t can take a backup's vector store of backend:
+// the embedded store's file into VectorPath (checked with the other places),
+// a Qdrant snapshot into a Qdrant collection that does not exist.
+func vectorTarget(ctx context.Context, backend string, t Target) error {
+	switch {
+	case backend == VectorEmbedded && t.Qdrant == nil:
+		return nil
+	case backend == VectorQdrant && t.Qdrant != nil:
+		return t.Qdrant.Absent(ctx)
+	case backend == VectorEmbedded:
+		return fmt.Errorf("%w: the backup's vector store is the embedded one; restore it with vector.backend embedded (then move it with agentmem export/import)", ErrUnsupported)
+	case backend == VectorQdrant:
+		return fmt.Errorf("%w: the backup's vector store is a Qdrant collection; restore it with vector.backend qdrant and vector.qdrant.http_url, Qdrant's REST API", ErrUnsupported)
+	}
+	return fmt.Errorf("%w: vector backend %q", ErrUnsupported, backend)
 }
 
 // restoreKeys copies the key directory from into to and loads it; with
