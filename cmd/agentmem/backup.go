@@ -6,7 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentmem/agentmem/pkg/app"
 	"github.com/agentmem/agentmem/pkg/backup"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // newBackupCmd is `agentmem backup`.
@@ -45,7 +47,7 @@ service credential (not a tenant's). Restore with ` + "`agentmem restore`" + `.`
 
 // newRestoreCmd is `agentmem restore`.
 func newRestoreCmd(g *globalFlags) *cobra.Command {
-	var in, dataDir string
+	var in, dataDir, keys string
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Restore a backup of `agentmem backup` into an empty data directory",
@@ -53,16 +55,31 @@ func newRestoreCmd(g *globalFlags) *cobra.Command {
 then write it into the data directory --data-dir, whose NATS store, vector store and
 Markdown directory must not exist yet (or be empty): the streams with their
 consumers' positions, the vector store and the Markdown tree. ` + "`agentmem up --data-dir DIR`" + `
-then serves the memory of the backup's cut and processes the events after it.`,
+then serves the memory of the backup's cut and processes the events after it.
+
+A backup of a deployment run with ` + "`up --auth`" + ` holds its streams in that deployment's
+NATS account: restore it with --keys, the deployment's key directory (DATA_DIR/auth),
+which is copied to the new data directory's auth/ (it must not exist yet or be empty);
+` + "`up --auth --data-dir DIR`" + ` then accepts the credentials the deployment issued. Without
+--keys such a backup is refused, as are keys of another deployment.
+
+A backup of a Qdrant collection (vector.backend qdrant with vector.qdrant.http_url) is
+uploaded into the Qdrant of the configuration, as vector.collection, which must not
+exist yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := loadConfig(g, map[string]string{"data_dir": dataDir})
 			if err != nil {
 				return err
 			}
+			q, err := app.QdrantBackup(cfg)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			m, err := backup.Restore(ctx, in, backup.Target{NATSStoreDir: cfg.NATS.Embedded.StoreDir, VectorPath: cfg.Vector.Path, MarkdownDir: cfg.Memory.Dir})
+			m, err := backup.Restore(ctx, in, backup.Target{NATSStoreDir: cfg.NATS.Embedded.StoreDir, VectorPath: cfg.Vector.Path, MarkdownDir: cfg.Memory.Dir,
+				Keys: keys, KeyDir: natsauth.KeyDir(cfg.DataDir), Qdrant: q})
 			if err != nil {
 				return err
 			}
@@ -73,6 +90,7 @@ then serves the memory of the backup's cut and processes the events after it.`,
 	}
 	cmd.Flags().StringVar(&in, "in", "", "the backup directory")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory to restore into")
+	cmd.Flags().StringVar(&keys, "keys", "", "the key directory (DATA_DIR/auth) of the deployment, for a backup of one run with `up --auth`")
 	_ = cmd.MarkFlagRequired("in")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd

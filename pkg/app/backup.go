@@ -27,9 +27,18 @@ func (rt *Runtime) withBackup(svc *retrieve.Service, conn *nats.Conn, logger *za
 		cfg.Markdown = rt.Config.Memory.Dir
 	}
 	deps := backup.ServerDeps{Conn: conn, JS: rt.JS, HoldWrites: svc.HoldWrites}
-	// Only the embedded store copies itself; with Qdrant a begin says what to do.
-	if v, ok := rt.Vectors.(backup.FileSnapshotter); ok {
-		deps.Vectors = v
+	// The embedded store copies itself; Qdrant through its REST snapshot API
+	// when vector.qdrant.http_url names it, else a begin says what to set.
+	q, err := QdrantBackup(rt.Config)
+	switch {
+	case err != nil:
+		return nil, err
+	case q != nil:
+		deps.Vectors, deps.VectorBackend = *q, backup.VectorQdrant
+	default:
+		if v, ok := rt.Vectors.(backup.FileSnapshotter); ok {
+			deps.Vectors = v
+		}
 	}
 	srv, err := backup.NewServer(cfg, deps, logger)
 	if err != nil {
@@ -44,4 +53,19 @@ func (b backedUp) Run(ctx context.Context) error {
 	g.Go(func() error { return b.Service.Run(ctx) })
 	g.Go(func() error { return b.backup.Run(ctx) })
 	return g.Wait()
+}
+
+// QdrantBackup is the Qdrant collection of cfg as `agentmem backup` and
+// `restore` copy it (vector.qdrant.http_url, vector.collection); nil without
+// the qdrant backend or without http_url.
+func QdrantBackup(cfg config.Config) (*backup.Qdrant, error) {
+	v := cfg.Vector
+	if v.Backend != config.VectorBackendQdrant || v.Qdrant.HTTPURL == "" {
+		return nil, nil
+	}
+	key, err := v.Qdrant.APIKeyValue()
+	if err != nil {
+		return nil, err
+	}
+	return &backup.Qdrant{URL: v.Qdrant.HTTPURL, Collection: v.Collection, APIKey: key}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentmem/agentmem/pkg/app/apptest"
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/client"
+	"github.com/agentmem/agentmem/pkg/docstore"
 	"github.com/agentmem/agentmem/pkg/vectorstore"
 )
 
@@ -208,4 +209,120 @@ func TestTenantAtItsHeldQuotasIsRefused(t *testing.T) {
 	}
 	_, err = small.Add(ctx, events.AddRequest{UserID: "u1", Text: "I prefer pie charts"})
 	over("add once the replay took the room", "quotas.tenants.small.memories", err)
+}
+
+// Issue 32.6: import and session.restore grow a tenant's memories and
+// Markdown bytes like add and append do, and are refused the same way: 429
+// naming the key, nothing of the refused page or archive stored (no record,
+// no file, no item, no republished event), while another tenant's identical
+// requests are applied; once a delete makes room the restore is applied.
+func TestImportAndSessionRestoreAreQuotaChecked(t *testing.T) {
+	stack, _ := apptest.Up(t, `AGENTMEM_QUOTAS_TENANTS={"small":{"memories":2,"markdown_bytes":100}}`)
+	rt := stack.Runtime()
+	small, other := apptest.Client(t, stack, "small"), apptest.Client(t, stack, "other")
+	ctx := context.Background()
+	over := func(what, key string, err error) {
+		t.Helper()
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != events.RPCCodeQuota || !strings.Contains(ce.Message, key) {
+			t.Errorf("%s: %v, want 429 naming %s", what, err, key)
+		}
+	}
+	texts := func(tenant, user string) []string {
+		t.Helper()
+		recs, _, err := rt.Vectors.Scroll(ctx, vectorstore.Filter{Tenant: tenant, UserID: user, IncludeExpired: true}, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.Text)
+		}
+		slices.Sort(out)
+		return out
+	}
+	record := func(n int, text string) events.Record {
+		return events.Record{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), MemoryType: events.MemorySemantic, Text: text, TS: time.Now().UTC()}
+	}
+	added, err := small.Add(ctx, events.AddRequest{UserID: "u1", Text: "My manager is Dana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Import: two records where one fits is refused whole; so is a file past
+	// markdown_bytes; a page within both is applied.
+	twoRecords := events.ImportRequest{UserID: "u2", Reembed: true, Records: []events.Record{record(1, "I keep invoices in invoices.xlsx"), record(2, "I prefer pie charts")}}
+	_, err = small.Import(ctx, twoRecords)
+	over("import of two records with room for one", "quotas.tenants.small.memories", err)
+	bigFile := events.ImportRequest{UserID: "u2", Files: []events.FileChunk{{Name: "MEMORY.md", Data: []byte(strings.Repeat("m", 150))}}}
+	_, err = small.Import(ctx, bigFile)
+	over("import of a file past markdown_bytes", "quotas.tenants.small.markdown_bytes", err)
+	if got := texts("small", "u2"); len(got) != 0 {
+		t.Errorf("small's u2 after the refused imports: %q, want nothing", got)
+	}
+	if data, err := rt.Docs.ReadFile(ctx, docstore.Namespace{Tenant: "small", User: "u2"}, "MEMORY.md"); err == nil {
+		t.Errorf("small's u2 MEMORY.md after the refused import: %q, want none", data)
+	}
+	fits := events.ImportRequest{UserID: "u2", Reembed: true, Records: []events.Record{record(3, "My desk is on floor 4")},
+		Files: []events.FileChunk{{Name: "MEMORY.md", Data: []byte("# Memory\n- desk on floor 4\n")}}}
+	if _, err := small.Import(ctx, fits); err != nil {
+		t.Fatalf("import within the quotas: %v", err)
+	}
+	if got := texts("small", "u2"); !slices.Equal(got, []string{"My desk is on floor 4"}) {
+		t.Errorf("small's u2 after the import within quota: %q", got)
+	}
+	for _, req := range []events.ImportRequest{twoRecords, bigFile} {
+		if _, err := other.Import(ctx, req); err != nil {
+			t.Errorf("another tenant's import: %v", err)
+		}
+	}
+	if got := texts("other", "u2"); !slices.Equal(got, []string{"I keep invoices in invoices.xlsx", "I prefer pie charts"}) {
+		t.Errorf("other's u2 after its imports: %q", got)
+	}
+
+	// session.restore: an archive whose item does not fit is refused before
+	// its events are republished.
+	archive := func(tenant string) events.SessionArchive {
+		env := events.New(events.TypeObservation, tenant, "u3", "", "s9")
+		env.Observation = &events.Observation{Kind: events.KindMessage, Role: events.RoleUser, Text: "Let us plan the offsite"}
+		return events.SessionArchive{SchemaVersion: events.SchemaVersion, Tenant: tenant, UserID: "u3", SessionID: "s9", ArchivedTS: time.Now().UTC(),
+			Events: []events.Envelope{env},
+			Items:  []events.MemoryItem{{Scope: events.ScopeSession, SessionID: "s9", Kind: events.ItemGoal, Key: "offsite", Content: "plan the offsite", Confidence: 0.9}}}
+	}
+	restored := func(cl *client.Client, tenant string) (items []string, evs int) {
+		t.Helper()
+		list, err := cl.ListItems(ctx, events.ItemScopeRequest{UserID: "u3", Scope: events.ScopeSession, SessionID: "s9"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range list.Items {
+			items = append(items, it.Content)
+		}
+		n, err := rt.Events.CountSession(ctx, tenant, "u3", "s9")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return items, n
+	}
+	smallArchive := archive("small")
+	_, err = small.RestoreSession(ctx, smallArchive)
+	over("session.restore of an item past memories", "quotas.tenants.small.memories", err)
+	if items, n := restored(small, "small"); len(items) != 0 || n != 0 {
+		t.Errorf("small's session after the refused restore: items %q, %d events; want none", items, n)
+	}
+	if _, err := other.RestoreSession(ctx, archive("other")); err != nil {
+		t.Errorf("another tenant's restore: %v", err)
+	}
+	if items, n := restored(other, "other"); !slices.Equal(items, []string{"plan the offsite"}) || n != 1 {
+		t.Errorf("other's session after its restore: items %q, %d events; want the item and the event", items, n)
+	}
+	if _, err := small.Delete(ctx, events.DeleteRequest{UserID: "u1", IDs: added.MemoryIDs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := small.RestoreSession(ctx, smallArchive); err != nil {
+		t.Fatalf("restore once a delete made room: %v", err)
+	}
+	if items, n := restored(small, "small"); !slices.Equal(items, []string{"plan the offsite"}) || n != 1 {
+		t.Errorf("small's session after the restore with room: items %q, %d events; want the item and the event", items, n)
+	}
 }

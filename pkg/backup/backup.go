@@ -38,6 +38,9 @@ var (
 	ErrNotEmpty = errors.New("backup: not empty")
 	// ErrUnsupported: a store the backup cannot copy.
 	ErrUnsupported = errors.New("backup: unsupported")
+	// ErrAuth: a restore of a deployment with NATS authentication without its
+	// key directory, or with another deployment's.
+	ErrAuth = errors.New("backup: NATS authentication")
 )
 
 // Manifest format and version; a restore refuses any other.
@@ -75,6 +78,12 @@ type Manifest struct {
 	// Markdown is "filesystem" (MarkdownFile) or "jetstream" (in its KV bucket's
 	// stream).
 	Markdown string `json:"markdown"`
+	// Account is the NATS account the streams were in, as the server named
+	// the backup's connection's: "$G" without authentication, the AGENTMEM
+	// account's public key under `up --auth` (pkg/natsauth), whose key
+	// directory a restore then needs. Empty in a backup written before it was
+	// recorded.
+	Account string `json:"account,omitempty"`
 }
 
 // Cut is the point of the event stream the stores were copied at.
@@ -102,8 +111,15 @@ type FileEntry struct {
 	SHA256 string `json:"sha256"`
 }
 
+// Vector store backends of a backup.
+const (
+	VectorEmbedded = "embedded"
+	VectorQdrant   = "qdrant"
+)
+
 // VectorEntry is the vector store's part of a backup.
 type VectorEntry struct {
-	// Backend is "embedded" (VectorsFile), the only one a backup copies today.
+	// Backend is VectorEmbedded (the store's file, VectorsFile) or
+	// VectorQdrant (a snapshot of the collection, QdrantFile).
 	Backend string `json:"backend"`
 }

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -47,12 +48,16 @@ func Backup(ctx context.Context, nc *nats.Conn, dir string, opts Options) (Manif
 			_, _ = fmt.Fprintf(opts.Progress, format+"\n", args...)
 		}
 	}
+	account, err := accountOf(ctx, nc)
+	if err != nil {
+		return Manifest{}, err
+	}
 	begun, err := call(ctx, nc, SubjectBegin, nil, beginTimeout)
 	if err != nil {
 		return Manifest{}, err
 	}
 	progress("cut at %s sequence %d", begun.Cut.Stream, begun.Cut.Sequence)
-	m := Manifest{Format: Format, Version: Version, Agentmem: opts.Agentmem, Created: time.Now().UTC(), Cut: begun.Cut, Markdown: begun.Markdown, Vector: VectorEntry{Backend: "embedded"}}
+	m := Manifest{Format: Format, Version: Version, Agentmem: opts.Agentmem, Created: time.Now().UTC(), Cut: begun.Cut, Markdown: begun.Markdown, Vector: VectorEntry{Backend: cmp.Or(begun.Vector, VectorEmbedded)}, Account: account}
 	m.Streams, err = snapshotStreams(ctx, nc, js, dir, progress)
 	// The hold ends whatever happened to the snapshots.
 	if _, endErr := call(ctx, nc, SubjectEnd, EndRequest{ID: begun.ID}, time.Minute); err == nil {
@@ -69,6 +74,35 @@ func Backup(ctx context.Context, nc *nats.Conn, dir string, opts Options) (Manif
 	}
 	progress("backup of %d streams and %d files in %s", len(m.Streams), len(m.Files), dir)
 	return m, nil
+}
+
+// userInfoSubject is the server's answer to "who am I": every account imports
+// it from the system account.
+const userInfoSubject = "$SYS.REQ.USER.INFO"
+
+// accountOf is the account of nc's user, as the server names it.
+func accountOf(ctx context.Context, nc *nats.Conn) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, userInfoSubject, nil)
+	if err != nil {
+		return "", fmt.Errorf("backup: ask the server for the connection's account (%s): %w", userInfoSubject, err)
+	}
+	var reply struct {
+		Data struct {
+			Account string `json:"account"`
+		} `json:"data"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return "", fmt.Errorf("backup: %s: bad reply: %w", userInfoSubject, err)
+	}
+	if reply.Error != nil || reply.Data.Account == "" {
+		return "", fmt.Errorf("backup: %s: no account in the reply %q", userInfoSubject, msg.Data)
+	}
+	return reply.Data.Account, nil
 }
 
 // call sends a request to a backup endpoint and returns its reply.

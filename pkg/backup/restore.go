@@ -15,8 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/agentmem/agentmem/pkg/bus"
+	"github.com/agentmem/agentmem/pkg/natsauth"
 )
 
 // Target is where a restore writes: the paths a configuration resolves for the
@@ -29,6 +31,18 @@ type Target struct {
 	VectorPath string
 	// MarkdownDir is memory.dir.
 	MarkdownDir string
+	// Keys is the key directory (pkg/natsauth) of the deployment the backup is
+	// of, required when it ran with NATS authentication (`up --auth`): its
+	// streams were in that operator's account, and only its keys make them
+	// readable with the same credentials. Empty: no authentication.
+	Keys string
+	// KeyDir is where Keys is copied: natsauth.KeyDir of the data directory,
+	// which `up --auth` reads.
+	KeyDir string
+	// Qdrant is the collection a backup of a Qdrant collection is restored
+	// into (it must not exist); nil when the target's vector store is the
+	// embedded one, at VectorPath.
+	Qdrant *Qdrant
 }
 
 // ReadManifest reads dir's manifest and checks every file it lists (size and
@@ -94,15 +108,31 @@ func Restore(ctx context.Context, dir string, t Target) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
-	if m.Vector.Backend != "embedded" {
-		return Manifest{}, fmt.Errorf("%w: vector backend %q: this build restores the embedded store only", ErrUnsupported, m.Vector.Backend)
+	if err := vectorTarget(ctx, m.Vector.Backend, t); err != nil {
+		return Manifest{}, err
 	}
-	for _, p := range []string{t.NATSStoreDir, t.VectorPath, t.MarkdownDir} {
+	authenticated := nkeys.IsValidPublicAccountKey(m.Account)
+	if authenticated && t.Keys == "" {
+		return Manifest{}, fmt.Errorf("%w: the backup is of a deployment with NATS authentication (`up --auth`): its streams are account %s's; "+
+			"give that deployment's key directory (its data directory's auth/, `restore --keys DIR`), so that they are restored into the same account and its credentials keep working",
+			ErrAuth, m.Account)
+	}
+	places := []string{t.NATSStoreDir, t.VectorPath, t.MarkdownDir}
+	if t.Keys != "" {
+		places = append(places, t.KeyDir)
+	}
+	for _, p := range places {
 		if err := absent(p); err != nil {
 			return Manifest{}, err
 		}
 	}
-	if err := restoreStreams(ctx, dir, t.NATSStoreDir, m.Streams); err != nil {
+	var auth *natsauth.Authority
+	if t.Keys != "" {
+		if auth, err = restoreKeys(t.Keys, t.KeyDir, m.Account, authenticated); err != nil {
+			return Manifest{}, err
+		}
+	}
+	if err := restoreStreams(ctx, dir, t.NATSStoreDir, m.Streams, auth); err != nil {
 		return Manifest{}, err
 	}
 	for _, fe := range m.Files {
@@ -110,6 +140,8 @@ func Restore(ctx context.Context, dir string, t Target) (Manifest, error) {
 		switch fe.Path {
 		case VectorsFile:
 			err = copyFile(src, t.VectorPath)
+		case QdrantFile:
+			err = t.Qdrant.Recover(ctx, src)
 		case MarkdownFile:
 			err = untar(src, t.MarkdownDir)
 		default:
@@ -122,15 +154,73 @@ func Restore(ctx context.Context, dir string, t Target) (Manifest, error) {
 	return m, nil
 }
 
+// vectorTarget checks that t can take a backup's vector store of backend:
+// the embedded store's file into VectorPath (checked with the other places),
+// a Qdrant snapshot into a Qdrant collection that does not exist.
+func vectorTarget(ctx context.Context, backend string, t Target) error {
+	switch {
+	case backend == VectorEmbedded && t.Qdrant == nil:
+		return nil
+	case backend == VectorQdrant && t.Qdrant != nil:
+		return t.Qdrant.Absent(ctx)
+	case backend == VectorEmbedded:
+		return fmt.Errorf("%w: the backup's vector store is the embedded one; restore it with vector.backend embedded (then move it with agentmem export/import)", ErrUnsupported)
+	case backend == VectorQdrant:
+		return fmt.Errorf("%w: the backup's vector store is a Qdrant collection; restore it with vector.backend qdrant and vector.qdrant.http_url, Qdrant's REST API", ErrUnsupported)
+	}
+	return fmt.Errorf("%w: vector backend %q", ErrUnsupported, backend)
+}
+
+// restoreKeys copies the key directory from into to and loads it; with
+// authenticated, its account must be account (the backup's), else the copy is
+// removed again and the restore refused.
+func restoreKeys(from, to, account string, authenticated bool) (*natsauth.Authority, error) {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key directory: %w", ErrAuth, err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := copyFile(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
+			return nil, fmt.Errorf("%w: copy the key directory: %w", ErrAuth, err)
+		}
+	}
+	auth, err := natsauth.New(natsauth.Config{Dir: to}, nil)
+	if err == nil && authenticated && auth.AccountPublicKey() != account {
+		err = fmt.Errorf("%w: the keys in %s sign account %s, the backup's streams are account %s's: give the key directory of the deployment the backup is of",
+			ErrAuth, from, auth.AccountPublicKey(), account)
+	}
+	if err != nil {
+		_ = os.RemoveAll(to)
+		return nil, err
+	}
+	return auth, nil
+}
+
 // restoreStreams restores every snapshot into an embedded server on storeDir,
-// without a listener, through the JetStream API as against any server.
-func restoreStreams(ctx context.Context, dir, storeDir string, streams []StreamEntry) error {
-	srv, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: storeDir})
+// without a listener, through the JetStream API as against any server; with
+// auth, into its account, as its service user.
+func restoreStreams(ctx context.Context, dir, storeDir string, streams []StreamEntry, auth *natsauth.Authority) error {
+	embedded, conn := bus.EmbeddedConfig{StoreDir: storeDir}, bus.ConnConfig{Name: "agentmem-restore"}
+	if auth != nil {
+		trust, err := auth.Trust()
+		if err != nil {
+			return err
+		}
+		if conn.CredsFile, err = auth.WriteServiceCreds(); err != nil {
+			return err
+		}
+		embedded.Auth = &trust
+	}
+	srv, err := bus.StartEmbedded(embedded)
 	if err != nil {
 		return err
 	}
 	defer srv.Shutdown()
-	nc, err := bus.Connect(bus.ConnConfig{InProcess: srv, Name: "agentmem-restore"}, nil)
+	conn.InProcess = srv
+	nc, err := bus.Connect(conn, nil)
 	if err != nil {
 		return err
 	}

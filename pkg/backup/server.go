@@ -93,6 +93,16 @@ type ServerDeps struct {
 	// Vectors copies the vector store; nil: a store the backup cannot copy
 	// (begin fails with ErrUnsupported).
 	Vectors FileSnapshotter
+	// VectorBackend is what Vectors copies: VectorEmbedded (the default, into
+	// VectorsFile) or VectorQdrant (a Qdrant value, into QdrantFile).
+	VectorBackend string
+}
+
+func (d ServerDeps) vectorBackend() string {
+	if d.VectorBackend == "" {
+		return VectorEmbedded
+	}
+	return d.VectorBackend
 }
 
 // BeginReply is the answer to a begin request: the cut and the objects to fetch.
@@ -102,7 +112,9 @@ type BeginReply struct {
 	Objects []string `json:"objects,omitempty"`
 	// Markdown: "filesystem" or "jetstream", as in the Manifest.
 	Markdown string `json:"markdown,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// Vector is the vector store's backend, as in the Manifest.
+	Vector string `json:"vector,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // EndRequest releases the hold of the backup ID.
@@ -176,7 +188,7 @@ func (s *Server) begin(ctx context.Context, _ []byte) any {
 		return BeginReply{Error: fmt.Sprintf("%v (%s)", ErrBusy, s.hold.id)}
 	}
 	if s.deps.Vectors == nil {
-		return BeginReply{Error: fmt.Sprintf("%v: the vector store cannot be copied by agentmem backup (Qdrant: take a collection snapshot, docs/operations.md)", ErrUnsupported)}
+		return BeginReply{Error: fmt.Sprintf("%v: the vector store cannot be copied by agentmem backup (Qdrant: set vector.qdrant.http_url, its REST API, for its snapshot API)", ErrUnsupported)}
 	}
 	h := &hold{id: time.Now().UTC().Format("20060102T150405.000000000Z"), release: s.deps.HoldWrites()}
 	s.hold = h
@@ -228,7 +240,7 @@ func (s *Server) cut(ctx context.Context, h *hold) (BeginReply, error) {
 	if err != nil {
 		return BeginReply{}, fmt.Errorf("backup: stream %s: %w", s.cfg.Stream, err)
 	}
-	reply := BeginReply{ID: h.id, Cut: Cut{Stream: s.cfg.Stream, Sequence: info.State.LastSeq, Consumers: floors}, Markdown: "jetstream"}
+	reply := BeginReply{ID: h.id, Cut: Cut{Stream: s.cfg.Stream, Sequence: info.State.LastSeq, Consumers: floors}, Markdown: "jetstream", Vector: s.deps.vectorBackend()}
 	if reply.Objects, err = s.copyStores(ctx); err != nil {
 		return BeginReply{}, err
 	}
@@ -277,10 +289,14 @@ func (s *Server) copyStores(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	if err := s.deps.Vectors.Snapshot(ctx, filepath.Join(tmp, VectorsFile)); err != nil {
+	vectors := VectorsFile
+	if s.deps.vectorBackend() == VectorQdrant {
+		vectors = QdrantFile
+	}
+	if err := s.deps.Vectors.Snapshot(ctx, filepath.Join(tmp, vectors)); err != nil {
 		return nil, fmt.Errorf("backup: copy the vector store: %w", err)
 	}
-	objects := []string{VectorsFile}
+	objects := []string{vectors}
 	if s.cfg.Markdown != "" {
 		if err := tarDir(s.cfg.Markdown, filepath.Join(tmp, MarkdownFile)); err != nil {
 			return nil, fmt.Errorf("backup: copy the Markdown tree: %w", err)

@@ -255,9 +255,13 @@ type Search struct {
 	MinScore float64 `koanf:"min_score"`
 }
 
-// Qdrant is the gRPC connection to Qdrant.
+// Qdrant is the gRPC connection to Qdrant, and its REST API for backups.
 type Qdrant struct {
-	Addr       string `koanf:"addr"` // host:port of the gRPC API
+	Addr string `koanf:"addr"` // host:port of the gRPC API
+	// HTTPURL is the REST API (http://host:6333): the snapshot API `agentmem
+	// backup` and `restore` copy the collection with is REST only. Empty: no
+	// backup of the collection.
+	HTTPURL    string `koanf:"http_url"`
 	APIKey     Secret `koanf:"api_key"`
 	APIKeyFile string `koanf:"api_key_file"`
 	TLS        TLS    `koanf:"tls"`

@@ -253,6 +253,9 @@ func (c Config) Validate() error {
 		p.add("vector.qdrant.addr", "must be set with the qdrant backend")
 	}
 	p.hostPort("vector.qdrant.addr", v.Qdrant.Addr)
+	if v.Qdrant.HTTPURL != "" {
+		p.url("vector.qdrant.http_url", v.Qdrant.HTTPURL, "http", "https")
+	}
 	p.notBoth("vector.qdrant.api_key", v.Qdrant.APIKey != "", "vector.qdrant.api_key_file", v.Qdrant.APIKeyFile != "")
 	p.tls("vector.qdrant.tls", v.Qdrant.TLS)
 	if v.Collection == "" {

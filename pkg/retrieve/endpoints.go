@@ -308,6 +308,12 @@ func (s *Service) sessionRestore(ctx context.Context, tenant string, a events.Se
 	if a.Tenant != tenant {
 		return events.SessionRestoreReply{}, fmt.Errorf("%w: archive tenant %q does not match the request subject's tenant %q", events.ErrInvalidRequest, a.Tenant, tenant)
 	}
+	// Refused before any event is republished, so that a restore over the
+	// quota changes nothing (its events then pass ingest's checks like any
+	// observation).
+	if err := s.withinQuota(ctx, tenant, quotaOf(events.EndpointSessionRestore, a), false); err != nil {
+		return events.SessionRestoreReply{}, err
+	}
 	stored, err := s.deps.Events.ListSession(ctx, tenant, a.UserID, a.SessionID, 0, 0)
 	if err != nil {
 		return events.SessionRestoreReply{}, err

@@ -69,12 +69,8 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	// refused for the room the write itself took: it is refused only when the
 	// tenant is over the quota already (a repeat outside the duplicate window
 	// is applied again, and may pass the quota by itself once).
-	kind, n := quotaOf(op, req)
-	checkN := n
-	if retry {
-		checkN = 0
-	}
-	if err := s.withinQuota(ctx, tenant, kind, checkN); err != nil {
+	grows := quotaOf(op, req)
+	if err := s.withinQuota(ctx, tenant, grows, retry); err != nil {
 		return nil, err
 	}
 	msg.Header.Set(events.HeaderMsgID, msgID)
@@ -94,8 +90,10 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 	reply, err := s.writes.Apply(ctx, env)
 	switch {
 	case err != nil:
-	case kind != "":
-		s.deps.Quota.Added(tenant, kind, n)
+	case len(grows) > 0:
+		for kind, n := range grows {
+			s.deps.Quota.Added(tenant, kind, n)
+		}
 	case slices.Contains(shrinkingOps, op):
 		s.deps.Quota.Recount(tenant)
 	}
@@ -107,34 +105,61 @@ func (s *Service) record(ctx context.Context, tenant, op string, req any) (any, 
 var shrinkingOps = []string{events.EndpointDelete, events.EndpointReset, events.EndpointItemDelete,
 	events.EndpointItemDeleteScope, events.EndpointCompress, events.EndpointBackupsRestore}
 
-// quotaOf is the quota a write of op grows and by how much: memories for add
-// and item.save, Markdown bytes for append; "" for the writes that do not
-// (updates, deletes: a tenant over its quota can always make room).
-func quotaOf(op string, req any) (quota.Kind, int) {
+// quotaOf is what a write of op grows, by quota: memories for add, item.save
+// (a tenant's too), import (its records) and session.restore (its items);
+// Markdown bytes for append and import (its file chunks). Nil for the writes
+// that do not grow either (updates, deletes: a tenant over its quota can
+// always make room). An upsert counts as new, like item.save of a key that
+// exists: the quota is checked before anything is read.
+func quotaOf(op string, req any) map[quota.Kind]int {
+	grows := map[quota.Kind]int{}
 	switch r := req.(type) {
 	case events.AppendRequest:
-		return quota.MarkdownBytes, len(r.Content)
+		grows[quota.MarkdownBytes] = len(r.Content)
 	case events.AddRequest:
-		return quota.Memories, 1
+		grows[quota.Memories] = 1
 	case events.ItemRequest:
 		if op == events.EndpointItemSave {
-			return quota.Memories, 1
+			grows[quota.Memories] = 1
+		}
+	case events.ImportRequest:
+		grows[quota.Memories] = len(r.Records)
+		for _, f := range r.Files {
+			grows[quota.MarkdownBytes] += len(f.Data)
+		}
+	case events.SessionArchive:
+		grows[quota.Memories] = len(r.Items)
+	}
+	for kind, n := range grows {
+		if n == 0 {
+			delete(grows, kind)
 		}
 	}
-	return "", 0
+	return grows
 }
 
-// withinQuota refuses a write that would take tenant over its quota of kind
-// (an error wrapping quota.ErrExceeded: 429) before it is recorded.
-func (s *Service) withinQuota(ctx context.Context, tenant string, kind quota.Kind, n int) error {
-	if kind == "" {
-		return nil
+// withinQuota refuses a write that would take tenant over its quota of any
+// kind it grows (an error wrapping quota.ErrExceeded: 429) before it is
+// recorded; the retry of a write is refused only when the tenant is over
+// already.
+func (s *Service) withinQuota(ctx context.Context, tenant string, grows map[quota.Kind]int, retry bool) error {
+	for _, kind := range []quota.Kind{quota.Memories, quota.MarkdownBytes} {
+		n, ok := grows[kind]
+		if !ok {
+			continue
+		}
+		if retry {
+			n = 0
+		}
+		err := s.deps.Quota.Check(ctx, tenant, kind, n)
+		if errors.Is(err, quota.ErrExceeded) {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
-	err := s.deps.Quota.Check(ctx, tenant, kind, n)
-	if err != nil && !errors.Is(err, quota.ErrExceeded) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return err
+	return nil
 }
 
 // lockNamespace locks the stripe of tenant/user and returns its unlock.
