@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/obs"
@@ -289,10 +290,18 @@ func (r *Runner) embedRewrites(ctx context.Context, plans []hitPlan) error {
 	return nil
 }
 
+// historyAppenders is how many history appends of one batch of hits are in
+// flight at once.
+const historyAppenders = 16
+
 // applyHitPlans writes every plan's patch in one UpdatePayloads (one transaction
 // where the store has them, instead of one per memory), then each updated
 // memory's history. A memory the update no longer finds was deleted or expired
-// since the read (deletes do not take the lease) and is skipped.
+// since the read (deletes do not take the lease) and is skipped. The appends
+// (one JetStream publish and ack each, on a subject per memory, so their order
+// across memories means nothing) run side by side: one after the other, a
+// batch of a hundred memories held its lease for a hundred round trips, and
+// each paid its own write and wake-up.
 func (r *Runner) applyHitPlans(ctx context.Context, tenant, userID string, plans []hitPlan, log *zap.Logger) error {
 	if len(plans) == 0 {
 		return nil
@@ -308,10 +317,15 @@ func (r *Runner) applyHitPlans(ctx context.Context, tenant, userID string, plans
 	for _, id := range missing {
 		log.Info("hit memory vanished before the update; skipped", obs.MemoryID(id))
 	}
+	var g errgroup.Group
+	g.SetLimit(historyAppenders)
 	for _, p := range plans {
 		if _, vanished := slices.BinarySearch(missing, p.rec.ID); !vanished {
-			r.appendHistory(ctx, tenant, userID, p.rec.ID, p.changes...)
+			g.Go(func() error {
+				r.appendHistory(ctx, tenant, userID, p.rec.ID, p.changes...)
+				return nil // logged by appendHistory: history follows the change it records
+			})
 		}
 	}
-	return nil
+	return g.Wait()
 }

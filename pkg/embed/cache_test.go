@@ -2,7 +2,9 @@ package embed_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,5 +97,51 @@ func TestCachedReusesAndIsBounded(t *testing.T) {
 	}
 	if _, err := embed.NewCached(remote(t, m), 0); err == nil {
 		t.Error("a cache of 0 texts was accepted")
+	}
+}
+
+// Callers missing the same text at the same time share one request to the
+// model (a context request recalls its scopes side by side), each gets its own
+// copy of the vector, and a caller going away fails none of the others.
+func TestCachedSharesAMissInFlight(t *testing.T) {
+	m := llmtest.NewModel(t)
+	// Long enough that every caller below asks while the first request is out.
+	m.SetLatency(0, 2*time.Second)
+	cached, err := embed.NewCached(remote(t, m), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := remote(t, m).Embed(context.Background(), []string{"where does my sister live?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m.Calls(llmtest.StepEmbed)
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := cached.Embed(gone, []string{"where does my sister live?"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a caller gone before the answer got %v, want context.Canceled", err)
+	}
+	got := make([][][]float32, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = cached.Embed(context.Background(), []string{"where does my sister live?"}) })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v (the first caller went away)", i, errs[i])
+		}
+		if !slices.Equal(got[i][0], want[0]) {
+			t.Fatalf("caller %d got %v, want the embedder's %v", i, got[i][0], want[0])
+		}
+	}
+	got[0][0][0] = 42
+	if got[1][0][0] == 42 {
+		t.Fatal("two callers share one vector")
+	}
+	if n := m.Calls(llmtest.StepEmbed) - before; n != 1 {
+		t.Fatalf("%d requests for one text missed by four callers at once, want 1", n)
 	}
 }

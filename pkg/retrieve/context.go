@@ -95,6 +95,11 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 		// KV round trips too: beside the others.
 		wg.Go(func() { errs[5] = s.loadHandover(ctx, tenant, req, &pack) })
 	}
+	var scopesDegraded []string
+	// The agent and tenant scopes are recalls of their own (two more namespaces
+	// searched); beside the user's, a request waits for the longest instead of
+	// their sum.
+	wg.Go(func() { errs[4] = s.loadScopes(ctx, tenant, req, terms, pol, &pack, &scopesDegraded) })
 	recall := !req.Lightweight && len(terms) > 0
 	if recall && s.cfg.RemoteEmbedder {
 		// The recall writes only its own fields of the pack.
@@ -105,8 +110,6 @@ func (s *Service) contextPack(ctx context.Context, tenant string, req events.Con
 		errs[2] = s.recall(ctx, tenant, req, &pack)
 	}
 	errs[3] = s.loadItems(ctx, tenant, req, &pack)
-	var scopesDegraded []string
-	errs[4] = s.loadScopes(ctx, tenant, req, terms, pol, &pack, &scopesDegraded)
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
 		return events.ContextPack{}, fmt.Errorf("context pack: %w", err)

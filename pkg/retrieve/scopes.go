@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/docstore"
@@ -17,23 +18,38 @@ import (
 // tenant_items (the tenant scope) of a context pack, and adds to degraded what
 // their recall did without (the caller merges it into the pack once the
 // user's recall, which may run beside, is done); a scope whose share of the
-// budget (pol.PackAgentPercent, PackTenantPercent) is 0 is not read.
+// budget (pol.PackAgentPercent, PackTenantPercent) is 0 is not read. The
+// scopes are read side by side, and merged in pack order.
 func (s *Service) loadScopes(ctx context.Context, tenant string, req events.ContextRequest, terms []string, pol policy.Policy, pack *events.ContextPack, degraded *[]string) error {
-	for _, owner := range events.ReadOwners(req.UserID, req.AgentID)[1:] {
-		scope := events.OwnerScope(owner)
+	type scoped struct {
+		list  *[]events.PackItem
+		items []events.PackItem
+		more  []string
+		err   error
+	}
+	owners := events.ReadOwners(req.UserID, req.AgentID)[1:]
+	read := make([]scoped, len(owners))
+	var wg sync.WaitGroup
+	for i, owner := range owners {
 		list, percent := &pack.TenantItems, pol.PackTenantPercent
-		if scope == events.MemoryScopeAgent {
+		if events.OwnerScope(owner) == events.MemoryScopeAgent {
 			list, percent = &pack.AgentItems, pol.PackAgentPercent
 		}
 		if percent == 0 {
 			continue
 		}
-		items, more, err := s.scopeItems(ctx, tenant, owner, req, terms, pol)
-		if err != nil {
-			return fmt.Errorf("%s scope: %w", scope, err)
+		read[i].list = list
+		wg.Go(func() { read[i].items, read[i].more, read[i].err = s.scopeItems(ctx, tenant, owner, req, terms, pol) })
+	}
+	wg.Wait()
+	for i, r := range read {
+		if r.err != nil {
+			return fmt.Errorf("%s scope: %w", events.OwnerScope(owners[i]), r.err)
 		}
-		*list = items
-		*degraded = addDegraded(*degraded, more)
+		if r.list != nil {
+			*r.list = r.items
+			*degraded = addDegraded(*degraded, r.more)
+		}
 	}
 	return nil
 }

@@ -170,9 +170,9 @@ func (c Config) Validate() error {
 // 384 dimensions with the pipeline's metadata (BenchmarkPartitionHeap), so 100,000
 // records take about 260 MB. Few objects matter as much as few bytes: every GC
 // cycle marks them all (see entry). Partitions are never evicted; the bound is the
-// records of the partitions read since the store opened, at most the whole store.
-// A read of a partition without records does not keep it, and Count does not load
-// a partition (SQLite counts it).
+// records of the partitions read since the store opened, at most the whole store,
+// plus at most maxEmptyParts partitions read without records, and Count does not
+// load a partition (SQLite counts it).
 //
 // Records returned by reads share their Vector (normalised to unit length, as
 // Qdrant's cosine collections return it) with the cache and with other callers:
@@ -237,7 +237,10 @@ type backend struct {
 	writeMu      sync.Mutex
 	cacheMu      sync.RWMutex
 	parts        map[partKey]*partition
-	indexer      *indexer
+	// emptyParts are the partitions loaded without records that parts keeps,
+	// oldest first, at most maxEmptyParts (keepEmpty); under writeMu and cacheMu.
+	emptyParts []partKey
+	indexer    *indexer
 	// graphMu serialises the writing and the erasure of graph files
 	// (saveGraphs); it comes before cacheMu.
 	graphMu sync.Mutex
@@ -535,8 +538,8 @@ func (s *backend) read(ctx context.Context, k partKey, fn func(p *partition) err
 
 // loadPartition reads k's records into memory and returns the partition. It takes
 // writeMu so no write commits between reading the rows and publishing the
-// partition. An empty partition is returned but not kept, so that reads for users
-// without records (any valid id can be asked for) cannot grow the cache.
+// partition. An empty partition is kept too, but only the newest maxEmptyParts
+// of them (keepEmpty).
 func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -571,14 +574,43 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 	if snap != nil {
 		p.restore(snap, recs, s.cfg.Dimensions)
 	}
+	s.cacheMu.Lock()
+	s.parts[k] = p
 	if p.live > 0 {
-		s.cacheMu.Lock()
-		s.parts[k] = p
 		s.indexer.notify(p)
-		s.cacheMu.Unlock()
-		s.logger.Debug("partition loaded", obs.Tenant(k.tenant), obs.User(k.userID), zap.Int("records", p.live))
+	} else {
+		s.keepEmpty(k)
 	}
+	s.cacheMu.Unlock()
+	s.logger.Debug("partition loaded", obs.Tenant(k.tenant), obs.User(k.userID), zap.Int("records", p.live))
 	return p, nil
+}
+
+// maxEmptyParts is how many partitions without records stay loaded. A context
+// request composes the agent and tenant scopes, which often hold nothing: a
+// partition that is not kept is queried from SQLite again on every read of it,
+// and under writeMu, so such a read waited for whatever write transaction was
+// running (a batch of hit counts). Bounded, so that reads for ids without
+// records (any valid id can be asked for) cannot grow the cache; an empty
+// partition costs a few hundred bytes.
+const maxEmptyParts = 4096
+
+// keepEmpty records that parts keeps k's partition, loaded without records, and
+// drops the oldest kept one beyond maxEmptyParts if it still has none (one
+// that got records since is an ordinary partition by now). Writes keep a kept
+// partition up to date as any loaded one; dropping it is safe because the
+// caller holds writeMu and cacheMu, so no write is between the file and the
+// partition. The caller holds both.
+func (s *backend) keepEmpty(k partKey) {
+	s.emptyParts = append(s.emptyParts, k)
+	if len(s.emptyParts) <= maxEmptyParts {
+		return
+	}
+	oldest := s.emptyParts[0]
+	s.emptyParts = slices.Delete(s.emptyParts, 0, 1)
+	if p := s.parts[oldest]; p != nil && p.live == 0 {
+		delete(s.parts, oldest)
+	}
 }
 
 // Wrap implements vectorstore.Backend: it adds the store's context to an error;

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -143,5 +144,82 @@ func TestSearchWithoutMetadata(t *testing.T) {
 	got, err := s.Get(ctx, "acme", "u1", bare[0].Record.ID)
 	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], full[0].Record) {
 		t.Fatalf("get after the search: %v %v, want %v", got, err, full[0].Record)
+	}
+}
+
+// A namespace read without records stays loaded: reading it again needs
+// neither SQLite nor writeMu, so it does not wait for a write transaction (an
+// agent or tenant scope without memories is read by every context request),
+// and a write to it is found by the next search.
+func TestEmptyPartitionIsKept(t *testing.T) {
+	s := testStore(t)
+	ctx := context.Background()
+	q := vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: "u1"}, Vector: []float32{1, 0, 0}, Mode: vectorstore.Dense, Limit: 5}
+	if hits, err := s.Search(ctx, q); err != nil || len(hits) != 0 {
+		t.Fatalf("search of an empty namespace: %v %v", hits, err)
+	}
+	s.b.writeMu.Lock() // a write transaction running
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Search(ctx, q)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		s.b.writeMu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		s.b.writeMu.Unlock()
+		<-done
+		t.Fatal("a second search of the empty namespace waited for writeMu")
+	}
+	rec := testRecord(vectorstore.DeterministicID("kept"))
+	if err := s.Upsert(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := s.Search(ctx, q)
+	if err != nil || len(hits) != 1 || hits[0].Record.ID != rec.ID {
+		t.Fatalf("search after a write to the kept empty partition: %v %v, want %s", hits, err, rec.ID)
+	}
+}
+
+// At most maxEmptyParts partitions without records stay loaded, the oldest
+// going first; one that got a record since it was loaded empty stays.
+func TestEmptyPartitionsAreBounded(t *testing.T) {
+	s := testStore(t)
+	ctx := context.Background()
+	read := func(user string) {
+		t.Helper()
+		if _, err := s.Search(ctx, vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: user}, Vector: []float32{1, 0, 0}, Mode: vectorstore.Dense, Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded := func(user string) bool {
+		s.b.cacheMu.RLock()
+		defer s.b.cacheMu.RUnlock()
+		return s.b.parts[partKey{"acme", user}] != nil
+	}
+	read("u1")
+	read("e1")
+	if err := s.Upsert(ctx, testRecord(vectorstore.DeterministicID("grown"))); err != nil { // into u1
+		t.Fatal(err)
+	}
+	for i := range maxEmptyParts {
+		read(fmt.Sprintf("n%d", i))
+	}
+	if !loaded("u1") {
+		t.Error("the partition that got a record was dropped")
+	}
+	if loaded("e1") || !loaded("n0") || !loaded(fmt.Sprintf("n%d", maxEmptyParts-1)) {
+		t.Errorf("loaded: e1 %v, n0 %v, newest %v; want the oldest empty one (e1) dropped, the newer kept",
+			loaded("e1"), loaded("n0"), loaded(fmt.Sprintf("n%d", maxEmptyParts-1)))
+	}
+	s.b.cacheMu.RLock()
+	n := len(s.b.parts)
+	s.b.cacheMu.RUnlock()
+	if n != maxEmptyParts+1 {
+		t.Errorf("%d partitions loaded, want %d: the %d newest empty ones and u1", n, maxEmptyParts+1, maxEmptyParts)
 	}
 }
