@@ -380,3 +380,37 @@ func TestGuardRejectsALongerFile(t *testing.T) {
 		t.Fatalf("an unchanged file: %v", err)
 	}
 }
+
+// The automatic trigger's bounds are exact (SPEC B4): a file of exactly
+// long_term_compress_char_threshold chars is not over it, one char more is;
+// a compression exactly MinInterval after the last one is due again.
+func TestAutomaticCompressionBounds(t *testing.T) {
+	ctx := context.Background()
+	clk := docstoretest.NewClock()
+	docs := fsStore(t, clk)
+	duplicated(t, docs, clk)
+	size := len(read(t, docs))
+
+	rep, err := compactor(t, docs, clk, size, nil).Maybe(ctx, ns)
+	if err != nil || rep.Compressed || !strings.Contains(rep.Skipped, "not over long_term_compress_char_threshold") {
+		t.Fatalf("Maybe at exactly the threshold (%d chars) = %+v, %v; want skipped as not over it", size, rep, err)
+	}
+	c := compactor(t, docs, clk, size-1, nil)
+	if rep, err := c.Maybe(ctx, ns); err != nil || !rep.Compressed {
+		t.Fatalf("Maybe one char over the threshold = %+v, %v; want compressed", rep, err)
+	}
+
+	stamp, ok, err := docs.LastLongTermCompress(ctx, ns)
+	if err != nil || !ok {
+		t.Fatalf("no stamp after a compression: %v", err)
+	}
+	duplicated(t, docs, clk)
+	clk.Set(stamp.Add(lifecycle.DefaultMinInterval - time.Second))
+	if rep, err := c.Maybe(ctx, ns); err != nil || rep.Compressed || !strings.Contains(rep.Skipped, "less than 24h") {
+		t.Fatalf("Maybe a second before 24h after = %+v, %v; want skipped", rep, err)
+	}
+	clk.Set(stamp.Add(lifecycle.DefaultMinInterval))
+	if rep, err := c.Maybe(ctx, ns); err != nil || !rep.Compressed {
+		t.Fatalf("Maybe exactly 24h after the last compression = %+v, %v; want compressed", rep, err)
+	}
+}
