@@ -154,3 +154,90 @@ func TestAgentScopeTakesTheAgentsCredential(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31: a context pack's uses count in the memory they came from: the
+// user's memories, the asking agent's and the tenant's each get hit_count 1,
+// in their own namespace; another agent's and another user's memories, not in
+// the pack, stay at 0. The shared scopes' memory_hit events carry neither the
+// user's query nor their session.
+func TestSharedScopeHitsAreCounted(t *testing.T) {
+	stack, _ := apptest.Up(t)
+	ctx := context.Background()
+	cl := apptest.Client(t, stack, "acme")
+	add := func(req events.AddRequest) string {
+		t.Helper()
+		rep, err := cl.Add(ctx, req)
+		if err != nil || len(rep.MemoryIDs) != 1 {
+			t.Fatalf("add %+v: %v %v", req, rep, err)
+		}
+		return rep.MemoryIDs[0]
+	}
+	type memory struct{ owner, id string }
+	used := []memory{
+		{"u1", add(events.AddRequest{UserID: "u1", Text: "U1 files invoices in the blue folder.", MemoryType: events.MemoryEpisodic})},
+		{events.AgentOwner("billing"), add(events.AddRequest{Scope: events.MemoryScopeAgent, AgentID: "billing", Text: "Invoices export as UTF-8 CSV files.", MemoryType: events.MemorySemantic})},
+		{events.TenantOwner, add(events.AddRequest{Scope: events.MemoryScopeTenant, Text: "Invoices are archived after ninety days.", MemoryType: events.MemorySemantic})},
+	}
+	unused := []memory{
+		{"u2", add(events.AddRequest{UserID: "u2", Text: "U2 files invoices in the red folder.", MemoryType: events.MemoryEpisodic})},
+		{events.AgentOwner("support"), add(events.AddRequest{Scope: events.MemoryScopeAgent, AgentID: "support", Text: "Invoices disputes go to the support queue.", MemoryType: events.MemorySemantic})},
+	}
+	pack, err := cl.Context(ctx, events.ContextRequest{UserID: "u1", AgentID: "billing", SessionID: "s1", Query: "where are invoices filed, exported and archived"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPack := map[string]bool{}
+	for _, list := range [][]events.PackItem{pack.EpisodicItems, pack.SemanticItems, pack.AgentItems, pack.TenantItems} {
+		for _, it := range list {
+			inPack[it.ID] = true
+		}
+	}
+	for _, m := range used {
+		if !inPack[m.id] {
+			t.Fatalf("%s's memory %s is not in the pack: %+v", m.owner, m.id, pack)
+		}
+	}
+	want := func(m memory, count int) error {
+		recs, err := stack.Runtime().Vectors.Get(ctx, "acme", m.owner, m.id)
+		if err != nil || len(recs) != 1 {
+			return fmt.Errorf("%s's %s: %v %v", m.owner, m.id, recs, err)
+		}
+		if recs[0].HitCount != count {
+			return fmt.Errorf("%s's memory %q: hit_count %d, want %d", m.owner, recs[0].Text, recs[0].HitCount, count)
+		}
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range used {
+		for err := want(m, 1); err != nil; err = want(m, 1) {
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	apptest.WaitIdle(t, stack)
+	for _, m := range unused {
+		if err := want(m, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, owner := range []string{events.AgentOwner("billing"), events.TenantOwner} {
+		var hits []events.MemoryHit
+		err := stack.Runtime().Events.Scan(ctx, eventstore.Query{Tenant: "acme", User: owner}, func(s eventstore.Stored) (bool, error) {
+			if h := s.Envelope.MemoryHit; h != nil {
+				if s.Envelope.SessionID != "" {
+					t.Errorf("%s's hit names session %s", owner, s.Envelope.SessionID)
+				}
+				hits = append(hits, *h)
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != 1 || hits[0].Query != "" {
+			t.Errorf("%s's memory_hit events %+v, want one without the query", owner, hits)
+		}
+	}
+}
