@@ -75,11 +75,8 @@ func ScopeOwner(scope MemoryScope, userID, agentID string) (string, error) {
 		}
 		return userID, nil
 	case MemoryScopeAgent:
-		if err := ValidateID("agent_id", agentID); err != nil {
+		if err := ValidateAgentID(agentID); err != nil {
 			return "", fmt.Errorf("%w (required for scope agent)", err)
-		}
-		if len(agentID) > MaxAgentIDLength {
-			return "", ruleError("agent_id", "is %d characters long; an agent scope's agent id has at most %d", len(agentID), MaxAgentIDLength)
 		}
 		return AgentOwner(agentID), nil
 	case MemoryScopeTenant:
@@ -173,29 +170,52 @@ func (r ItemRequest) Owned(scope MemoryScope, owner string) any {
 	return r
 }
 
-// tenantEndpoints maps each scoped write to the endpoint of its tenant-scope
-// form.
-var tenantEndpoints = map[string]string{
-	EndpointAppend: EndpointTenantAppend, EndpointAdd: EndpointTenantAdd, EndpointItemSave: EndpointTenantItemSave,
+// scopeEndpoints maps each shared scope's write (append, add, item.save) to
+// the endpoint it is requested on: the endpoint, not a field, carries the
+// right to write the scope, so that the NATS server's permissions enforce it
+// (see AgentScopeEndpoints and AdminEndpoints).
+var scopeEndpoints = map[MemoryScope]map[string]string{
+	MemoryScopeAgent: {
+		EndpointAppend: EndpointAgentAppend, EndpointAdd: EndpointAgentAdd, EndpointItemSave: EndpointAgentItemSave,
+	},
+	MemoryScopeTenant: {
+		EndpointAppend: EndpointTenantAppend, EndpointAdd: EndpointTenantAdd, EndpointItemSave: EndpointTenantItemSave,
+	},
 }
 
 // ScopedEndpoint is the endpoint a write of op (append, add, item.save) to
-// scope is requested on: op itself, or its tenant.* form for the tenant scope.
+// scope is requested on: op itself for the user scope, its agent.* form for
+// the agent scope (on the subject AgentRPCSubject builds), its tenant.* form
+// for the tenant scope.
 func ScopedEndpoint(op string, scope MemoryScope) string {
-	if t, ok := tenantEndpoints[op]; ok && scope == MemoryScopeTenant {
-		return t
+	if ep, ok := scopeEndpoints[scope][op]; ok {
+		return ep
 	}
 	return op
 }
 
-// TenantEndpointOp is the write a tenant.* endpoint makes (append, add or
-// item.save), the op its write event records; ok is false for any other
-// endpoint.
-func TenantEndpointOp(endpoint string) (op string, ok bool) {
-	for op, t := range tenantEndpoints {
-		if t == endpoint {
-			return op, true
+// ScopeEndpointOp is the write an agent.* or tenant.* endpoint makes (append,
+// add or item.save: the op its write event records) and the scope it writes;
+// ok is false for any other endpoint.
+func ScopeEndpointOp(endpoint string) (op string, scope MemoryScope, ok bool) {
+	for scope, eps := range scopeEndpoints {
+		for op, ep := range eps {
+			if ep == endpoint {
+				return op, scope, true
+			}
 		}
 	}
-	return "", false
+	return "", "", false
+}
+
+// ValidateAgentID checks an agent id that has an agent scope: an id (so a
+// subject token) short enough for its owner id to be one too.
+func ValidateAgentID(agentID string) error {
+	if err := ValidateID("agent_id", agentID); err != nil {
+		return err
+	}
+	if len(agentID) > MaxAgentIDLength {
+		return ruleError("agent_id", "is %d characters long; an agent scope's agent id has at most %d", len(agentID), MaxAgentIDLength)
+	}
+	return nil
 }

@@ -68,26 +68,78 @@ func TestReservedUserIDsInEvents(t *testing.T) {
 	}
 }
 
-// The tenant scope's writes have endpoints of their own, admin-only.
-func TestTenantScopeEndpoints(t *testing.T) {
-	for op, want := range map[string]string{EndpointAppend: EndpointTenantAppend, EndpointAdd: EndpointTenantAdd, EndpointItemSave: EndpointTenantItemSave} {
-		if got := ScopedEndpoint(op, MemoryScopeTenant); got != want {
-			t.Errorf("ScopedEndpoint(%s, tenant) = %s", op, got)
+// The shared scopes' writes have endpoints of their own: the tenant scope's
+// admin-only, the agent scope's on subjects that carry the agent id.
+func TestSharedScopeEndpoints(t *testing.T) {
+	for op, want := range map[string][2]string{
+		EndpointAppend:   {EndpointTenantAppend, EndpointAgentAppend},
+		EndpointAdd:      {EndpointTenantAdd, EndpointAgentAdd},
+		EndpointItemSave: {EndpointTenantItemSave, EndpointAgentItemSave},
+	} {
+		for i, scope := range []MemoryScope{MemoryScopeTenant, MemoryScopeAgent} {
+			if got := ScopedEndpoint(op, scope); got != want[i] {
+				t.Errorf("ScopedEndpoint(%s, %s) = %s", op, scope, got)
+			}
+			if back, sc, ok := ScopeEndpointOp(want[i]); !ok || back != op || sc != scope {
+				t.Errorf("ScopeEndpointOp(%s) = %s %s %v", want[i], back, sc, ok)
+			}
 		}
-		if got := ScopedEndpoint(op, MemoryScopeAgent); got != op {
-			t.Errorf("ScopedEndpoint(%s, agent) = %s", op, got)
+		if got := ScopedEndpoint(op, MemoryScopeUser); got != op {
+			t.Errorf("ScopedEndpoint(%s, user) = %s", op, got)
 		}
-		if back, ok := TenantEndpointOp(want); !ok || back != op {
-			t.Errorf("TenantEndpointOp(%s) = %s %v", want, back, ok)
+		if !oneOf(want[0], AdminEndpoints) || oneOf(want[0], AgentEndpoints) {
+			t.Errorf("%s is not admin-only", want[0])
 		}
-		if !oneOf(want, AdminEndpoints) || oneOf(want, AgentEndpoints) {
-			t.Errorf("%s is not admin-only", want)
+		if oneOf(want[1], Endpoints) || oneOf(want[1], AgentEndpoints) || !oneOf(want[1], AgentScopeEndpoints) {
+			t.Errorf("%s is requested on memrpc.<tenant>.<endpoint>", want[1])
 		}
+	}
+	if _, _, ok := ScopeEndpointOp(EndpointAppend); ok {
+		t.Error("append is a shared scope's endpoint")
 	}
 	if got := ReadOwners("u1", ""); strings.Join(got, ",") != "u1,__tenant" {
 		t.Errorf("ReadOwners without agent = %v", got)
 	}
 	if got := ReadOwners("u1", "bot"); strings.Join(got, ",") != "u1,__agent_bot,__tenant" {
 		t.Errorf("ReadOwners = %v", got)
+	}
+}
+
+// The agent-scope writes' subjects carry the agent id as one token, parse back
+// to their tenant, endpoint and agent, and are never built from an id that
+// is not one token or too long for its owner id.
+func TestAgentScopeSubjects(t *testing.T) {
+	for ep, want := range map[string]string{
+		EndpointAgentAppend:   "memrpc.acme.agent.Bot-A.append",
+		EndpointAgentAdd:      "memrpc.acme.agent.Bot-A.add",
+		EndpointAgentItemSave: "memrpc.acme.agent.Bot-A.item.save",
+	} {
+		got, err := RequestSubject("acme", "Bot-A", ep)
+		if err != nil || got != want {
+			t.Errorf("RequestSubject(%s) = %q %v, want %q", ep, got, err, want)
+		}
+		sub, err := ParseSubject(want)
+		if err != nil || sub != (Subject{Kind: SubjectRPC, Tenant: "acme", Endpoint: ep, Agent: "Bot-A"}) {
+			t.Errorf("ParseSubject(%s) = %+v %v", want, sub, err)
+		}
+		if svc, _ := RPCServiceSubject(ep); svc != strings.Replace(strings.Replace(want, "acme", "*", 1), "Bot-A", "*", 1) {
+			t.Errorf("RPCServiceSubject(%s) = %s", ep, svc)
+		}
+		if _, err := RPCSubject("acme", ep); !errors.Is(err, ErrInvalidSubject) {
+			t.Errorf("RPCSubject(%s) without an agent: %v", ep, err)
+		}
+		for _, bad := range []string{"", "a.b", "*", ">", "a b", strings.Repeat("x", MaxAgentIDLength+1)} {
+			if s, err := AgentRPCSubject("acme", bad, ep); !errors.Is(err, ErrInvalidSubject) {
+				t.Errorf("AgentRPCSubject(%q, %s) = %q %v", bad, ep, s, err)
+			}
+		}
+	}
+	if got, err := RequestSubject("acme", "Bot-A", EndpointAppend); err != nil || got != "memrpc.acme.append" {
+		t.Errorf("RequestSubject(append) = %q %v", got, err)
+	}
+	for _, bad := range []string{"memrpc.acme.agent", "memrpc.acme.agent.Bot-A", "memrpc.acme.agent.Bot-A.delete", "memrpc.acme.agent.*.append", "memrpc.acme.agent..append"} {
+		if sub, err := ParseSubject(bad); !errors.Is(err, ErrInvalidSubject) {
+			t.Errorf("ParseSubject(%s) = %+v %v", bad, sub, err)
+		}
 	}
 }

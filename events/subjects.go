@@ -59,9 +59,26 @@ const (
 	EndpointTenantAppend   = "tenant.append"
 	EndpointTenantAdd      = "tenant.add"
 	EndpointTenantItemSave = "tenant.item.save"
+	// The agent scope's writes: append, add and item.save of scope agent,
+	// requested on memrpc.<tenant>.agent.<agent_id>.<op> (AgentRPCSubject), so
+	// that NATS permissions can bind a credential to one agent's scope.
+	EndpointAgentAppend   = "agent.append"
+	EndpointAgentAdd      = "agent.add"
+	EndpointAgentItemSave = "agent.item.save"
 )
 
-// Endpoints lists every retriever endpoint, in the order of the README.
+// AgentScopeEndpoints are the endpoints whose subject carries an agent id
+// (AgentRPCSubject) rather than being memrpc.<tenant>.<endpoint>; they are not
+// in Endpoints. An agent credential bound to an agent may request them with
+// its own agent id only, an admin credential with any.
+var AgentScopeEndpoints = []string{EndpointAgentAppend, EndpointAgentAdd, EndpointAgentItemSave}
+
+// agentRoute is the subject token after the tenant of the agent-scope writes,
+// and the prefix of their endpoint names.
+const agentRoute = "agent"
+
+// Endpoints lists every retriever endpoint on memrpc.<tenant>.<endpoint>, in
+// the order of the README (AgentScopeEndpoints are the others).
 var Endpoints = []string{
 	EndpointContext, EndpointSearch, EndpointAppend, EndpointTopic,
 	EndpointAdd, EndpointGet, EndpointUpdate, EndpointDelete, EndpointReset, EndpointHistory, EndpointConsolidate,
@@ -98,13 +115,15 @@ const (
 
 // Subject is a parsed subject. Only the fields of its Kind are set: Tenant, User and
 // Session for observations and ended sessions; Tenant and User for hit, written, write and
-// consolidate; Tenant and Endpoint for rpc; Worker for dlq.
+// consolidate; Tenant and Endpoint for rpc, and Agent for the endpoints of
+// AgentScopeEndpoints; Worker for dlq.
 type Subject struct {
 	Kind     SubjectKind
 	Tenant   string
 	User     string
 	Session  string
 	Endpoint string
+	Agent    string
 	Worker   string
 }
 
@@ -156,9 +175,37 @@ func RPCSubject(tenant, endpoint string) (string, error) {
 	return RPCPrefix + "." + tenant + "." + endpoint, nil
 }
 
-// RPCServiceSubject is memrpc.*.<endpoint>: what a retriever serving every tenant
-// listens on; the tenant is then read from the request subject with ParseSubject.
+// AgentRPCSubject is memrpc.<tenant>.agent.<agent_id>.<op>, the subject of
+// endpoint, one of AgentScopeEndpoints (agent.append is requested on
+// memrpc.<tenant>.agent.<agent_id>.append). The agent id is checked as
+// ValidateAgentID does: one subject token, never a wildcard.
+func AgentRPCSubject(tenant, agentID, endpoint string) (string, error) {
+	if !oneOf(endpoint, AgentScopeEndpoints) {
+		return "", wrap(ErrInvalidSubject, ruleError("endpoint", "is %q, which is not an agent-scope endpoint (see events.AgentScopeEndpoints)", endpoint))
+	}
+	if err := firstError(ValidateID("tenant", tenant), ValidateAgentID(agentID)); err != nil {
+		return "", wrap(ErrInvalidSubject, err)
+	}
+	return RPCPrefix + "." + tenant + "." + agentRoute + "." + agentID + "." + strings.TrimPrefix(endpoint, agentRoute+"."), nil
+}
+
+// RequestSubject is the subject of a request to endpoint: AgentRPCSubject
+// with agentID for AgentScopeEndpoints, RPCSubject (agentID unused) for the
+// others.
+func RequestSubject(tenant, agentID, endpoint string) (string, error) {
+	if oneOf(endpoint, AgentScopeEndpoints) {
+		return AgentRPCSubject(tenant, agentID, endpoint)
+	}
+	return RPCSubject(tenant, endpoint)
+}
+
+// RPCServiceSubject is memrpc.*.<endpoint> (memrpc.*.agent.*.<op> for
+// AgentScopeEndpoints): what a retriever serving every tenant listens on; the
+// tenant (and agent) is then read from the request subject with ParseSubject.
 func RPCServiceSubject(endpoint string) (string, error) {
+	if oneOf(endpoint, AgentScopeEndpoints) {
+		return RPCPrefix + ".*." + agentRoute + ".*." + strings.TrimPrefix(endpoint, agentRoute+"."), nil
+	}
 	if !IsEndpoint(endpoint) {
 		return "", wrap(ErrInvalidSubject, ruleError("endpoint", "is %q, which is not a retriever endpoint (see events.Endpoints)", endpoint))
 	}
@@ -241,6 +288,12 @@ func splitSubject(s string) (Subject, error) {
 		if len(tokens) < 3 {
 			return Subject{}, fmt.Errorf("has %d tokens; a request subject is memrpc.<tenant>.<endpoint>", len(tokens))
 		}
+		if tokens[2] == agentRoute {
+			if len(tokens) < 5 {
+				return Subject{}, fmt.Errorf("has %d tokens; an agent-scope write is memrpc.<tenant>.agent.<agent_id>.<op>", len(tokens))
+			}
+			return Subject{Kind: SubjectRPC, Tenant: tokens[1], Agent: tokens[3], Endpoint: agentRoute + "." + strings.Join(tokens[4:], ".")}, nil
+		}
 		return Subject{Kind: SubjectRPC, Tenant: tokens[1], Endpoint: strings.Join(tokens[2:], ".")}, nil
 	case DLQPrefix:
 		if len(tokens) != 2 {
@@ -271,6 +324,9 @@ func (s Subject) Format() (string, error) {
 	case SubjectWrite:
 		return WriteSubject(s.Tenant, s.User)
 	case SubjectRPC:
+		if s.Agent != "" {
+			return AgentRPCSubject(s.Tenant, s.Agent, s.Endpoint)
+		}
 		return RPCSubject(s.Tenant, s.Endpoint)
 	case SubjectDLQ:
 		return DLQSubject(s.Worker)

@@ -21,7 +21,7 @@ func newCredsCmd(g *globalFlags) *cobra.Command {
 		Use:   "creds",
 		Short: "Issue NATS credentials: one per tenant, and the workers' service credential",
 	}
-	var dataDir, tenant, out, role string
+	var dataDir, tenant, out, role, agent string
 	var service bool
 	add := &cobra.Command{
 		Use:   "add",
@@ -36,7 +36,11 @@ from the file:
                           get, update, history, sessions and items; the server
                           refuses forget, reset, delete, export/import, events,
                           policy set/rollback, backups restore, compress, consolidate
-  --role admin            every endpoint of its tenant
+  --agent ID              with --role agent: also write agent ID's memory scope
+                          (memrpc.<tenant>.agent.<ID>.append, .add, .item.save),
+                          no other agent's; an agent credential without --agent
+                          writes no agent scope at all
+  --role admin            every endpoint of its tenant, every agent's scope
 No server is needed: one running with these keys accepts the credential at once.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if service == (tenant != "") {
@@ -49,6 +53,9 @@ No server is needed: one running with these keys accepts the credential at once.
 			if service && role != "" {
 				return errors.New("--role is for tenant credentials; --service is the whole account")
 			}
+			if agent != "" && r != natsauth.RoleAgent {
+				return errors.New("--agent binds an agent credential to its agent's scope; an admin's writes every agent's")
+			}
 			a, err := authority(g, dataDir)
 			if err != nil {
 				return err
@@ -56,6 +63,8 @@ No server is needed: one running with these keys accepts the credential at once.
 			var data []byte
 			if service {
 				data, err = a.ServiceCreds()
+			} else if agent != "" {
+				data, err = a.AgentCreds(tenant, agent)
 			} else {
 				data, err = a.TenantCreds(tenant, r)
 			}
@@ -68,6 +77,9 @@ No server is needed: one running with these keys accepts the credential at once.
 			who := "the service"
 			if tenant != "" {
 				who = "tenant " + tenant + " (" + string(r) + ")"
+				if agent != "" {
+					who = "tenant " + tenant + " (" + string(r) + " " + agent + ")"
+				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote credentials for %s to %s (export AGENTMEM_NATS_CREDS_FILE=%s)\n", who, out, out)
 			return nil
@@ -78,6 +90,7 @@ No server is needed: one running with these keys accepts the credential at once.
 	af.StringVar(&tenant, "tenant", "", "tenant id")
 	af.BoolVar(&service, "service", false, "a credential for workers and the retriever: the whole account")
 	af.StringVar(&role, "role", "", "agent (default) or admin: what the tenant's credential may request")
+	af.StringVar(&agent, "agent", "", "bind the agent credential to this agent id: it may write that agent's memory scope (and no other's)")
 	af.StringVar(&out, "out", "", "the .creds file to write (required)")
 	_ = add.MarkFlagRequired("out")
 
@@ -112,7 +125,7 @@ func newCredsListCmd(g *globalFlags) *cobra.Command {
 	var dataDir, tenant string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the credentials issued with these keys: key, tenant, role, issued at, revoked at",
+		Short: "List the credentials issued with these keys: key, tenant, role, bound agent, issued at, revoked at",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := authority(g, dataDir)
 			if err != nil {
@@ -123,9 +136,9 @@ func newCredsListCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "KEY\tTENANT\tROLE\tISSUED AT\tREVOKED AT")
+			fmt.Fprintln(w, "KEY\tTENANT\tROLE\tAGENT\tISSUED AT\tREVOKED AT")
 			for _, c := range creds {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Key, or(c.Tenant, "-"), or(string(c.Role), "-"), stamp(c.IssuedAt.UTC()), stamp(c.RevokedAt.UTC()))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, or(c.Tenant, "-"), or(string(c.Role), "-"), or(c.Agent, "-"), stamp(c.IssuedAt.UTC()), stamp(c.RevokedAt.UTC()))
 			}
 			return w.Flush()
 		},

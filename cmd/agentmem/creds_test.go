@@ -150,8 +150,44 @@ func TestUpWithAuthAndTenantCredentials(t *testing.T) {
 	if err != nil || agentID.Role != natsauth.RoleAgent {
 		t.Fatalf("the default role: %+v %v", agentID, err)
 	}
+
+	// Issue 31: an agent credential bound to reporter (creds add --agent)
+	// writes reporter's scope with append and add --scope agent, and no
+	// other agent's: the server refuses those at once. An admin's is not bound.
+	bound := filepath.Join(t.TempDir(), "reporter.creds")
+	if out, err := run(t, "creds", "add", "--data-dir", dir, "--tenant", "acme", "--agent", "reporter", "--out", bound); err != nil || !strings.Contains(out, "(agent reporter)") {
+		t.Fatalf("creds add --agent reporter: %v\n%s", err, out)
+	}
+	if out, err := run(t, "creds", "add", "--data-dir", dir, "--tenant", "acme", "--role", "admin", "--agent", "reporter", "--out", bound+".x"); err == nil {
+		t.Fatalf("creds add --role admin --agent succeeded:\n%s", out)
+	}
+	boundID, err := natsauth.InspectFile(bound)
+	if err != nil || boundID.AgentID != "reporter" || boundID.Role != natsauth.RoleAgent {
+		t.Fatalf("the bound credential: %+v %v", boundID, err)
+	}
+	t.Setenv("AGENTMEM_NATS_CREDS_FILE", bound)
+	scoped := []string{"--nats-url", "nats://" + addr, "--tenant", "acme", "--scope", "agent"}
+	for _, args := range [][]string{
+		{"append", "--agent", "reporter", "--content", "Reports export with the pdf flag."},
+		{"add", "--agent", "reporter", "--type", "semantic", "--text", "Reports render with the wide template."},
+	} {
+		if out, err := run(t, append(args, scoped...)...); err != nil {
+			t.Fatalf("%v with reporter's credential: %v\n%s", args, err, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"append", "--agent", "auditor", "--content", "Reports may be deleted."},
+		{"add", "--agent", "auditor", "--text", "Reports may be deleted."},
+	} {
+		if out, err := run(t, append(args, scoped...)...); !errors.Is(err, errRefused) {
+			t.Fatalf("%v with reporter's credential: %v, want the refusal\n%s", args, err, out)
+		}
+	}
+	t.Setenv("AGENTMEM_NATS_CREDS_FILE", creds)
+
 	listed, err := run(t, "creds", "list", "--data-dir", dir, "--tenant", "acme")
-	if err != nil || !regexp.MustCompile(agentID.PublicKey+`\s+acme\s+agent\s+\d{4}-`).MatchString(listed) || strings.Contains(listed, "service") {
+	if err != nil || !regexp.MustCompile(agentID.PublicKey+`\s+acme\s+agent\s+-\s+\d{4}-`).MatchString(listed) ||
+		!regexp.MustCompile(boundID.PublicKey+`\s+acme\s+agent\s+reporter\s+\d{4}-`).MatchString(listed) || strings.Contains(listed, "service") {
 		t.Fatalf("creds list --tenant acme: %v\n%s", err, listed)
 	}
 	if out, err := run(t, "creds", "revoke", "--data-dir", dir, "--tenant", "acme", "--key", agentID.PublicKey, "--nats-url", "nats://"+addr); err != nil {
@@ -164,7 +200,7 @@ func TestUpWithAuthAndTenantCredentials(t *testing.T) {
 	if out, err := run(t, append([]string{"observe", "--session", "s2", "--text", "the admin observes"}, ns...)...); err != nil {
 		t.Fatalf("the admin credential: %v\n%s", err, out)
 	}
-	if listed, err := run(t, "creds", "list", "--data-dir", dir); err != nil || !regexp.MustCompile(agentID.PublicKey+`\s+acme\s+agent\s+\S+\s+\d{4}-`).MatchString(listed) || !strings.Contains(listed, "service") {
+	if listed, err := run(t, "creds", "list", "--data-dir", dir); err != nil || !regexp.MustCompile(agentID.PublicKey+`\s+acme\s+agent\s+-\s+\S+\s+\d{4}-`).MatchString(listed) || !strings.Contains(listed, "service") {
 		t.Fatalf("creds list after the revocation: %v\n%s", err, listed)
 	}
 }

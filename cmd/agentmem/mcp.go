@@ -64,6 +64,14 @@ server refuses an agent the delete endpoint.`,
 					return err
 				}
 				agentCred = id.Role == natsauth.RoleAgent
+				// A credential bound to an agent writes that agent's scope
+				// only: the tools act as that agent.
+				if id.AgentID != "" {
+					if cmd.Flags().Changed("agent") && agent != id.AgentID {
+						return fmt.Errorf("--agent %q, but the credential %s is bound to agent %q", agent, cfg.NATS.CredsFile, id.AgentID)
+					}
+					agent = id.AgentID
+				}
 			}
 			nc, err := app.Connect(cfg.NATS, "agentmem-mcp", nil, logger)
 			if err != nil {
@@ -93,7 +101,7 @@ server refuses an agent the delete endpoint.`,
 	f := cmd.Flags()
 	f.StringVar(&tenant, "tenant", "", "tenant id (stdio)")
 	f.StringVar(&user, "user", "", "user id whose memory the tools use (stdio)")
-	f.StringVar(&agent, "agent", "mcp", "agent id put on the events the server publishes, and whose agent memory scope the tools read and write (scope agent)")
+	f.StringVar(&agent, "agent", "mcp", "agent id put on the events the server publishes, and whose agent memory scope the tools read and write (scope agent); default the agent a credential is bound to (creds add --agent), else mcp")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on host:port instead of stdio")
 	f.BoolVar(&keepSecrets, "keep-secrets", false, "publish events as given; by default credentials are redacted before they reach the event stream")
 	f.StringVar(&tokensFile, "tokens-file", "", "with --http: file of \"<token> <tenant> <user>\" lines (tokens are never logged)")

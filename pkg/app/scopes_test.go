@@ -56,14 +56,15 @@ func holds(texts []string, s string) bool {
 }
 
 // Through `up --auth`: agents write their users' memory and their own agent
-// scope, only the admin the tenant scope; a context pack composes the user's
+// scope (each with a credential bound to it), only the admin the tenant scope; a context pack composes the user's
 // memory, the asking agent's scope and the tenant's, each entry under its
 // scope, and never another user's or another agent's memory; search ranks
 // the three together; forgetting a user leaves the shared scopes alone.
 func TestScopesThroughTheStack(t *testing.T) {
 	stack, _, auth := apptest.UpAuth(t)
 	ctx := context.Background()
-	_, agentNC := apptest.CredsClient(t, stack, apptest.Creds(t, auth, "acme", natsauth.RoleAgent), "acme")
+	_, agentNC := apptest.CredsClient(t, stack, apptest.AgentCreds(t, auth, "acme", "agent-a"), "acme")
+	_, agentBNC := apptest.CredsClient(t, stack, apptest.AgentCreds(t, auth, "acme", "agent-b"), "acme")
 	_, adminNC := apptest.CredsClient(t, stack, apptest.Creds(t, auth, "acme", natsauth.RoleAdmin), "acme")
 	newClient := func(nc *nats.Conn, agent string, timeout time.Duration) *client.Client {
 		cl, err := client.New(nc, client.Config{Tenant: "acme", AgentID: agent, RequestTimeout: timeout})
@@ -72,7 +73,7 @@ func TestScopesThroughTheStack(t *testing.T) {
 		}
 		return cl
 	}
-	agentA, agentB := newClient(agentNC, "agent-a", 0), newClient(agentNC, "agent-b", 0)
+	agentA, agentB := newClient(agentNC, "agent-a", 0), newClient(agentBNC, "agent-b", 0)
 	admin, anonymous := newClient(adminNC, "admin-cli", 0), newClient(adminNC, "", 0)
 
 	must := func(what string, err error) {

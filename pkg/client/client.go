@@ -188,12 +188,18 @@ func request[Rep any](ctx context.Context, c *Client, endpoint string, req any) 
 	return rep, nil
 }
 
-// roundTrip sends req to memrpc.<tenant>.<endpoint> and returns the reply body.
+// roundTrip sends req to memrpc.<tenant>.<endpoint> (an agent-scope write to
+// memrpc.<tenant>.agent.<agent_id>.<op>, the agent its request names) and
+// returns the reply body.
 // Requests are not validated here: the retriever is the authority on the contract,
 // so a client never rejects what a newer retriever accepts, and its answer to bad
 // input is an *Error with code 400 naming the field.
 func (c *Client) roundTrip(ctx context.Context, endpoint string, req any) ([]byte, error) {
-	subject, err := events.RPCSubject(c.cfg.Tenant, endpoint)
+	agentID := ""
+	if w, ok := req.(events.Scoped); ok {
+		_, _, agentID = w.Target()
+	}
+	subject, err := events.RequestSubject(c.cfg.Tenant, agentID, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRequest, err)
 	}

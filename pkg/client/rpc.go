@@ -27,9 +27,10 @@ func (c *Client) Search(ctx context.Context, req events.SearchRequest) (events.S
 }
 
 // Append appends to MEMORY.md or today's daily note (memory_append, SPEC A9)
-// of req.Scope's memory (scope agent without an agent id: the client's agent;
-// scope tenant is requested on tenant.append, which takes an admin
-// credential). A retriever that answers with an empty body (the contract
+// of req.Scope's memory (scope agent without an agent id: the client's agent,
+// requested on memrpc.<tenant>.agent.<agent_id>.append, which takes that
+// agent's credential or an admin's; scope tenant is requested on
+// tenant.append, which takes an admin credential). A retriever that answers with an empty body (the contract
 // allows it) gives a reply holding only the slot.
 func (c *Client) Append(ctx context.Context, req events.AppendRequest) (events.AppendReply, error) {
 	req.AgentID = c.scopeAgent(req.Scope, req.AgentID)

@@ -30,6 +30,7 @@ package natsauth
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -57,6 +58,8 @@ var (
 	ErrCreds = errors.New("natsauth: credentials")
 	// ErrInvalidRole: a role that is not agent or admin.
 	ErrInvalidRole = errors.New("natsauth: invalid role")
+	// ErrInvalidAgent: an agent id that events.ValidateAgentID rejects.
+	ErrInvalidAgent = errors.New("natsauth: invalid agent")
 )
 
 // Names of the accounts and of the key files in Config.Dir.
@@ -75,6 +78,9 @@ const (
 	// roleTag+role marks a tenant user's role; a tenant JWT without one predates
 	// roles and may request every endpoint (RoleAdmin).
 	roleTag = "agentmem-role-"
+	// agentTag+hex(agent id) marks an agent credential bound to one agent's
+	// scope. Hex, because NATS lowercases tags and agent ids are case-sensitive.
+	agentTag = "agentmem-agent-"
 	// serviceTag marks the service user's JWT.
 	serviceTag = "agentmem-service"
 	// inboxPrefixStart starts every tenant inbox prefix.
@@ -220,7 +226,8 @@ type Role string
 // Roles of tenant credentials.
 const (
 	// RoleAgent observes, ends sessions and requests events.AgentEndpoints: what
-	// an agent needs, nothing that erases or exports the tenant.
+	// an agent needs, nothing that erases or exports the tenant. Bound to an
+	// agent (AgentCreds), it also writes that agent's scope.
 	RoleAgent Role = "agent"
 	// RoleAdmin requests every endpoint of its tenant.
 	RoleAdmin Role = "admin"
@@ -261,6 +268,22 @@ func TenantPermissions(tenant, inboxPrefix string, role Role) jwt.Permissions {
 	}
 }
 
+// AgentPermissions are the permissions of an agent credential bound to
+// agentID: TenantPermissions of RoleAgent, and the agent-scope writes of
+// agentID alone (events.AgentRPCSubject: memrpc.<tenant>.agent.<agent_id>.<op>,
+// no wildcard), so the server refuses it every other agent's scope.
+func AgentPermissions(tenant, inboxPrefix, agentID string) (jwt.Permissions, error) {
+	perm := TenantPermissions(tenant, inboxPrefix, RoleAgent)
+	for _, ep := range events.AgentScopeEndpoints {
+		subject, err := events.AgentRPCSubject(tenant, agentID, ep)
+		if err != nil {
+			return jwt.Permissions{}, fmt.Errorf("%w: %w", ErrInvalidAgent, err)
+		}
+		perm.Pub.Allow.Add(subject)
+	}
+	return perm, nil
+}
+
 // InboxPrefixFor is the inbox prefix of tenant's user with public key userPub.
 func InboxPrefixFor(tenant, userPub string) string {
 	return inboxPrefixStart + tenant + "_" + userPub
@@ -276,19 +299,40 @@ func (a *Authority) TenantCreds(tenant string, role Role) ([]byte, error) {
 	if role != RoleAgent && role != RoleAdmin {
 		return nil, fmt.Errorf("%w: %q is not a tenant role", ErrInvalidRole, role)
 	}
-	return a.issue(tenant, role, func(uc *jwt.UserClaims, pub string) {
+	return a.issue(tenant, role, "", func(uc *jwt.UserClaims, pub string) error {
 		uc.Tags.Add(tenantTag, roleTag+string(role))
 		uc.Permissions = TenantPermissions(tenant, InboxPrefixFor(tenant, pub), role)
+		return nil
+	})
+}
+
+// AgentCreds issues a new agent credential for tenant bound to agentID
+// (AgentPermissions): what TenantCreds(tenant, RoleAgent) may do, and write
+// agentID's scope. The agent id is in the credential (Identity.AgentID).
+func (a *Authority) AgentCreds(tenant, agentID string) ([]byte, error) {
+	if err := events.ValidateID("tenant", tenant); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	}
+	if err := events.ValidateAgentID(agentID); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidAgent, err)
+	}
+	return a.issue(tenant, RoleAgent, agentID, func(uc *jwt.UserClaims, pub string) (err error) {
+		uc.Tags.Add(tenantTag, roleTag+string(RoleAgent), agentTag+hex.EncodeToString([]byte(agentID)))
+		uc.Permissions, err = AgentPermissions(tenant, InboxPrefixFor(tenant, pub), agentID)
+		return err
 	})
 }
 
 // ServiceCreds issues a new credential for workers and the retriever: the whole
 // AGENTMEM account.
 func (a *Authority) ServiceCreds() ([]byte, error) {
-	return a.issue(serviceUserName, RoleService, func(uc *jwt.UserClaims, _ string) { uc.Tags.Add(serviceTag) })
+	return a.issue(serviceUserName, RoleService, "", func(uc *jwt.UserClaims, _ string) error {
+		uc.Tags.Add(serviceTag)
+		return nil
+	})
 }
 
-func (a *Authority) issue(name string, role Role, shape func(*jwt.UserClaims, string)) ([]byte, error) {
+func (a *Authority) issue(name string, role Role, agentID string, shape func(*jwt.UserClaims, string) error) ([]byte, error) {
 	user, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, fmt.Errorf("%w: create user key: %w", ErrCreds, err)
@@ -299,7 +343,9 @@ func (a *Authority) issue(name string, role Role, shape func(*jwt.UserClaims, st
 	}
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = name
-	shape(uc, pub)
+	if err := shape(uc, pub); err != nil {
+		return nil, err
+	}
 	token, err := uc.Encode(a.account)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sign user %s: %w", ErrCreds, name, err)
@@ -316,7 +362,7 @@ func (a *Authority) issue(name string, role Role, shape func(*jwt.UserClaims, st
 	if role != RoleService {
 		tenant = name
 	}
-	if err := a.record(entry{Key: pub, Tenant: tenant, Role: role, IssuedAt: time.Unix(uc.IssuedAt, 0).UTC()}); err != nil {
+	if err := a.record(entry{Key: pub, Tenant: tenant, Role: role, Agent: agentID, IssuedAt: time.Unix(uc.IssuedAt, 0).UTC()}); err != nil {
 		return nil, err
 	}
 	return creds, nil
@@ -413,6 +459,9 @@ type Identity struct {
 	// Role is the tenant credential's role, RoleService for the service's, ""
 	// for a credential issued by someone else.
 	Role Role
+	// AgentID is the agent an agent credential is bound to (AgentCreds); ""
+	// for any other credential.
+	AgentID string
 }
 
 // Inspect reads the user JWT of creds (the content of a .creds file) without
@@ -432,6 +481,15 @@ func Inspect(creds []byte) (Identity, error) {
 		id.Tenant, id.Role = uc.Name, RoleAdmin
 		if uc.Tags.Contains(roleTag + string(RoleAgent)) {
 			id.Role = RoleAgent
+		}
+		for _, tag := range uc.Tags {
+			if h, ok := strings.CutPrefix(tag, agentTag); ok {
+				agent, err := hex.DecodeString(h)
+				if err != nil {
+					return Identity{}, fmt.Errorf("%w: agent tag %q is not hex", ErrCreds, tag)
+				}
+				id.AgentID = string(agent)
+			}
 		}
 	case uc.Tags.Contains(serviceTag):
 		id.Role = RoleService

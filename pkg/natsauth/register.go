@@ -33,15 +33,18 @@ type entry struct {
 	Key       string    `json:"key"`
 	Tenant    string    `json:"tenant,omitempty"`
 	Role      Role      `json:"role,omitempty"`
+	Agent     string    `json:"agent,omitempty"`
 	IssuedAt  time.Time `json:"issued_at,omitzero"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
 }
 
 // Credential is one issued credential as List reports it.
 type Credential struct {
-	Key      string
-	Tenant   string // "" for the service credential
-	Role     Role
+	Key    string
+	Tenant string // "" for the service credential
+	Role   Role
+	// Agent is the agent an agent credential is bound to; "" when none.
+	Agent    string
 	IssuedAt time.Time
 	// RevokedAt is when it was revoked; zero while it is valid.
 	RevokedAt time.Time
@@ -87,6 +90,9 @@ func (a *Authority) List(tenant string) ([]Credential, error) {
 		}
 		if e.Role != "" {
 			c.Role = e.Role
+		}
+		if e.Agent != "" {
+			c.Agent = e.Agent
 		}
 		if !e.IssuedAt.IsZero() {
 			c.IssuedAt = e.IssuedAt

@@ -1,9 +1,14 @@
 package natsauth_test
 
 import (
+	"errors"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentmem/agentmem/events"
 	"github.com/agentmem/agentmem/pkg/natsauth"
@@ -57,5 +62,106 @@ func TestTenantRolesOnTheServer(t *testing.T) {
 		if slices.Contains(events.AgentEndpoints, ep) || !slices.Contains(events.Endpoints, ep) {
 			t.Errorf("%s: an agent endpoint, or no endpoint at all", ep)
 		}
+	}
+}
+
+// agentCredsFile issues tenant's agent credential bound to agentID into a file.
+func agentCredsFile(t *testing.T, a *natsauth.Authority, tenant, agentID string) string {
+	t.Helper()
+	creds, err := a.AgentCreds(tenant, agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "agent.creds")
+	if err := natsauth.WriteCreds(path, creds); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Issue 31, through the server: an agent credential bound to Bot-A writes
+// Bot-A's scope (memrpc.acme.agent.Bot-A.<op>) and no other agent's, not
+// another case of its id, not another tenant's Bot-A; an agent credential
+// bound to none writes no agent's scope; an admin writes any agent's. The
+// agent id is read back from the credential, case kept.
+func TestAgentCredentialWritesItsOwnAgentScopeOnly(t *testing.T) {
+	a := authority(t, t.TempDir())
+	srv, _ := provisioned(t, a)
+	boundFile := agentCredsFile(t, a, "acme", "Bot-A")
+	id, err := natsauth.InspectFile(boundFile)
+	if err != nil || id.AgentID != "Bot-A" || id.Role != natsauth.RoleAgent || id.Tenant != "acme" {
+		t.Fatalf("bound credential reads as %+v (%v)", id, err)
+	}
+	if id, _ := natsauth.InspectFile(roleCredsFile(t, a, "acme", natsauth.RoleAgent)); id.AgentID != "" {
+		t.Fatalf("unbound credential reads as bound to %q", id.AgentID)
+	}
+	type client struct {
+		name string
+		nc   *nats.Conn
+		errs <-chan error
+	}
+	connect := func(name, file string) client {
+		nc, errs := conn(t, srv, file)
+		return client{name, nc, errs}
+	}
+	bound := connect("Bot-A's credential", boundFile)
+	unbound := connect("an unbound agent credential", roleCredsFile(t, a, "acme", natsauth.RoleAgent))
+	admin := connect("the admin credential", roleCredsFile(t, a, "acme", natsauth.RoleAdmin))
+	answered := func(c client, subj string) {
+		t.Helper()
+		rep, err := c.nc.Request(subj, []byte(`{}`), 5*time.Second)
+		if err != nil || string(rep.Data) != subj {
+			t.Fatalf("%s requests %s: %v %v", c.name, subj, rep, err)
+		}
+	}
+	refused := func(c client, subj string) {
+		t.Helper()
+		// The server drops the request: waiting is for the refusal.
+		if rep, err := c.nc.Request(subj, []byte(`{}`), 100*time.Millisecond); err == nil {
+			t.Fatalf("%s got a reply from %s: %q", c.name, subj, rep.Data)
+		}
+		wantViolation(t, c.name+" requests "+subj, c.nc, c.errs)
+	}
+	for _, ep := range events.AgentScopeEndpoints {
+		own, err := events.AgentRPCSubject("acme", "Bot-A", ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered(bound, own)
+		answered(admin, own)
+		refused(unbound, own)
+		for _, other := range [][2]string{{"acme", "Bot-B"}, {"acme", "bot-a"}, {"acme", "Bot-A2"}, {"globex", "Bot-A"}} {
+			subj, err := events.AgentRPCSubject(other[0], other[1], ep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused(bound, subj)
+			refused(unbound, subj)
+			if other[0] == "acme" {
+				answered(admin, subj)
+			}
+		}
+	}
+	// Its user-scope writes stay what any agent credential may request.
+	answered(bound, "memrpc.acme.append")
+	refused(bound, "memrpc.acme.tenant.append")
+
+	for _, bad := range []string{"", "a.b", "*", ">", "a b", strings.Repeat("x", events.MaxAgentIDLength+1)} {
+		if _, err := a.AgentCreds("acme", bad); !errors.Is(err, natsauth.ErrInvalidAgent) {
+			t.Errorf("AgentCreds(%q) = %v, want ErrInvalidAgent", bad, err)
+		}
+	}
+	creds, err := a.List("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agents []string
+	for _, c := range creds {
+		if c.Agent != "" {
+			agents = append(agents, c.Agent)
+		}
+	}
+	if !slices.Equal(agents, []string{"Bot-A"}) {
+		t.Errorf("register's bound agents %q, want Bot-A", agents)
 	}
 }

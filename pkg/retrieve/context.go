@@ -417,22 +417,43 @@ func (s *Service) loadItems(ctx context.Context, tenant string, req events.Conte
 }
 
 // publishHit has one memory_hit event published listing the pack's vector
-// memories, so the consolidator counts each use once (SPEC C4); a preview
-// (record_hits false) uses nothing. The reply does not
+// memories of each memory they came from, so the consolidator counts each use
+// once (SPEC C4) in that memory's namespace: the user's, and the agent and
+// tenant scopes' (their owner ids'). A shared scope's event carries neither
+// the user's query nor their session: it is stored with the scope, which
+// holds nothing of a user, so its reconsolidation says only that the memory
+// was recalled. A preview (record_hits false) uses nothing. The reply does not
 // wait for it: the event is built, published and acknowledged by the hit
 // publisher's goroutine, a failure is only logged, and Run's drain waits for it.
 func (s *Service) publishHit(tenant string, req events.ContextRequest, pack *events.ContextPack) {
-	n := len(pack.EpisodicItems) + len(pack.SemanticItems)
-	if n == 0 || !req.RecordsHits() {
+	if !req.RecordsHits() {
 		return
 	}
-	ids := make([]string, 0, n)
-	for _, list := range [][]events.PackItem{pack.EpisodicItems, pack.SemanticItems} {
-		for _, it := range list {
-			ids = append(ids, it.ID)
+	now := s.deps.Now().UTC()
+	if ids := vectorIDs(pack.EpisodicItems, pack.SemanticItems); len(ids) > 0 {
+		s.hits.enqueue(hitEvent{tenant: tenant, req: req, ids: ids, ts: now})
+	}
+	for _, shared := range []struct {
+		owner string
+		items []events.PackItem
+	}{{events.AgentOwner(req.AgentID), pack.AgentItems}, {events.TenantOwner, pack.TenantItems}} {
+		if ids := vectorIDs(shared.items); len(ids) > 0 {
+			s.hits.enqueue(hitEvent{tenant: tenant, req: events.ContextRequest{UserID: shared.owner, AgentID: req.AgentID}, ids: ids, ts: now})
 		}
 	}
-	s.hits.enqueue(hitEvent{tenant: tenant, req: req, ids: ids, ts: s.deps.Now().UTC()})
+}
+
+// vectorIDs are the ids of the episodic and semantic memories of lists.
+func vectorIDs(lists ...[]events.PackItem) []string {
+	var ids []string
+	for _, list := range lists {
+		for _, it := range list {
+			if it.Kind == events.PackKindEpisodic || it.Kind == events.PackKindSemantic {
+				ids = append(ids, it.ID)
+			}
+		}
+	}
+	return ids
 }
 
 // dedupe drops every pack entry whose text is already in the pack, so no entry

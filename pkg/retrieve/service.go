@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,8 +67,9 @@ type Service struct {
 }
 
 // endpointFunc serves one endpoint: it decodes and validates data itself and
-// returns the reply to marshal, or an error mapped to a micro error code.
-type endpointFunc func(ctx context.Context, tenant string, data []byte) (any, error)
+// returns the reply to marshal, or an error mapped to a micro error code. sub
+// is the request's subject: its tenant, and the agent of an agent-scope write.
+type endpointFunc func(ctx context.Context, sub events.Subject, data []byte) (any, error)
 
 // New checks cfg and deps and returns a Service; Run starts it. logger names the
 // worker already (app.Runtime.Component adds obs.Worker once, for every component).
@@ -123,7 +125,7 @@ func New(cfg Config, deps Deps, logger *zap.Logger) (*Service, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	s.handlers = s.endpoints()
-	for _, ep := range events.Endpoints {
+	for _, ep := range served {
 		if s.handlers[ep] == nil {
 			return nil, fmt.Errorf("%w: endpoint %s has no handler", ErrInvalidConfig, ep)
 		}
@@ -137,9 +139,9 @@ func (s *Service) endpoints() map[string]endpointFunc {
 	return map[string]endpointFunc{
 		events.EndpointContext:         handle(lim, s.contextPack),
 		events.EndpointSearch:          handle(lim, s.search),
-		events.EndpointAppend:          handle(lim, scopedWrite[events.AppendRequest](s, events.EndpointAppend)),
+		events.EndpointAppend:          handleRoute(lim, scopedWrite[events.AppendRequest](s, events.EndpointAppend)),
 		events.EndpointTopic:           handle(lim, s.topic),
-		events.EndpointAdd:             handle(lim, scopedWrite[events.AddRequest](s, events.EndpointAdd)),
+		events.EndpointAdd:             handleRoute(lim, scopedWrite[events.AddRequest](s, events.EndpointAdd)),
 		events.EndpointGet:             handle(lim, m.Get),
 		events.EndpointUpdate:          handle(lim, writeOp[events.UpdateRequest](s, events.EndpointUpdate)),
 		events.EndpointDelete:          handle(lim, writeOp[events.DeleteRequest](s, events.EndpointDelete)),
@@ -150,16 +152,19 @@ func (s *Service) endpoints() map[string]endpointFunc {
 		events.EndpointSessionClear:    handle(lim, s.sessionClear),
 		events.EndpointSessionArchive:  handle(lim, s.sessionArchive),
 		events.EndpointSessionRestore:  handle(lim, s.sessionRestore),
-		events.EndpointItemSave:        handle(lim, scopedWrite[events.ItemRequest](s, events.EndpointItemSave)),
+		events.EndpointItemSave:        handleRoute(lim, scopedWrite[events.ItemRequest](s, events.EndpointItemSave)),
 		events.EndpointItemGet:         handle(lim, m.GetItem),
 		events.EndpointItemList:        handle(lim, m.ListItems),
-		events.EndpointItemUpdate:      handle(lim, scopedWrite[events.ItemRequest](s, events.EndpointItemUpdate)),
+		events.EndpointItemUpdate:      handleRoute(lim, scopedWrite[events.ItemRequest](s, events.EndpointItemUpdate)),
 		events.EndpointItemDelete:      handle(lim, writeOp[events.ItemKeyRequest](s, events.EndpointItemDelete)),
 		events.EndpointItemDeleteScope: handle(lim, writeOp[events.ItemScopeRequest](s, events.EndpointItemDeleteScope)),
 		events.EndpointItemSearch:      handle(lim, m.SearchItems),
-		events.EndpointTenantAppend:    handle(lim, scopedWrite[events.AppendRequest](s, events.EndpointTenantAppend)),
-		events.EndpointTenantAdd:       handle(lim, scopedWrite[events.AddRequest](s, events.EndpointTenantAdd)),
-		events.EndpointTenantItemSave:  handle(lim, scopedWrite[events.ItemRequest](s, events.EndpointTenantItemSave)),
+		events.EndpointTenantAppend:    handleRoute(lim, scopedWrite[events.AppendRequest](s, events.EndpointTenantAppend)),
+		events.EndpointTenantAdd:       handleRoute(lim, scopedWrite[events.AddRequest](s, events.EndpointTenantAdd)),
+		events.EndpointTenantItemSave:  handleRoute(lim, scopedWrite[events.ItemRequest](s, events.EndpointTenantItemSave)),
+		events.EndpointAgentAppend:     handleRoute(lim, scopedWrite[events.AppendRequest](s, events.EndpointAgentAppend)),
+		events.EndpointAgentAdd:        handleRoute(lim, scopedWrite[events.AddRequest](s, events.EndpointAgentAdd)),
+		events.EndpointAgentItemSave:   handleRoute(lim, scopedWrite[events.ItemRequest](s, events.EndpointAgentItemSave)),
 		events.EndpointBackupsList:     handle(lim, s.backupsList),
 		events.EndpointBackupsRestore:  handle(lim, writeOp[events.BackupRestoreRequest](s, events.EndpointBackupsRestore)),
 		events.EndpointCompress:        handle(lim, s.compress),
@@ -178,14 +183,23 @@ func (s *Service) endpoints() map[string]endpointFunc {
 	}
 }
 
-// handle adapts a typed endpoint: the request is JSON-decoded and validated before fn
+// served are the endpoints a retriever serves: those on memrpc.<tenant>.<endpoint>
+// and the agent-scope writes on memrpc.<tenant>.agent.<agent_id>.<op>.
+var served = slices.Concat(events.Endpoints, events.AgentScopeEndpoints)
+
+// handle adapts a typed endpoint of the tenant (handleRoute).
+func handle[Req interface{ Validate() error }, Rep any](maxTextBytes int, fn func(context.Context, string, Req) (Rep, error)) endpointFunc {
+	return handleRoute(maxTextBytes, func(ctx context.Context, sub events.Subject, req Req) (Rep, error) { return fn(ctx, sub.Tenant, req) })
+}
+
+// handleRoute adapts a typed endpoint: the request is JSON-decoded and validated before fn
 // sees it, so every endpoint rejects bad input the same way.
 //
 // A request carrying text to store or search with (events' CheckSize methods) is
 // checked against maxTextBytes too, so an oversize text is a 400 naming the field,
 // its size and the limit.
-func handle[Req interface{ Validate() error }, Rep any](maxTextBytes int, fn func(context.Context, string, Req) (Rep, error)) endpointFunc {
-	return func(ctx context.Context, tenant string, data []byte) (any, error) {
+func handleRoute[Req interface{ Validate() error }, Rep any](maxTextBytes int, fn func(context.Context, events.Subject, Req) (Rep, error)) endpointFunc {
+	return func(ctx context.Context, sub events.Subject, data []byte) (any, error) {
 		var req Req
 		if err := json.Unmarshal(data, &req); err != nil {
 			return nil, fmt.Errorf("%w: malformed JSON: %v", events.ErrInvalidRequest, err)
@@ -198,7 +212,7 @@ func handle[Req interface{ Validate() error }, Rep any](maxTextBytes int, fn fun
 				return nil, err
 			}
 		}
-		return fn(ctx, tenant, req)
+		return fn(ctx, sub, req)
 	}
 }
 
@@ -236,7 +250,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.hits.stop()
 		return fmt.Errorf("retrieve: add micro service: %w", err)
 	}
-	for _, ep := range events.Endpoints {
+	for _, ep := range served {
 		subject, err := events.RPCServiceSubject(ep)
 		if err == nil {
 			err = svc.AddEndpoint(MicroName(ep), s.serve(ep, s.handlers[ep]),
@@ -249,7 +263,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 	s.svc.Store(&svc)
-	s.logger.Info("retriever serving", zap.String("service_id", svc.Info().ID), zap.Int("endpoints", len(events.Endpoints)))
+	s.logger.Info("retriever serving", zap.String("service_id", svc.Info().ID), zap.Int("endpoints", len(served)))
 	<-ctx.Done()
 	s.svc.Store(nil)
 	if err := svc.Stop(); err != nil {
@@ -404,7 +418,7 @@ func (s *Service) handle(endpoint string, fn endpointFunc, req request) {
 		s.respondError(req, endpoint, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err))
 		return
 	}
-	reply, err := fn(s.base, sub.Tenant, req.data)
+	reply, err := fn(s.base, sub, req.data)
 	if err != nil {
 		s.respondError(req, endpoint, err)
 		return

@@ -255,44 +255,53 @@ func (s *Service) storedAt(ctx context.Context, ack *jetstream.PubAck) (events.E
 }
 
 // ErrScopeEndpoint: a write of a memory scope requested on an endpoint that
-// does not write that scope (scope tenant on append, add or item.save, whose
-// tenant.* forms NATS permissions keep for admin credentials; a scope on
-// item.update).
+// does not write that scope (scope agent or tenant on append, add or
+// item.save, whose agent.* and tenant.* forms NATS permissions keep for the
+// agent's own credential and admins; a scope on item.update).
 var ErrScopeEndpoint = errors.New("retrieve: scope not written by this endpoint")
 
+// ErrAgentMismatch: an agent-scope write whose agent_id is not the agent its
+// subject names (memrpc.<tenant>.agent.<agent_id>.<op>).
+var ErrAgentMismatch = errors.New("retrieve: agent_id is not the subject's agent")
+
 // scopedWrite adapts a write that takes a memory scope (append, add,
-// item.save, and their tenant.* forms; item.update takes the user scope only):
-// the request is recorded and applied with user_id set to the scope's owner id
-// (events.ScopeOwner), so it lands in that scope's memory. The tenant scope is
-// written only on the tenant.* endpoints: the endpoint, not a field, carries
-// the admin right, so that the NATS server enforces it.
-func scopedWrite[Req events.Scoped](s *Service, endpoint string) func(context.Context, string, Req) (any, error) {
-	op, tenantOnly := events.TenantEndpointOp(endpoint)
-	if !tenantOnly {
-		op = endpoint
+// item.save, and their agent.* and tenant.* forms; item.update takes the user
+// scope only): the request is recorded and applied with user_id set to the
+// scope's owner id (events.ScopeOwner), so it lands in that scope's memory.
+// A shared scope is written only on its own endpoints: the agent scope on
+// memrpc.<tenant>.agent.<agent_id>.<op>, for the agent the subject names, the
+// tenant scope on tenant.*. The subject, not a body field, carries the right
+// to write there, so that the NATS server enforces it (an agent credential
+// may publish its own agent's subjects only, an admin any).
+func scopedWrite[Req events.Scoped](s *Service, endpoint string) func(context.Context, events.Subject, Req) (any, error) {
+	op, only, shared := events.ScopeEndpointOp(endpoint)
+	if !shared {
+		op, only = endpoint, events.MemoryScopeUser
 	}
-	return func(ctx context.Context, tenant string, req Req) (any, error) {
+	return func(ctx context.Context, sub events.Subject, req Req) (any, error) {
 		scope, userID, agentID := req.Target()
-		switch {
-		case tenantOnly && scope != events.MemoryScopeTenant:
-			return nil, fmt.Errorf("%w: %w: %s writes scope tenant only; the request's scope is %q", events.ErrInvalidRequest, ErrScopeEndpoint, endpoint, scope)
-		}
 		scope = scope.Effective()
 		switch {
-		case scope == events.MemoryScopeTenant && !tenantOnly:
-			return nil, fmt.Errorf("%w: %w: scope tenant is written through %s, which takes an admin credential", events.ErrInvalidRequest, ErrScopeEndpoint, events.ScopedEndpoint(op, scope))
 		case op == events.EndpointItemUpdate && scope != events.MemoryScopeUser:
 			return nil, fmt.Errorf("%w: %w: %s changes the user scope only, not %s", events.ErrInvalidRequest, ErrScopeEndpoint, op, scope)
+		case scope != only && shared:
+			return nil, fmt.Errorf("%w: %w: %s writes scope %s only; the request's scope is %q", events.ErrInvalidRequest, ErrScopeEndpoint, endpoint, only, scope)
+		case scope == events.MemoryScopeAgent && !shared:
+			return nil, fmt.Errorf("%w: %w: scope agent is written on memrpc.<tenant>.agent.<agent_id>.%s, which takes that agent's credential or an admin's", events.ErrInvalidRequest, ErrScopeEndpoint, op)
+		case scope == events.MemoryScopeTenant && !shared:
+			return nil, fmt.Errorf("%w: %w: scope tenant is written through %s, which takes an admin credential", events.ErrInvalidRequest, ErrScopeEndpoint, events.ScopedEndpoint(op, scope))
+		case scope == events.MemoryScopeAgent && agentID != sub.Agent:
+			return nil, fmt.Errorf("%w: %w: agent_id %q, but the subject writes agent %q's scope", events.ErrInvalidRequest, ErrAgentMismatch, agentID, sub.Agent)
 		}
 		if scope == events.MemoryScopeUser {
 			// Recorded as before scopes: the user's own memory.
-			return s.record(ctx, tenant, op, req)
+			return s.record(ctx, sub.Tenant, op, req)
 		}
 		owner, err := events.ScopeOwner(scope, userID, agentID)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", events.ErrInvalidRequest, err)
 		}
-		return s.record(ctx, tenant, op, req.Owned(scope, owner))
+		return s.record(ctx, sub.Tenant, op, req.Owned(scope, owner))
 	}
 }
 

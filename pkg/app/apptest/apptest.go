@@ -80,6 +80,19 @@ func up(t testing.TB, logger *zap.Logger, auth bool, env ...string) (*app.Stack,
 func Creds(t testing.TB, auth *natsauth.Authority, tenant string, role natsauth.Role) string {
 	t.Helper()
 	creds, err := auth.TenantCreds(tenant, role)
+	return credsFile(t, tenant, creds, err)
+}
+
+// AgentCreds writes tenant's agent credential bound to agentID to a file and
+// returns its path.
+func AgentCreds(t testing.TB, auth *natsauth.Authority, tenant, agentID string) string {
+	t.Helper()
+	creds, err := auth.AgentCreds(tenant, agentID)
+	return credsFile(t, tenant, creds, err)
+}
+
+func credsFile(t testing.TB, tenant string, creds []byte, err error) string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
