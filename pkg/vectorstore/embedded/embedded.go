@@ -550,25 +550,13 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 		return p, nil
 	}
 	snap := s.loadGraphs(k)
-	rows, err := s.query(ctx, `SELECT `+recordCols+` FROM records r WHERE r.tenant = ? AND r.user_id = ?`, k.tenant, k.userID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	p = newPartition(k, max(0, s.cfg.ANNThreshold))
 	var recs []*entry // with a graph file, put in its order once all are read
-	for rows.Next() {
-		rec, rid, meta, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		if snap != nil {
-			recs = append(recs, newEntry(rid, rec, meta))
-		} else {
-			p.put(newEntry(rid, rec, meta))
-		}
+	put := p.put
+	if snap != nil {
+		put = func(e *entry) { recs = append(recs, e) }
 	}
-	if err := rows.Err(); err != nil {
+	if err := s.loadEntries(ctx, k, put); err != nil {
 		return nil, err
 	}
 	if snap != nil {

@@ -269,17 +269,20 @@ func (r *reader) graph(ndocs int) *annIndex {
 			if r.bad(l == 0 && cnt > hnswCap0 || l > 0 && cnt > hnswM, "neighbour count") {
 				return nil
 			}
-			ns := make([]int32, cnt)
+			// Layer 0's links are read into their place in links0, not
+			// into a slice per node that is then copied there.
+			var ns []int32
+			if l == 0 {
+				ns, g.n0[node] = g.links0[node*hnswCap0:node*hnswCap0+cnt], uint8(cnt)
+			} else {
+				ns = make([]int32, cnt, hnswM)
+				g.upper[int32(node)][l-1] = ns
+			}
 			for i := range ns {
 				ns[i] = r.i32()
 				if r.bad(ns[i] < 0 || int(ns[i]) >= n, "neighbour") {
 					return nil
 				}
-			}
-			if l == 0 {
-				g.setNeighbours(int32(node), 0, ns)
-			} else {
-				g.upper[int32(node)][l-1] = append(make([]int32, 0, hnswM), ns...)
 			}
 		}
 	}

@@ -68,6 +68,13 @@ func newEntryNormalized(rid int64, rec vectorstore.Record, meta string) *entry {
 
 var memoryTypes = []vectorstore.MemoryType{vectorstore.Episodic, vectorstore.Semantic, vectorstore.Item}
 
+// tokenize sets e's terms from its text, unless they are set.
+func (e *entry) tokenize() {
+	if e.terms == "" && e.rec.Text != "" {
+		e.terms = strings.Join(bm25.Tokenize(e.rec.Text), " ")
+	}
+}
+
 // record returns the entry's record as reads return it, with its own decoded
 // Metadata.
 func (e *entry) record() (vectorstore.Record, error) {
@@ -165,9 +172,7 @@ func (p *partition) put(e *entry) {
 		}
 		p.kill(d)
 	}
-	if e.terms == "" && e.rec.Text != "" {
-		e.terms = strings.Join(bm25.Tokenize(e.rec.Text), " ")
-	}
+	e.tokenize()
 	e.doc = int32(len(p.docs))
 	p.docs = append(p.docs, e)
 	t := typeSlot(e.rec.MemoryType)

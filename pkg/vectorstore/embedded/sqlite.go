@@ -116,14 +116,16 @@ func storedForm(rec vectorstore.Record) vectorstore.Record {
 
 // scanRecord reads a row of recordCols: the record without its Metadata, its rid,
 // and its metadata as encodeMetadata writes it (decodeMetadata reads it).
-func scanRecord(sc interface{ Scan(...any) error }) (rec vectorstore.Record, rid int64, meta string, err error) {
+func scanRecord(rows *sql.Rows) (rec vectorstore.Record, rid int64, meta string, err error) {
 	var (
-		mt      string
-		vec     []byte
+		mt string
+		// RawBytes: the driver's copy of the column, decoded at once, rather
+		// than a second copy of it to decode (a partition's load reads them all).
+		vec     sql.RawBytes
 		ts      int64
 		expires sql.NullInt64
 	)
-	err = sc.Scan(&rid, &rec.ID, &rec.Tenant, &rec.UserID, &mt, &rec.Scope, &rec.Kind, &rec.Key, &rec.Text,
+	err = rows.Scan(&rid, &rec.ID, &rec.Tenant, &rec.UserID, &mt, &rec.Scope, &rec.Kind, &rec.Key, &rec.Text,
 		&vec, &ts, &rec.ChatID, &rec.Who, &rec.HitCount, &rec.Confidence, &expires, &meta)
 	if err != nil {
 		return rec, 0, "", err
