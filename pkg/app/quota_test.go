@@ -192,15 +192,7 @@ func TestTenantAtItsHeldQuotasIsRefused(t *testing.T) {
 		}
 	}
 	apptest.WaitIdle(t, stack)
-	recs, _, err := stack.Runtime().Vectors.Scroll(ctx, vectorstore.Filter{Tenant: "small", UserID: "u1", IncludeExpired: true}, "", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var texts []string
-	for _, r := range recs {
-		texts = append(texts, r.Text)
-	}
-	slices.Sort(texts)
+	texts := memoryTexts(t, stack.Runtime().Vectors, "small", "u1")
 	if len(texts) != 2 || texts[0] != "My manager is Dana" || !strings.Contains(texts[1], "vault is in room 12") {
 		t.Errorf("small's memories after the delete and the replay: %q, want Dana's and the replayed vault episode", texts)
 	}
@@ -228,19 +220,7 @@ func TestImportAndSessionRestoreAreQuotaChecked(t *testing.T) {
 			t.Errorf("%s: %v, want 429 naming %s", what, err, key)
 		}
 	}
-	texts := func(tenant, user string) []string {
-		t.Helper()
-		recs, _, err := rt.Vectors.Scroll(ctx, vectorstore.Filter{Tenant: tenant, UserID: user, IncludeExpired: true}, "", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, r := range recs {
-			out = append(out, r.Text)
-		}
-		slices.Sort(out)
-		return out
-	}
+	texts := func(tenant, user string) []string { return memoryTexts(t, rt.Vectors, tenant, user) }
 	record := func(n int, text string) events.Record {
 		return events.Record{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), MemoryType: events.MemorySemantic, Text: text, TS: time.Now().UTC()}
 	}
@@ -325,4 +305,19 @@ func TestImportAndSessionRestoreAreQuotaChecked(t *testing.T) {
 	if items, n := restored(small, "small"); !slices.Equal(items, []string{"plan the offsite"}) || n != 1 {
 		t.Errorf("small's session after the restore with room: items %q, %d events; want the item and the event", items, n)
 	}
+}
+
+// memoryTexts are the texts of the user's vector memories, sorted.
+func memoryTexts(t *testing.T, vectors vectorstore.Store, tenant, user string) []string {
+	t.Helper()
+	recs, _, err := vectors.Scroll(context.Background(), vectorstore.Filter{Tenant: tenant, UserID: user, IncludeExpired: true}, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Text)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -200,15 +200,8 @@ func TestBackupRestoreOfAQdrantCollection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	src := &fakeQdrant{collection: "agentmem_memories", snapshot: []byte("the collection's snapshot")}
-	srv, err := backup.NewServer(backup.ServerConfig{}, backup.ServerDeps{Conn: nc, JS: js, Vectors: serveQdrant(t, src), VectorBackend: backup.VectorQdrant,
-		HoldWrites: func() func() { return func() {} }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	serve(ctx, t, backup.ServerConfig{}, backup.ServerDeps{Conn: nc, JS: js, Vectors: serveQdrant(t, src), VectorBackend: backup.VectorQdrant,
+		HoldWrites: func() func() { return func() {} }})
 	// Until Run serves; that first hold is released at once.
 	data, err := json.Marshal(backup.EndRequest{ID: begin(ctx, t, nc).ID})
 	if err != nil {

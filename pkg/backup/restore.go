@@ -172,9 +172,23 @@ func vectorTarget(ctx context.Context, backend string, t Target) error {
 }
 
 // restoreKeys copies the key directory from into to and loads it; with
-// authenticated, its account must be account (the backup's), else the copy is
-// removed again and the restore refused.
+// authenticated, its account must be account (the backup's). On any error the
+// copy is removed again (to was checked absent or empty).
 func restoreKeys(from, to, account string, authenticated bool) (*natsauth.Authority, error) {
+	auth, err := copyKeys(from, to)
+	if err == nil && authenticated && auth.AccountPublicKey() != account {
+		err = fmt.Errorf("%w: the keys in %s sign account %s, the backup's streams are account %s's: give the key directory of the deployment the backup is of",
+			ErrAuth, from, auth.AccountPublicKey(), account)
+	}
+	if err != nil {
+		_ = os.RemoveAll(to)
+		return nil, err
+	}
+	return auth, nil
+}
+
+// copyKeys copies the regular files of from into to and loads them.
+func copyKeys(from, to string) (*natsauth.Authority, error) {
 	entries, err := os.ReadDir(from)
 	if err != nil {
 		return nil, fmt.Errorf("%w: key directory: %w", ErrAuth, err)
@@ -187,16 +201,7 @@ func restoreKeys(from, to, account string, authenticated bool) (*natsauth.Author
 			return nil, fmt.Errorf("%w: copy the key directory: %w", ErrAuth, err)
 		}
 	}
-	auth, err := natsauth.New(natsauth.Config{Dir: to}, nil)
-	if err == nil && authenticated && auth.AccountPublicKey() != account {
-		err = fmt.Errorf("%w: the keys in %s sign account %s, the backup's streams are account %s's: give the key directory of the deployment the backup is of",
-			ErrAuth, from, auth.AccountPublicKey(), account)
-	}
-	if err != nil {
-		_ = os.RemoveAll(to)
-		return nil, err
-	}
-	return auth, nil
+	return natsauth.New(natsauth.Config{Dir: to}, nil)
 }
 
 // restoreStreams restores every snapshot into an embedded server on storeDir,

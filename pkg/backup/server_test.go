@@ -48,15 +48,8 @@ func TestBeginWithMessagesInFlightFailsAndResumes(t *testing.T) {
 	}
 	defer func() { _ = vectors.Close() }()
 	var held, released atomic.Int32
-	srv, err := backup.NewServer(backup.ServerConfig{Drain: 300 * time.Millisecond}, backup.ServerDeps{Conn: nc, JS: js, Vectors: vectors,
-		HoldWrites: func() func() { held.Add(1); return func() { released.Add(1) } }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	serve(ctx, t, backup.ServerConfig{Drain: 300 * time.Millisecond}, backup.ServerDeps{Conn: nc, JS: js, Vectors: vectors,
+		HoldWrites: func() func() { held.Add(1); return func() { released.Add(1) } }})
 
 	reply := begin(ctx, t, nc)
 	if !strings.Contains(reply.Error, backup.ErrNotDrained.Error()) || !strings.Contains(reply.Error, "agentmem-ingest still has 1") {
@@ -92,6 +85,19 @@ func TestBeginWithMessagesInFlightFailsAndResumes(t *testing.T) {
 	if second := begin(ctx, t, nc); !strings.Contains(second.Error, backup.ErrBusy.Error()) {
 		t.Fatalf("a second begin = %+v, want ErrBusy", second)
 	}
+}
+
+// serve runs a backup server until the test ends.
+func serve(ctx context.Context, t *testing.T, cfg backup.ServerConfig, deps backup.ServerDeps) {
+	t.Helper()
+	srv, err := backup.NewServer(cfg, deps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
 }
 
 func begin(ctx context.Context, t *testing.T, nc *nats.Conn) backup.BeginReply {

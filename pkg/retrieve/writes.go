@@ -107,8 +107,8 @@ var shrinkingOps = []string{events.EndpointDelete, events.EndpointReset, events.
 
 // quotaOf is what a write of op grows, by quota: memories for add, item.save
 // (a tenant's too), import (its records) and session.restore (its items);
-// Markdown bytes for append and import (its file chunks). Nil for the writes
-// that do not grow either (updates, deletes: a tenant over its quota can
+// Markdown bytes for append and import (its file chunks). Empty for the
+// writes that do not grow either (updates, deletes: a tenant over its quota can
 // always make room). An upsert counts as new, like item.save of a key that
 // exists: the quota is checked before anything is read.
 func quotaOf(op string, req any) map[quota.Kind]int {
