@@ -73,7 +73,7 @@ var anchorSubstrings = []string{"文件", "表", "列", "字段", "报告", "报
 
 // rememberOtherWords: one of them is in every text rememberOtherRes match (each
 // alternative of their verbs holds one), so a text without any is not tried:
-// the backtracking of the patterns was about a twentieth of ingest's CPU per
+// the backtracking of the patterns was about 4% of ingest's CPU per
 // observation, on texts that are nearly all in other words.
 var rememberOtherWords = []string{"记住", "记得", "记下", "别忘了", "不要忘", "merk", "vergiss", "denk", "notier",
 	"覚え", "忘れないで", "メモして", "기억", "잊지"}
