@@ -10,13 +10,15 @@ import (
 )
 
 // A partition's load is what the first request of its user after a restart
-// waits for: 3.4 s of CPU for one partition of 100,000 records before this
-// pipeline (BENCHMARKS.md, restart), in three parts of about equal weight:
-// SQLite's steps and the driver's copies of the columns, building the entries
-// (the vector's decode and normalisation, tokenizing the text), and putting
-// them into the partition (postings, id maps). Only the first and the last are
-// sequential; so the rows are read on one goroutine, built on others, and put,
-// in the order read, on the caller's, all three at once.
+// waits for: 3.4–6.5 s of CPU for one partition of 100,000 records on the
+// shared development machine (BENCHMARKS.md, restart). About half is SQLite's
+// steps and the driver's copies of the columns, a fifth the scan and the
+// vectors' decode, a quarter tokenizing the texts and putting the entries into
+// the partition (postings, id maps). Reading the rows and putting the entries
+// are each sequential, but need not wait for each other: the rows are read on
+// one goroutine, normalised and tokenized on others, and put, in the order
+// read, on the caller's, all at once. The CPU is the same; given a second core
+// the wall time is the read's rather than the sum.
 
 // loadBatch is how many rows go to a builder at a time: enough to make the
 // hand-overs rare, few enough that the putting starts soon after the reading.

@@ -203,14 +203,15 @@ func hitKeys(hits []vectorstore.Hit) []string {
 	return out
 }
 
-// bigPartition writes n records into k's partition of a store at path and
-// closes it, so that the next open loads them on the first read.
-func bigPartition(t *testing.T, path string, n int) {
+// bigPartition writes n records into loadTestKey's partition of a new store,
+// closes it and returns it opened again, so that the first read loads them.
+func bigPartition(t *testing.T, n int) *Store {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "vectors.db")
 	s := openLoadStore(t, path)
 	var recs []vectorstore.Record
 	for i := range n {
-		recs = append(recs, loadTestRecord(i, []string{"tea", "budget"}, unitVec(loadTestDims, i), vectorstore.Episodic))
+		recs = append(recs, loadTestRecord(i, []string{"tea", "budget"}, loadTestVector(i), vectorstore.Episodic))
 	}
 	for len(recs) > 0 {
 		k := min(len(recs), 1000)
@@ -222,23 +223,23 @@ func bigPartition(t *testing.T, path string, n int) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	s = openLoadStore(t, path)
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
-func unitVec(dims, i int) []float32 {
-	v := make([]float32, dims)
-	v[i%dims] = 1
-	return v
+// loadTestVector is a vector of record i's: a few directions, so that dense
+// searches tie.
+func loadTestVector(i int) []float32 {
+	return []float32{float32(i % 5), 1, 0, 0, 0, 0, 0, 0}
 }
 
 // Writes to a partition while it loads are never lost: each one, committed
 // before, during or after the load, is in the partition the load publishes
 // (reads serve it) as it was last written.
 func TestWritesDuringALoadAreKept(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vectors.db")
 	const n = 4000
-	bigPartition(t, path, n)
-	s := openLoadStore(t, path)
-	defer s.Close()
+	s := bigPartition(t, n)
 	ctx := context.Background()
 	loaded := make(chan struct{})
 	started := make(chan struct{})
@@ -255,9 +256,9 @@ func TestWritesDuringALoadAreKept(t *testing.T) {
 				over = true
 			default:
 			}
-			r := loadTestRecord(n+i, []string{"coffee", fmt.Sprintf("w%d", i)}, unitVec(loadTestDims, i), vectorstore.Semantic)
+			r := loadTestRecord(n+i, []string{"coffee", fmt.Sprintf("w%d", i)}, loadTestVector(i), vectorstore.Semantic)
 			if i%2 == 1 {
-				r = loadTestRecord(i, []string{"paris", fmt.Sprintf("w%d", i)}, unitVec(loadTestDims, i), vectorstore.Episodic)
+				r = loadTestRecord(i, []string{"paris", fmt.Sprintf("w%d", i)}, loadTestVector(i), vectorstore.Episodic)
 			}
 			if wErr = s.Upsert(ctx, r); wErr != nil {
 				return
@@ -295,11 +296,8 @@ func TestWritesDuringALoadAreKept(t *testing.T) {
 // Reads of a partition that is loading wait for the load and rank as reads
 // after it: no read sees a part of the partition.
 func TestReadsDuringALoadSeeAllOfIt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vectors.db")
 	const n = 3000
-	bigPartition(t, path, n)
-	s := openLoadStore(t, path)
-	defer s.Close()
+	s := bigPartition(t, n)
 	ctx := context.Background()
 	q := vectorstore.Query{Filter: vectorstore.Filter{Tenant: "acme", UserID: "u1"}, Text: "budget", Mode: vectorstore.Sparse, Limit: 10}
 	const readers = 4
@@ -329,11 +327,8 @@ func TestReadsDuringALoadSeeAllOfIt(t *testing.T) {
 // A load whose read is cancelled stops, returns the cancellation, and leaves
 // the partition to the next read, which loads all of it.
 func TestCancelledLoadStops(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "vectors.db")
 	const n = 2000
-	bigPartition(t, path, n)
-	s := openLoadStore(t, path)
-	defer s.Close()
+	s := bigPartition(t, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	var puts int
 	s.b.writeMu.Lock()
