@@ -611,9 +611,12 @@ type ForgetReply struct {
 	Events      int `json:"events"`      // messages of the event stream
 	History     int `json:"history"`     // memory history entries
 	DeadLetters int `json:"dead_letters"`
+	// Provenance counts the agent lessons' provenance records the user was
+	// removed from (the lessons stay; memory.agent_learning).
+	Provenance int `json:"provenance"`
 }
 
 // Total is the sum of the counts.
 func (r ForgetReply) Total() int {
-	return r.Files + r.Memories + r.Items + r.SessionKeys + r.Turns + r.WorkerKeys + r.Events + r.History + r.DeadLetters
+	return r.Files + r.Memories + r.Items + r.SessionKeys + r.Turns + r.WorkerKeys + r.Events + r.History + r.DeadLetters + r.Provenance
 }

@@ -425,7 +425,11 @@ func (rt *Runtime) transfer(conn *nats.Conn) (*transfer.Service, error) {
 		PageBytes: int(conn.MaxPayload()) * 7 / 10,
 		// The workers' per-namespace state, keyed "<tenant>.<user>[.…]".
 		WorkerBuckets: []string{extract.DefaultStateBucket, consolidate.DefaultStateBucket, consolidate.DefaultNamespacesBucket, consolidate.DefaultLeaseBucket},
-	}, transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events, Keyring: rt.Keyring}, rt.Logger)
+	}, transfer.Deps{JS: rt.JS, Docs: rt.Docs, Vectors: rt.Vectors, Embedder: rt.Embedder, Sessions: rt.Sessions, Events: rt.Events, Keyring: rt.Keyring,
+		ForgetLearned: func(ctx context.Context, tenant, user string) (int, error) {
+			return extract.ForgetLearnedFrom(ctx, rt.JS, rt.Keyring, "", tenant, user)
+		},
+	}, rt.Logger)
 }
 
 // Writes is the applier of write events over the runtime's stores, as the

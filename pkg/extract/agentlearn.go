@@ -125,11 +125,41 @@ func agentLessons(entries []storedEntry, conv []Message, userID string) []stored
 type LearnedProvenance struct {
 	Category markdown.Category `json:"category"`
 	Content  string            `json:"content"`
-	Sessions []string          `json:"sessions"`
-	Users    []string          `json:"users"`
+	// Sources are the sessions it was learned in, each with its user, oldest
+	// first (the latest maxProvenance).
+	Sources []LearnedSource `json:"sources"`
+	// Forgotten counts the sources removed because their user was forgotten
+	// (ForgetLearnedFrom): the lesson stays, its source is no longer named.
+	Forgotten int `json:"forgotten,omitempty"`
 }
 
-// maxProvenance bounds the sessions and users a provenance record lists.
+// LearnedSource is one session a lesson was learned in.
+type LearnedSource struct {
+	UserID    string `json:"user_id"`
+	SessionID string `json:"session_id"`
+}
+
+// Users are the users of p's sources, each once, in order.
+func (p LearnedProvenance) Users() []string {
+	return distinct(p.Sources, func(s LearnedSource) string { return s.UserID })
+}
+
+// Sessions are the sessions of p's sources, each once, in order.
+func (p LearnedProvenance) Sessions() []string {
+	return distinct(p.Sources, func(s LearnedSource) string { return s.SessionID })
+}
+
+func distinct(sources []LearnedSource, field func(LearnedSource) string) []string {
+	out := []string{}
+	for _, s := range sources {
+		if v := field(s); !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// maxProvenance bounds the sources a provenance record lists.
 const maxProvenance = 100
 
 // learnedKey is the state bucket key of an agent-scope entry's provenance:
@@ -137,22 +167,22 @@ const maxProvenance = 100
 // the owner id is reserved (events.AgentOwner).
 func learnedKey(tenant, agentID, content string) string {
 	sum := sha256.Sum256([]byte(content))
-	return tenant + "." + events.AgentOwner(agentID) + ".learned-" + hex.EncodeToString(sum[:8])
+	return tenant + "." + events.AgentOwner(agentID) + "." + learnedPrefix + hex.EncodeToString(sum[:8])
 }
+
+// learnedPrefix starts the last token of a learnedKey.
+const learnedPrefix = "learned-"
 
 // ReadProvenance returns where an agent-scope entry was learned, from the
 // state bucket (bucket; "" is DefaultStateBucket) opened with keyring (nil:
 // values plain), for the operator's tools and tests.
 func ReadProvenance(ctx context.Context, js jetstream.JetStream, keyring *kvcas.Keyring, bucket, tenant, agentID, content string) (LearnedProvenance, error) {
-	if bucket == "" {
-		bucket = DefaultStateBucket
-	}
-	kv, err := js.KeyValue(ctx, bucket)
+	kv, err := stateBucket(ctx, js, keyring, bucket)
 	if err != nil {
-		return LearnedProvenance{}, fmt.Errorf("extract: provenance: %w", err)
+		return LearnedProvenance{}, err
 	}
 	key := learnedKey(tenant, agentID, content)
-	e, err := kvcas.Sealed(kv, keyring, kvcas.OwnerAt(0)).Get(ctx, key)
+	e, err := kv.Get(ctx, key)
 	if err != nil {
 		return LearnedProvenance{}, fmt.Errorf("extract: provenance %s: %w", key, err)
 	}
@@ -161,6 +191,75 @@ func ReadProvenance(ctx context.Context, js jetstream.JetStream, keyring *kvcas.
 		return LearnedProvenance{}, fmt.Errorf("%w: %s: %w", ErrState, key, err)
 	}
 	return p, nil
+}
+
+// stateBucket opens the state bucket (bucket; "" is DefaultStateBucket) with
+// keyring (nil: values plain).
+func stateBucket(ctx context.Context, js jetstream.JetStream, keyring *kvcas.Keyring, bucket string) (jetstream.KeyValue, error) {
+	if bucket == "" {
+		bucket = DefaultStateBucket
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("extract: provenance: %w", err)
+	}
+	return kvcas.Sealed(kv, keyring, kvcas.OwnerAt(0)), nil
+}
+
+// ForgetLearnedFrom removes userID from the provenance of every lesson learned
+// in tenant (forget of a user): the sources of the user's sessions are
+// dropped and counted in Forgotten. The lessons stay, also one learned from
+// that user alone: each passed the personal filter (Lesson), so it is the
+// agent's knowledge, not the user's data. It returns how many provenance
+// records changed; a deployment without the state bucket has none.
+//
+// The records are found by listing the tenant's keys of the bucket (the
+// agent owner is a token of its own, learnedKey): a forget reads every key
+// of the tenant there once.
+func ForgetLearnedFrom(ctx context.Context, js jetstream.JetStream, keyring *kvcas.Keyring, bucket, tenant, userID string) (int, error) {
+	kv, err := stateBucket(ctx, js, keyring, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	lister, err := kv.ListKeysFiltered(ctx, tenant+".*.*")
+	if err != nil {
+		return 0, fmt.Errorf("extract: list the provenance of %s: %w", tenant, err)
+	}
+	var keys []string
+	for key := range lister.Keys() {
+		if owner, rest, _ := strings.Cut(strings.TrimPrefix(key, tenant+"."), "."); events.OwnerScope(owner) == events.MemoryScopeAgent && strings.HasPrefix(rest, learnedPrefix) {
+			keys = append(keys, key)
+		}
+	}
+	changed := 0
+	for _, key := range keys {
+		_, err := kvcas.UpdateKV(ctx, kv, key, 0, func(old []byte, exists bool) ([]byte, error) {
+			var p LearnedProvenance
+			if !exists {
+				return nil, errUnchanged
+			}
+			if err := json.Unmarshal(old, &p); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrState, key, err)
+			}
+			kept := slices.DeleteFunc(slices.Clone(p.Sources), func(s LearnedSource) bool { return s.UserID == userID })
+			if len(kept) == len(p.Sources) {
+				return nil, errUnchanged
+			}
+			p.Forgotten += len(p.Sources) - len(kept)
+			p.Sources = kept
+			return json.Marshal(p)
+		})
+		switch {
+		case err == nil:
+			changed++
+		case !errors.Is(err, errUnchanged):
+			return changed, fmt.Errorf("extract: forget %s in %s: %w", userID, key, err)
+		}
+	}
+	return changed, nil
 }
 
 // learn appends the session's lessons to its agent's scope and records where
@@ -187,11 +286,12 @@ func (w *Worker) learn(ctx context.Context, env events.Envelope, lessons []store
 					return nil, fmt.Errorf("%w: %s: %w", ErrState, key, err)
 				}
 			}
-			if slices.Contains(p.Sessions, env.SessionID) && slices.Contains(p.Users, env.UserID) {
+			src := LearnedSource{UserID: env.UserID, SessionID: env.SessionID}
+			if slices.Contains(p.Sources, src) {
 				return nil, errUnchanged
 			}
-			p.Sessions = addBounded(p.Sessions, env.SessionID)
-			p.Users = addBounded(p.Users, env.UserID)
+			p.Sources = append(p.Sources, src)
+			p.Sources = p.Sources[max(0, len(p.Sources)-maxProvenance):]
 			return json.Marshal(p)
 		})
 		if err != nil && !errors.Is(err, errUnchanged) {
@@ -203,12 +303,3 @@ func (w *Worker) learn(ctx context.Context, env events.Envelope, lessons []store
 
 // errUnchanged aborts an UpdateKV that has nothing to write.
 var errUnchanged = errors.New("unchanged")
-
-// addBounded adds s to list once, keeping the latest maxProvenance.
-func addBounded(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	list = append(list, s)
-	return list[max(0, len(list)-maxProvenance):]
-}

@@ -60,6 +60,12 @@ func roleCredsFile(t testing.TB, a *natsauth.Authority, tenant string, role nats
 	} else {
 		creds, err = a.TenantCreds(tenant, role)
 	}
+	return writeCredsFile(t, creds, err)
+}
+
+// writeCredsFile writes creds, issued with err, into a file.
+func writeCredsFile(t testing.TB, creds []byte, err error) string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package natsauth_test
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -69,14 +68,7 @@ func TestTenantRolesOnTheServer(t *testing.T) {
 func agentCredsFile(t *testing.T, a *natsauth.Authority, tenant, agentID string) string {
 	t.Helper()
 	creds, err := a.AgentCreds(tenant, agentID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "agent.creds")
-	if err := natsauth.WriteCreds(path, creds); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeCredsFile(t, creds, err)
 }
 
 // Issue 31, through the server: an agent credential bound to Bot-A writes

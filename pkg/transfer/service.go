@@ -87,6 +87,10 @@ type Deps struct {
 	// erases the user's, so what the buckets' files still hold of them is
 	// unreadable.
 	Keyring *kvcas.Keyring
+	// ForgetLearned, when set, removes a forgotten user from where the agent
+	// scopes' lessons were learned (extract.ForgetLearnedFrom) and returns how
+	// many provenance records changed.
+	ForgetLearned func(ctx context.Context, tenant, user string) (int, error)
 }
 
 // Service serves the export, import and forget endpoints on the stores,
@@ -445,6 +449,11 @@ func (s *Service) Forget(ctx context.Context, tenant string, req events.ForgetRe
 			return rep, err
 		}
 		rep.WorkerKeys += n
+	}
+	if s.deps.ForgetLearned != nil {
+		if rep.Provenance, err = s.deps.ForgetLearned(ctx, tenant, user); err != nil {
+			return rep, err
+		}
 	}
 	if _, rep.History, err = kvcas.EraseStream(ctx, s.deps.JS, s.cfg.HistoryStream, memory.HistoryUserFilter(tenant, user)); err != nil {
 		return rep, err
