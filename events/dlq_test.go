@@ -58,6 +58,7 @@ func TestDLQRequestsValidate(t *testing.T) {
 		{DLQReplayRequest{Seqs: []uint64{1}, All: true}, "exactly one of seqs, all and reason"},
 		{DLQReplayRequest{Seqs: []uint64{2, 0}}, "seqs[1] is 0"},
 		{DLQReplayRequest{Seqs: make([]uint64, MaxLimit+1)}, "at most 1000"},
+		{DLQReplayRequest{Seqs: seqsUpTo(MaxLimit)}, ""},
 		{DLQReplayRequest{Reason: "bogus"}, `reason is "bogus"`},
 	} {
 		err := tc.req.Validate()
@@ -83,4 +84,13 @@ func FuzzDeadLetterTenant(f *testing.F) {
 			t.Fatalf("DeadLetterTenant(%q) = %q, not the subject's second token", subject, got)
 		}
 	})
+}
+
+// seqsUpTo is 1, 2, ... n: n valid sequences.
+func seqsUpTo(n int) []uint64 {
+	seqs := make([]uint64, n)
+	for i := range seqs {
+		seqs[i] = uint64(i + 1)
+	}
+	return seqs
 }

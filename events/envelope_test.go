@@ -214,6 +214,24 @@ func TestValidateBodiesOfOtherTypes(t *testing.T) {
 	if err := written.Validate(); err == nil || !strings.Contains(err.Error(), "memory_written.entries[0].file") {
 		t.Fatalf("written escaping the directory: %v", err)
 	}
+	// Its memory ids and source session are checked too, each naming its field.
+	for _, tc := range []struct {
+		body MemoryWritten
+		want string
+	}{
+		{MemoryWritten{MemoryIDs: []string{"m1", "m.2"}}, "memory_written.memory_ids[1]"},
+		{MemoryWritten{MemoryIDs: []string{"m1"}, SourceSessionID: "s 1"}, "memory_written.source_session_id"},
+		{MemoryWritten{Entries: []WrittenEntry{{File: "MEMORY.md", Content: "x"}}, SourceSessionID: "s 1"}, "memory_written.source_session_id"},
+	} {
+		written.MemoryWritten = &tc.body
+		if err := written.Validate(); !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("written %+v: %v; want ErrInvalidID naming %s", tc.body, err, tc.want)
+		}
+	}
+	written.MemoryWritten = &MemoryWritten{Entries: []WrittenEntry{{File: "202611/20261122.md", Content: "x"}}, MemoryIDs: []string{"m1"}, SourceSessionID: "s1"}
+	if err := written.Validate(); err != nil {
+		t.Fatalf("valid written: %v", err)
+	}
 	ended := New(TypeSessionEnded, "acme", "u1", "", "s1")
 	if err := ended.Validate(); err != nil {
 		t.Fatalf("session_ended without body: %v", err)

@@ -414,3 +414,29 @@ func TestAutomaticCompressionBounds(t *testing.T) {
 		t.Fatalf("Maybe exactly 24h after the last compression = %+v, %v; want compressed", rep, err)
 	}
 }
+
+// Two entries restate one fact from a word overlap of exactly nearDuplicate
+// (3 shared words of 5: 0.6) on; an entry sharing no word with a newer one stays,
+// even when it has no key token the newer one could lack. The file starts with
+// its first entry, not with blank lines.
+func TestRuleCompressorNearDuplicateBound(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	doc := ""
+	for i, content := range []string{
+		"alpha beta gamma delta",
+		"unrelated words here entirely",
+		"alpha beta gamma epsilon",
+	} {
+		doc = markdown.AppendBlock(doc, markdown.FormatEntry(markdown.Entry{Time: t0.Add(time.Duration(i) * time.Hour), Category: markdown.CategoryGeneral, Content: content}))
+	}
+	out := lifecycle.CompressRules(doc)
+	if strings.Contains(out, "delta") || !strings.Contains(out, "alpha beta gamma epsilon") {
+		t.Fatalf("the older of two entries overlapping by 0.6 is not merged into the newer:\n%s", out)
+	}
+	if !strings.Contains(out, "unrelated words here entirely") {
+		t.Fatalf("an entry sharing no word with the newer ones was dropped:\n%s", out)
+	}
+	if !strings.HasPrefix(out, "### [") {
+		t.Fatalf("the compressed file does not start with its first entry: %q", out)
+	}
+}
