@@ -40,9 +40,8 @@
 // same data directory, with the same account (docs/operations.md, "Upgrades").
 //
 // TestChaos is the bounded version (5 rounds, a few thousand messages) that runs
-// with `go test ./...`; TestChaosCluster (one round of 400) runs with
-// AGENTMEM_TEST_CHAOS_CLUSTER=1 (not yet in CI: a failure under load is open);
-// TestChaosLong (build tag chaos_long) runs more rounds and
+// with `go test ./...`, as does TestChaosCluster (one round of 300); TestChaosLong
+// (build tag chaos_long) runs more rounds and
 // messages. Both print their seed; AGENTMEM_TEST_CHAOS_SEED replays one. See
 // docs/operations.md, "Guarantees".
 //

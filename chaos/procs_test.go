@@ -240,7 +240,11 @@ func (p *proc) waitReady(timeout time.Duration) error {
 
 // httpReady is the readiness check of a binary serving /readyz on addr.
 func httpReady(addr string) func(ctx context.Context) error {
-	url := "http://" + addr + "/readyz"
+	return httpStatusOK("http://" + addr + "/readyz")
+}
+
+// httpStatusOK checks that a GET of url answers 200.
+func httpStatusOK(url string) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -392,24 +396,36 @@ func (c *cluster) addWorkers(bins, dir string, names ...string) {
 }
 
 // addNATSCluster adds n nats-server processes "nats-1"… forming one JetStream
-// cluster, each routing to all, and sets c.natsURL to their client URLs.
+// cluster, each routing to all, and sets c.natsURL to their client URLs. A node
+// is ready once JetStream answers through it and its /healthz says every
+// stream and consumer it holds is current: a node restarted a moment ago and
+// still catching up is no replica yet, and killing the next one then takes a
+// second node of three away.
 func (c *cluster) addNATSCluster(natsServer, dir string, n int) {
-	clientAddrs, routes := make([]string, n), make([]string, n)
+	clientAddrs, routes, monitors := make([]string, n), make([]string, n), make([]string, n)
 	for i := range n {
-		clientAddrs[i], routes[i] = loopback(c.t), "nats://"+loopback(c.t)
+		clientAddrs[i], routes[i], monitors[i] = loopback(c.t), "nats://"+loopback(c.t), loopback(c.t)
 	}
 	urls := make([]string, n)
 	for i := range n {
 		name := "nats-" + strconv.Itoa(i+1)
 		_, port, _ := net.SplitHostPort(clientAddrs[i])
+		_, monitorPort, _ := net.SplitHostPort(monitors[i])
 		urls[i] = "nats://" + clientAddrs[i]
+		js, health := natsReady(urls[i]), httpStatusOK("http://"+monitors[i]+"/healthz")
 		c.add(&proc{
 			name: name, bin: natsServer, peer: true,
 			args: []string{"-js", "-sd", filepath.Join(dir, name), "-a", "127.0.0.1", "-p", port, "--server_name", name,
+				"-m", monitorPort,
 				"--cluster_name", "agentmem-chaos", "--cluster", routes[i], "--routes", strings.Join(routes, ",")},
 			env:     baseEnv(),
 			logPath: filepath.Join(dir, name+".log"),
-			ready:   natsReady(urls[i]),
+			ready: func(ctx context.Context) error {
+				if err := js(ctx); err != nil {
+					return err
+				}
+				return health(ctx)
+			},
 		})
 	}
 	c.natsURL = strings.Join(urls, ",")

@@ -112,7 +112,11 @@ func (rt *Runtime) open(ctx context.Context) error {
 		return err
 	}
 	rt.onClose(func() error { rt.Conn.Close(); return nil })
-	js, err := jetstream.New(rt.Conn)
+	// An asynchronous publish (ingest's memory_written and summary_due, the
+	// retriever's hits) whose ack never comes fails like a synchronous one: its
+	// leader died before answering, and waiting out the handler's whole
+	// deadline stalled ingest for minutes behind a cluster's leader election.
+	js, err := jetstream.New(rt.Conn, jetstream.WithPublishAsyncTimeout(kvcas.RequestTimeout))
 	if err != nil {
 		return fmt.Errorf("app: jetstream: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmem/agentmem/pkg/kvcas"
 )
 
 // OutageError is implemented by the errors of a dependency that is down for a
@@ -59,14 +61,25 @@ func IsOutage(err error) bool {
 // StreamUnavailable reports an error of a JetStream request that nobody
 // answered, or that JetStream refused as temporarily unavailable: a stream,
 // bucket or consumer without a leader while a cluster elects one after losing
-// a node (seconds), or JetStream starting up. The Router waits these out like
-// an OutageError: with three quick retries a write acked by nothing during an
-// election was dead-lettered although its memory was stored.
+// a node (seconds, longer under load), or JetStream starting up. The Router
+// waits these out like an OutageError: with three quick retries a write acked
+// by nothing during an election was dead-lettered although its memory was
+// stored. Unanswered are also a request that got no reply within
+// kvcas.RequestTimeout (kvcas.ErrNoReply), a compare-and-set that kept losing
+// to a write the stream does not commit (kvcas.ErrUncommitted), an asynchronous publish whose ack
+// never came (jetstream.ErrAsyncPublishTimeout: the leader it went to died),
+// and a publish whose message id an earlier attempt's proposal still holds
+// across a leader change (409 "duplicate message id is in process").
 func StreamUnavailable(err error) bool {
 	var api *jetstream.APIError
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		(errors.As(err, &api) && api.Code == http.StatusServiceUnavailable)
+		errors.Is(err, kvcas.ErrNoReply) || errors.Is(err, kvcas.ErrUncommitted) || errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
+		(errors.As(err, &api) && (api.Code == http.StatusServiceUnavailable || api.ErrorCode == errCodeDuplicateInProcess))
 }
+
+// errCodeDuplicateInProcess is JetStream's JSStreamDuplicateMessageConflict:
+// a publish whose Nats-Msg-Id an earlier publish, not yet committed, holds.
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
 
 // StreamRecoveryPause is how long the Router waits before running again a
 // handler that failed with StreamUnavailable; a cluster elects a leader within

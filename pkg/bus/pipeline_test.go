@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentmem/agentmem/pkg/bus"
 	"github.com/agentmem/agentmem/pkg/bus/bustest"
+	"github.com/agentmem/agentmem/pkg/kvcas"
 )
 
 const wait = 15 * time.Second
@@ -200,12 +201,17 @@ func TestRouterWaitsOutAStreamWithoutLeader(t *testing.T) {
 
 func TestStreamUnavailable(t *testing.T) {
 	for err, want := range map[error]bool{
-		fmt.Errorf("publish: %w", jetstream.ErrNoStreamResponse):                                true,
-		fmt.Errorf("kv get: %w", nats.ErrNoResponders):                                          true,
-		&jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}: true,
-		&jetstream.APIError{Code: 400, Description: "insufficient resources"}:                   false,
-		errors.New("vector store unreachable"):                                                  false,
-		bus.Permanent(fmt.Errorf("decode: %w", errors.New("bad json"))):                         false,
+		fmt.Errorf("publish: %w", jetstream.ErrNoStreamResponse):                                            true,
+		fmt.Errorf("kv get: %w", nats.ErrNoResponders):                                                      true,
+		&jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}:             true,
+		&jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}: true,
+		&jetstream.APIError{Code: 409, ErrorCode: 10071, Description: "wrong last sequence: 4"}:             false,
+		fmt.Errorf("session: apply: %w", fmt.Errorf("%w: %w", kvcas.ErrNoReply, context.DeadlineExceeded)):  true,
+		fmt.Errorf("ingest: publish memory_written: %w", jetstream.ErrAsyncPublishTimeout):                  true,
+		fmt.Errorf("handler: %w", context.DeadlineExceeded):                                                 false,
+		&jetstream.APIError{Code: 400, Description: "insufficient resources"}:                               false,
+		errors.New("vector store unreachable"):                                                              false,
+		bus.Permanent(fmt.Errorf("decode: %w", errors.New("bad json"))):                                     false,
 	} {
 		if got := bus.StreamUnavailable(err); got != want {
 			t.Errorf("StreamUnavailable(%v) = %v, want %v", err, got, want)

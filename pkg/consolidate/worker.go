@@ -385,7 +385,7 @@ func (w *Worker) requestConsolidation(ctx context.Context, m namespaceMark) erro
 	pubCtx, cancel := kvcas.WithRequestTimeout(ctx)
 	defer cancel()
 	_, err = w.deps.JS.PublishMsg(pubCtx, msg)
-	return err
+	return kvcas.NoReply(ctx, err)
 }
 
 // dirtyNamespaces reads every namespace mark in the bucket.

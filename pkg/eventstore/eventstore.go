@@ -119,7 +119,7 @@ func (s *Store) Save(ctx context.Context, env events.Envelope) (uint64, error) {
 	defer cancel()
 	ack, err := s.js.PublishMsg(reqCtx, msg)
 	if err != nil {
-		return 0, fmt.Errorf("eventstore: save %s on %s: %w", env.ID, msg.Subject, err)
+		return 0, fmt.Errorf("eventstore: save %s on %s: %w", env.ID, msg.Subject, kvcas.NoReply(ctx, err))
 	}
 	return ack.Sequence, nil
 }
@@ -379,6 +379,7 @@ func (s *Store) Last(ctx context.Context, subject string) (*jetstream.RawStreamM
 	reqCtx, cancel := kvcas.WithRequestTimeout(ctx)
 	defer cancel()
 	raw, err := stream.GetLastMsgForSubject(reqCtx, subject)
+	err = kvcas.NoReply(ctx, err)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("%w: nothing on %s", ErrNotFound, subject)
 	}
@@ -390,17 +391,19 @@ func (s *Store) Last(ctx context.Context, subject string) (*jetstream.RawStreamM
 
 // openStream looks the event stream up, bounded like a single read.
 func (s *Store) openStream(ctx context.Context) (jetstream.Stream, error) {
-	ctx, cancel := kvcas.WithRequestTimeout(ctx)
+	reqCtx, cancel := kvcas.WithRequestTimeout(ctx)
 	defer cancel()
-	return s.js.Stream(ctx, s.stream)
+	st, err := s.js.Stream(reqCtx, s.stream)
+	return st, kvcas.NoReply(ctx, err)
 }
 
 // getMsg is the first message on subject at or after seq, bounded by
 // kvcas.RequestTimeout: a read lost as the server goes away fails after seconds.
 func getMsg(ctx context.Context, stream jetstream.Stream, seq uint64, subject string) (*jetstream.RawStreamMsg, error) {
-	ctx, cancel := kvcas.WithRequestTimeout(ctx)
+	reqCtx, cancel := kvcas.WithRequestTimeout(ctx)
 	defer cancel()
-	return stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+	m, err := stream.GetMsg(reqCtx, seq, jetstream.WithGetMsgSubject(subject))
+	return m, kvcas.NoReply(ctx, err)
 }
 
 // scanSubject walks the messages matching subject (wildcards allowed) in stream

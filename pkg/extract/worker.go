@@ -687,7 +687,7 @@ func (w *Worker) publishWritten(ctx context.Context, ended events.Envelope, extr
 	pubCtx, cancel := kvcas.WithRequestTimeout(ctx)
 	defer cancel()
 	if _, err := w.deps.JS.PublishMsg(pubCtx, msg); err != nil {
-		return fmt.Errorf("extract: publish memory_written for %s: %w", ended.ID, err)
+		return fmt.Errorf("extract: publish memory_written for %s: %w", ended.ID, kvcas.NoReply(ctx, err))
 	}
 	return nil
 }

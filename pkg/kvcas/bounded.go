@@ -9,7 +9,7 @@ import (
 // Bounded returns kv with each single-key request bounded by RequestTimeout, so
 // that one made as the server goes away fails after seconds and its caller's
 // retry runs on the new connection, instead of it waiting out the caller's whole
-// deadline. Watches and listings are kv's own.
+// deadline; such a failure wraps ErrNoReply. Watches and listings are kv's own.
 func Bounded(kv jetstream.KeyValue) jetstream.KeyValue {
 	if _, ok := kv.(boundedKV); ok {
 		return kv
@@ -20,49 +20,55 @@ func Bounded(kv jetstream.KeyValue) jetstream.KeyValue {
 type boundedKV struct{ jetstream.KeyValue }
 
 func (b boundedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.Get(ctx, key)
+	v, err := b.KeyValue.Get(reqCtx, key)
+	return v, NoReply(ctx, err)
 }
 
 func (b boundedKV) GetRevision(ctx context.Context, key string, revision uint64) (jetstream.KeyValueEntry, error) {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.GetRevision(ctx, key, revision)
+	v, err := b.KeyValue.GetRevision(reqCtx, key, revision)
+	return v, NoReply(ctx, err)
 }
 
 func (b boundedKV) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.Put(ctx, key, value)
+	v, err := b.KeyValue.Put(reqCtx, key, value)
+	return v, NoReply(ctx, err)
 }
 
 func (b boundedKV) PutString(ctx context.Context, key string, value string) (uint64, error) {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.PutString(ctx, key, value)
+	v, err := b.KeyValue.PutString(reqCtx, key, value)
+	return v, NoReply(ctx, err)
 }
 
 func (b boundedKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.Create(ctx, key, value, opts...)
+	v, err := b.KeyValue.Create(reqCtx, key, value, opts...)
+	return v, NoReply(ctx, err)
 }
 
 func (b boundedKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.Update(ctx, key, value, revision)
+	v, err := b.KeyValue.Update(reqCtx, key, value, revision)
+	return v, NoReply(ctx, err)
 }
 
 func (b boundedKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.Delete(ctx, key, opts...)
+	return NoReply(ctx, b.KeyValue.Delete(reqCtx, key, opts...))
 }
 
 func (b boundedKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
-	ctx, cancel := WithRequestTimeout(ctx)
+	reqCtx, cancel := WithRequestTimeout(ctx)
 	defer cancel()
-	return b.KeyValue.Purge(ctx, key, opts...)
+	return NoReply(ctx, b.KeyValue.Purge(reqCtx, key, opts...))
 }

@@ -22,6 +22,15 @@ var (
 	ErrCASConflict = errors.New("kvcas: key changed under every compare-and-set attempt")
 	// ErrProvision is returned by EnsureKV when a bucket cannot be created or updated.
 	ErrProvision = errors.New("kvcas: provision")
+	// ErrNoReply marks a request that got no reply within RequestTimeout while
+	// its caller's context had time left: the server went away, or the stream
+	// has no leader (a cluster electing one). It also matches
+	// context.DeadlineExceeded.
+	ErrNoReply = errors.New("kvcas: no reply within the request timeout")
+	// ErrUncommitted is returned by UpdateKV when every compare-and-set lost
+	// against a revision the reads never showed: a write still being proposed
+	// by a stream leader without quorum, not another writer winning the race.
+	ErrUncommitted = errors.New("kvcas: the key's last write is not committed")
 )
 
 // DefaultKVUpdateAttempts bounds UpdateKV's retries; contention in agentmem is a handful
@@ -58,7 +67,14 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 	// A write that timed out may still have been applied: the next attempt's
 	// compare-and-set then sees its revision and fn decides again on its value.
 	kv = Bounded(kv)
-	var noReply error // the last attempt's, when it timed out
+	var (
+		noReply    error // the last attempt's, when it timed out
+		unanswered error // the latest request of any attempt that timed out
+		// stuck: the last compare-and-set lost at the revision the one before
+		// lost at too (0: the key was missing); seen is that revision.
+		stuck bool
+		seen  = ^uint64(0)
+	)
 	for attempt := range attempts {
 		noReply = nil
 		var (
@@ -74,8 +90,10 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 			// A deleted key reports not-found, but Create still sees its delete marker
 			// as the last revision and succeeds, which is what we want.
 		case RequestTimedOut(ctx, err):
-			noReply = err
+			noReply, unanswered = err, err
 			continue
+		case unanswered != nil && ctx.Err() != nil:
+			return 0, stillNoReply(key, unanswered)
 		default:
 			return 0, fmt.Errorf("kvcas: read key %s: %w", key, err)
 		}
@@ -93,26 +111,54 @@ func UpdateKV(ctx context.Context, kv jetstream.KeyValue, key string, attempts i
 			return rev, nil
 		}
 		if RequestTimedOut(ctx, err) {
-			noReply = err
+			noReply, unanswered = err, err
 			continue
+		}
+		if unanswered != nil && ctx.Err() != nil {
+			return 0, stillNoReply(key, unanswered)
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, fmt.Errorf("kvcas: write key %s: %w", key, err)
 		}
+		stuck, seen = revision == seen, revision
 		if err := clock.Sleep(ctx, casBackoff(attempt)); err != nil {
+			if stuck {
+				return 0, fmt.Errorf("%w: key %s, revision %d: %w", ErrUncommitted, key, revision, err)
+			}
 			return 0, fmt.Errorf("kvcas: update key %s: %w", key, err)
 		}
 	}
-	if noReply != nil {
+	switch {
+	case noReply != nil:
 		return 0, fmt.Errorf("kvcas: update key %s: no reply within %s, %d attempts: %w", key, RequestTimeout, attempts, noReply)
+	case stuck:
+		return 0, fmt.Errorf("%w: key %s stayed at revision %d through %d attempts", ErrUncommitted, key, seen, attempts)
 	}
 	return 0, fmt.Errorf("%w: %s, %d attempts", ErrCASConflict, key, attempts)
+}
+
+// stillNoReply is UpdateKV's error when the caller's context ended after some
+// request got no reply: the stream is likely still without a leader, which is
+// not the caller running out of time (ErrNoReply, which last wraps, says so).
+func stillNoReply(key string, last error) error {
+	return fmt.Errorf("kvcas: update key %s: no reply before the caller's deadline: %w", key, last)
 }
 
 // RequestTimedOut reports a request that ran out of RequestTimeout while ctx
 // itself has time left: worth another attempt.
 func RequestTimedOut(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
+}
+
+// NoReply returns err, the error of a request made with WithRequestTimeout(ctx),
+// marked with ErrNoReply when it is RequestTimeout that ran out (RequestTimedOut):
+// callers up the stack (the bus Router) then tell a stream without a leader
+// from a handler out of time, which both end in context.DeadlineExceeded.
+func NoReply(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrNoReply) || !RequestTimedOut(ctx, err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNoReply, err)
 }
 
 // casBackoff is a full-jitter exponential pause: uniform in [0, min(max, base·2^attempt)).

@@ -130,9 +130,11 @@ func (k *Keyring) key(ctx context.Context, tenant, user string, create bool) ([]
 }
 
 func (k *Keyring) load(ctx context.Context, tenant, user string) ([]byte, error) {
-	m, err := k.stream.GetLastMsgForSubject(ctx, keySubject(tenant, user))
+	reqCtx, cancel := WithRequestTimeout(ctx)
+	defer cancel()
+	m, err := k.stream.GetLastMsgForSubject(reqCtx, keySubject(tenant, user))
 	if err != nil {
-		return nil, err
+		return nil, NoReply(ctx, err)
 	}
 	if len(m.Data) != 32 {
 		return nil, fmt.Errorf("%w: key %s has %d bytes", ErrSealed, m.Subject, len(m.Data))
