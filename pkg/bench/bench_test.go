@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"pgregory.net/rapid"
 
 	"github.com/agentmem/agentmem/events"
@@ -277,6 +279,21 @@ func TestRunTakesTheCallersConfiguration(t *testing.T) {
 	_, err := Run(context.Background(), Config{Memories: 10, DataDir: t.TempDir(), Environ: []string{"AGENTMEM_INGEST_CONCURRENCY=-5"}}, nil)
 	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "concurrency") {
 		t.Fatalf("Run with ingest.concurrency -5: %v; want ErrInvalidConfig naming it", err)
+	}
+}
+
+// A run's stack never consolidates on its timer, whatever the configuration
+// says: a consolidation inside a slow run merged the ingest phase's repeated
+// facts and failed its count (39567 episodic memories for 40000 observations).
+func TestBenchStackHasNoConsolidationTimer(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), Progress: io.Discard, Environ: []string{"AGENTMEM_VECTOR_CONSOLIDATE_INTERVAL=1s"}}
+	b, err := newBencher(context.Background(), cfg, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	if got := b.rt.Config.Vector.ConsolidateInterval; got != benchConsolidateInterval {
+		t.Errorf("vector.consolidate_interval = %s, want %s", got, benchConsolidateInterval)
 	}
 }
 
