@@ -440,3 +440,20 @@ func TestRuleCompressorNearDuplicateBound(t *testing.T) {
 		t.Fatalf("the compressed file does not start with its first entry: %q", out)
 	}
 }
+
+// A compression exactly as long as the file is kept: only a longer one is
+// refused. Here tightening a double space takes a byte and the blank line
+// between two entries written without one adds a byte back.
+func TestRuleCompressorKeepsACompressionOfEqualLength(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	first := markdown.FormatEntry(markdown.Entry{Time: t0, Category: markdown.CategoryGeneral, Content: "use  the staging bucket"})
+	second := markdown.FormatEntry(markdown.Entry{Time: t0.Add(time.Hour), Category: markdown.CategoryGeneral, Content: "rotate keys monthly"})
+	doc := first + second
+	out := lifecycle.CompressRules(doc)
+	if len(out) != len(doc) {
+		t.Fatalf("the example no longer compresses to its own length (%d bytes to %d):\n%s", len(doc), len(out), out)
+	}
+	if strings.Contains(out, "use  the") || !strings.Contains(out, "use the staging bucket") || !strings.Contains(out, "---\n\n### [") {
+		t.Fatalf("a compression as long as the file was refused: got the file back\n%s", out)
+	}
+}
