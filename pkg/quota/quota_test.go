@@ -134,3 +134,26 @@ func TestMeterCountsAddsAndRefreshes(t *testing.T) {
 		t.Errorf("NewMeter without a held quota = %v, %v; want nil, nil", m, err)
 	}
 }
+
+// The edges the mutation run found unchecked: a tenant with only a held quota
+// (a zero events_per_second) turns no rate on; a meter given no refresh period
+// takes the default, and one given a period keeps it; a refusal prints the
+// limit as written (5, 2.5), not with a fixed precision.
+func TestQuotaEdges(t *testing.T) {
+	if r := NewRate(Config{Tenants: map[string]Limits{"acme": {Memories: 5}}}); r != nil {
+		t.Errorf("NewRate with a tenant whose events_per_second is 0 is not nil")
+	}
+	count := func(context.Context, string) (int, error) { return 0, nil }
+	for _, c := range []struct{ given, want time.Duration }{{0, DefaultRefresh}, {time.Second, time.Second}} {
+		m, err := NewMeter(Config{Default: Limits{Memories: 1}}, count, count, c.given)
+		if err != nil || m.refresh != c.want {
+			t.Errorf("NewMeter with refresh %s: %v, refresh %s; want %s", c.given, err, m.refresh, c.want)
+		}
+	}
+	for limit, want := range map[float64]string{5: "over quotas.memories (5)", 2.5: "over quotas.memories (2.5)"} {
+		e := &Error{Tenant: "acme", Kind: Memories, Key: "quotas.memories", Limit: limit, Would: 6}
+		if !strings.Contains(e.Error(), want) {
+			t.Errorf("Error() = %q; want it to hold %q", e.Error(), want)
+		}
+	}
+}
