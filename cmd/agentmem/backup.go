@@ -90,7 +90,7 @@ exist yet.`,
 	}
 	cmd.Flags().StringVar(&in, "in", "", "the backup directory")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the data directory to restore into")
-	cmd.Flags().StringVar(&keys, "keys", "", "the key directory (DATA_DIR/auth) of the deployment, for a backup of one run with `up --auth`")
+	cmd.Flags().StringVar(&keys, "keys", "", "the key directory (DATA_DIR/auth) of the deployment, for a backup of one run with up --auth")
 	_ = cmd.MarkFlagRequired("in")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
