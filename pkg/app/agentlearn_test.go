@@ -61,7 +61,7 @@ func TestAgentLearningPromotesImpersonalFixes(t *testing.T) {
 		}
 		return p
 	}
-	if p := provenance(); !slices.Equal(p.Sessions(), []string{"s1"}) || !slices.Equal(p.Users(), []string{"u1"}) {
+	if p := provenance(); !slices.Equal(p.Sources, []extract.LearnedSource{{UserID: "u1", SessionID: "s1"}}) {
 		t.Fatalf("provenance %+v", p)
 	}
 	if strings.Contains(doc, "u1") || strings.Contains(doc, "s1") {
@@ -73,7 +73,7 @@ func TestAgentLearningPromotesImpersonalFixes(t *testing.T) {
 	if es := entries(t, r.file(t, owner, docstore.MemoryFile)); len(es) != 1 {
 		t.Fatalf("a1's scope has %d entries, want the fix once", len(es))
 	}
-	if p := provenance(); !slices.Equal(p.Sessions(), []string{"s1", "s2"}) || !slices.Equal(p.Users(), []string{"u1", "u2"}) {
+	if p := provenance(); !slices.Equal(p.Sources, []extract.LearnedSource{{UserID: "u1", SessionID: "s1"}, {UserID: "u2", SessionID: "s2"}}) {
 		t.Fatalf("provenance %+v, want s1 and s2 of u1 and u2", p)
 	}
 	pack, err := a1.Context(ctx, events.ContextRequest{UserID: "u3", Query: "KeyError Date"})

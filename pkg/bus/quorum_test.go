@@ -25,11 +25,7 @@ import (
 func TestStreamUnavailableWithoutQuorum(t *testing.T) {
 	servers, _ := bustest.StartCluster(t, 3)
 	survivor := servers[0]
-	nc, err := nats.Connect(survivor.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := bustest.Connect(t, survivor)
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(kvcas.RequestTimeout))
 	if err != nil {
 		t.Fatal(err)

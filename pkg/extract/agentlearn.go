@@ -139,26 +139,6 @@ type LearnedSource struct {
 	SessionID string `json:"session_id"`
 }
 
-// Users are the users of p's sources, each once, in order.
-func (p LearnedProvenance) Users() []string {
-	return distinct(p.Sources, func(s LearnedSource) string { return s.UserID })
-}
-
-// Sessions are the sessions of p's sources, each once, in order.
-func (p LearnedProvenance) Sessions() []string {
-	return distinct(p.Sources, func(s LearnedSource) string { return s.SessionID })
-}
-
-func distinct(sources []LearnedSource, field func(LearnedSource) string) []string {
-	out := []string{}
-	for _, s := range sources {
-		if v := field(s); !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // maxProvenance bounds the sources a provenance record lists.
 const maxProvenance = 100
 
