@@ -92,13 +92,17 @@ func checkID(flag, id string) error {
 // withClient runs do with a client for tenant and a bounded context, and closes the
 // connection afterwards. The client refuses events over the deployment's text
 // limit (limits.max_text_bytes of the configuration) before publishing them.
-func withClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *client.Client) error) error {
-	nc, cfg, err := dial(g, tenant, " (is `agentmem up` running? set --nats-url; with `up --auth`, AGENTMEM_NATS_CREDS_FILE)")
+func withClient(g *globalFlags, id ids, do func(ctx context.Context, cl *client.Client) error) error {
+	nc, cfg, err := dial(g, id.tenant, " (is `agentmem up` running? set --nats-url; with `up --auth`, AGENTMEM_NATS_CREDS_FILE)")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cl, err := client.New(nc, client.Config{Tenant: tenant, AgentID: "agentmem-cli", MaxTextBytes: cfg.Limits.MaxTextBytes})
+	agent := id.boundAgent
+	if agent == "" {
+		agent = "agentmem-cli"
+	}
+	cl, err := client.New(nc, client.Config{Tenant: id.tenant, AgentID: agent, MaxTextBytes: cfg.Limits.MaxTextBytes})
 	if err != nil {
 		return err
 	}
@@ -111,8 +115,33 @@ func withClient(g *globalFlags, tenant string, do func(ctx context.Context, cl *
 	return err
 }
 
-// ids are the namespace flags of client commands.
-type ids struct{ tenant, user, session string }
+// ids are the namespace flags of client commands, and the agent the configured
+// credential is bound to ("" for none).
+type ids struct{ tenant, user, session, boundAgent string }
+
+// boundAgent is the agent the configured credential (nats.creds_file) is bound
+// to by `creds add --agent`; "" without a credential or for an unbound one.
+func boundAgent(g *globalFlags) (string, error) {
+	cfg, _, err := loadConfig(g, map[string]string{})
+	if err != nil || cfg.NATS.CredsFile == "" {
+		return "", err
+	}
+	id, err := natsauth.InspectFile(cfg.NATS.CredsFile)
+	return id.AgentID, err
+}
+
+// actingAgent is the agent a command acts as: the one its credential is bound to
+// (a different --agent is an error: the server would refuse its writes), else
+// the flag's.
+func actingAgent(flag, bound string) (string, error) {
+	if bound == "" {
+		return flag, nil
+	}
+	if flag != "" && flag != bound {
+		return "", fmt.Errorf("--agent %q, but the credential is bound to agent %q", flag, bound)
+	}
+	return bound, nil
+}
 
 func withTimeout() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
@@ -159,12 +188,16 @@ func (c clientCommand) command(g *globalFlags) *cobra.Command {
 					return err
 				}
 			}
+			var err error
+			if id.boundAgent, err = boundAgent(g); err != nil {
+				return err
+			}
 			if c.check != nil {
 				if err := c.check(id); err != nil {
 					return err
 				}
 			}
-			return withClient(g, id.tenant, func(ctx context.Context, cl *client.Client) error {
+			return withClient(g, id, func(ctx context.Context, cl *client.Client) error {
 				return c.call(ctx, cl, id, cmd.OutOrStdout())
 			})
 		},
@@ -263,7 +296,7 @@ func contextCmd() clientCommand {
 			f.StringVar(&query, "query", "", "what the agent is about to do")
 			f.BoolVar(&asJSON, "json", false, "print the whole pack as JSON instead of its prompt")
 			f.BoolVar(&lightweight, "lightweight", false, "core memory and session only, no search")
-			f.StringVar(&agent, "agent", "", "agent id whose agent scope the pack includes (default agentmem-cli's)")
+			f.StringVar(&agent, "agent", "", "agent id whose agent scope the pack includes (default the credential's agent, else agentmem-cli)")
 		},
 		check: func(ids) error { return checkID("agent", agent) },
 		call: func(ctx context.Context, cl *client.Client, id ids, out io.Writer) error {
@@ -294,7 +327,7 @@ func searchCmd() clientCommand {
 			f.IntVar(&limit, "limit", 10, "at most this many results")
 			f.StringSliceVar(&types, "types", nil, "memory types: markdown, episodic, semantic, item (default all)")
 			f.BoolVar(&asJSON, "json", false, "print the whole reply as JSON (text unclipped, metadata included)")
-			f.StringVar(&agent, "agent", "", "agent id whose agent scope is searched too (default agentmem-cli's)")
+			f.StringVar(&agent, "agent", "", "agent id whose agent scope is searched too (default the credential's agent, else agentmem-cli)")
 		},
 		required: []string{"query"},
 		check:    func(ids) error { return checkID("agent", agent) },
@@ -350,7 +383,7 @@ func (s *scopeFlags) with(c clientCommand) clientCommand {
 	c.flags = func(f *pflag.FlagSet) {
 		own(f)
 		f.StringVar(&s.scope, "scope", "user", "user | agent | tenant: whose memory (tenant takes an admin credential)")
-		f.StringVar(&s.agent, "agent", "", "agent id whose agent scope --scope agent writes (required for it)")
+		f.StringVar(&s.agent, "agent", "", "agent id whose agent scope --scope agent writes (required for it, unless the credential is bound to an agent)")
 	}
 	c.userOptional, c.check = true, s.check
 	return c
@@ -360,6 +393,11 @@ func (s *scopeFlags) with(c clientCommand) clientCommand {
 // --agent for the agent scope.
 func (s *scopeFlags) check(id ids) error {
 	scope := events.MemoryScope(s.scope)
+	agent, err := actingAgent(s.agent, id.boundAgent)
+	if err != nil {
+		return err
+	}
+	s.agent = agent
 	switch {
 	case !slices.Contains(events.MemoryScopes, scope):
 		return fmt.Errorf("--scope %q: want one of user, agent, tenant", s.scope)

@@ -168,18 +168,23 @@ func TestUpWithAuthAndTenantCredentials(t *testing.T) {
 	t.Setenv("AGENTMEM_NATS_CREDS_FILE", bound)
 	scoped := []string{"--nats-url", "nats://" + addr, "--tenant", "acme", "--scope", "agent"}
 	for _, args := range [][]string{
-		{"append", "--agent", "reporter", "--content", "Reports export with the pdf flag."},
+		{"append", "--content", "Reports export with the pdf flag."}, // --agent: the credential's
 		{"add", "--agent", "reporter", "--type", "semantic", "--text", "Reports render with the wide template."},
 	} {
 		if out, err := run(t, append(args, scoped...)...); err != nil {
 			t.Fatalf("%v with reporter's credential: %v\n%s", args, err, out)
 		}
 	}
+	// The pack's agent is the credential's too: reporter's scope holds the append.
+	if pack, err := run(t, "context", "--json", "--nats-url", "nats://"+addr, "--tenant", "acme", "--user", "u1", "--query", "how are reports exported"); err != nil ||
+		!regexp.MustCompile(`(?s)"scope": "agent".{0,400}pdf flag|pdf flag.{0,400}"scope": "agent"`).MatchString(pack) {
+		t.Fatalf("context with reporter's credential, no --agent: %v, want reporter's append in the agent scope\n%s", err, pack)
+	}
 	for _, args := range [][]string{
 		{"append", "--agent", "auditor", "--content", "Reports may be deleted."},
 		{"add", "--agent", "auditor", "--text", "Reports may be deleted."},
 	} {
-		if out, err := run(t, append(args, scoped...)...); !errors.Is(err, errRefused) {
+		if out, err := run(t, append(args, scoped...)...); err == nil || !strings.Contains(err.Error(), `bound to agent "reporter"`) {
 			t.Fatalf("%v with reporter's credential: %v, want the refusal\n%s", args, err, out)
 		}
 	}

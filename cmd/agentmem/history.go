@@ -82,7 +82,7 @@ func eventsListCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			q.Limit, q.Offset = limit, offset
-			return withClient(g, sel.tenant, func(ctx context.Context, cl *client.Client) error {
+			return withClient(g, ids{tenant: sel.tenant}, func(ctx context.Context, cl *client.Client) error {
 				rep, err := cl.Events(ctx, q)
 				if err != nil {
 					return err
@@ -159,7 +159,7 @@ func eventsCountCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withClient(g, sel.tenant, func(ctx context.Context, cl *client.Client) error {
+			return withClient(g, ids{tenant: sel.tenant}, func(ctx context.Context, cl *client.Client) error {
 				rep, err := cl.CountEvents(ctx, q)
 				if err != nil {
 					return err
@@ -185,7 +185,7 @@ func eventsGetCmd(g *globalFlags) *cobra.Command {
 		Short: "Print one event (JSON) by its id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(g, tenant, func(ctx context.Context, cl *client.Client) error {
+			return withClient(g, ids{tenant: tenant}, func(ctx context.Context, cl *client.Client) error {
 				rep, err := cl.Event(ctx, args[0])
 				if err != nil {
 					return err

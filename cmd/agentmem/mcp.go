@@ -66,11 +66,14 @@ server refuses an agent the delete endpoint.`,
 				agentCred = id.Role == natsauth.RoleAgent
 				// A credential bound to an agent writes that agent's scope
 				// only: the tools act as that agent.
+				flagAgent := ""
+				if cmd.Flags().Changed("agent") {
+					flagAgent = agent
+				}
 				if id.AgentID != "" {
-					if cmd.Flags().Changed("agent") && agent != id.AgentID {
-						return fmt.Errorf("--agent %q, but the credential %s is bound to agent %q", agent, cfg.NATS.CredsFile, id.AgentID)
+					if agent, err = actingAgent(flagAgent, id.AgentID); err != nil {
+						return fmt.Errorf("%s: %w", cfg.NATS.CredsFile, err)
 					}
-					agent = id.AgentID
 				}
 			}
 			nc, err := app.Connect(cfg.NATS, "agentmem-mcp", nil, logger)

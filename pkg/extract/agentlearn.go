@@ -139,6 +139,44 @@ type LearnedSource struct {
 	SessionID string `json:"session_id"`
 }
 
+// legacyProvenance is a record's shape before its sources paired each session
+// with its user (two unpaired lists), read so that a forget reaches it too.
+type legacyProvenance struct {
+	LearnedProvenance
+	Sessions []string `json:"sessions"`
+	Users    []string `json:"users"`
+}
+
+// decodeProvenance reads the provenance record stored under key, of either
+// shape. An old record's sessions become sources of its user; where it names
+// several users, which session was whose is unknown, so each user becomes a
+// source without a session and the sessions are dropped: a forget must be able
+// to remove everything of its user.
+func decodeProvenance(key string, data []byte) (LearnedProvenance, error) {
+	var l legacyProvenance
+	if err := json.Unmarshal(data, &l); err != nil {
+		return LearnedProvenance{}, fmt.Errorf("%w: %s: %w", ErrState, key, err)
+	}
+	p := l.LearnedProvenance
+	var migrated []LearnedSource
+	switch {
+	case len(l.Users) == 1:
+		for _, session := range l.Sessions {
+			migrated = append(migrated, LearnedSource{UserID: l.Users[0], SessionID: session})
+		}
+	default:
+		for _, user := range l.Users {
+			migrated = append(migrated, LearnedSource{UserID: user})
+		}
+	}
+	for _, src := range migrated {
+		if !slices.Contains(p.Sources, src) {
+			p.Sources = append(p.Sources, src)
+		}
+	}
+	return p, nil
+}
+
 // maxProvenance bounds the sources a provenance record lists.
 const maxProvenance = 100
 
@@ -166,11 +204,7 @@ func ReadProvenance(ctx context.Context, js jetstream.JetStream, keyring *kvcas.
 	if err != nil {
 		return LearnedProvenance{}, fmt.Errorf("extract: provenance %s: %w", key, err)
 	}
-	var p LearnedProvenance
-	if err := json.Unmarshal(e.Value(), &p); err != nil {
-		return LearnedProvenance{}, fmt.Errorf("%w: %s: %w", ErrState, key, err)
-	}
-	return p, nil
+	return decodeProvenance(key, e.Value())
 }
 
 // stateBucket opens the state bucket (bucket; "" is DefaultStateBucket) with
@@ -217,12 +251,12 @@ func ForgetLearnedFrom(ctx context.Context, js jetstream.JetStream, keyring *kvc
 	changed := 0
 	for _, key := range keys {
 		_, err := kvcas.UpdateKV(ctx, kv, key, 0, func(old []byte, exists bool) ([]byte, error) {
-			var p LearnedProvenance
 			if !exists {
 				return nil, errUnchanged
 			}
-			if err := json.Unmarshal(old, &p); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrState, key, err)
+			p, err := decodeProvenance(key, old)
+			if err != nil {
+				return nil, err
 			}
 			kept := slices.DeleteFunc(slices.Clone(p.Sources), func(s LearnedSource) bool { return s.UserID == userID })
 			if len(kept) == len(p.Sources) {
@@ -262,8 +296,9 @@ func (w *Worker) learn(ctx context.Context, env events.Envelope, lessons []store
 		_, err := kvcas.UpdateKV(ctx, w.state, key, 0, func(old []byte, exists bool) ([]byte, error) {
 			p := LearnedProvenance{Category: e.Category, Content: e.Content}
 			if exists {
-				if err := json.Unmarshal(old, &p); err != nil {
-					return nil, fmt.Errorf("%w: %s: %w", ErrState, key, err)
+				var err error
+				if p, err = decodeProvenance(key, old); err != nil {
+					return nil, err
 				}
 			}
 			src := LearnedSource{UserID: env.UserID, SessionID: env.SessionID}
