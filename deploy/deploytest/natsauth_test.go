@@ -94,6 +94,28 @@ func natsOptions(t *testing.T, conf string, trust natsauth.Trust) *server.Option
 	return opts
 }
 
+// startK8sNATS runs one node of deploy/k8s's NATS from its nats.conf and trust,
+// on loopback with random client and monitoring ports. One node alone: the
+// routes name pods that do not exist here.
+func startK8sNATS(t *testing.T, conf string, trust natsauth.Trust) *server.Server {
+	t.Helper()
+	opts := natsOptions(t, conf, trust)
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.HTTPHost, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT
+	opts.Cluster, opts.Routes = server.ClusterOpts{}, nil
+	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server from the manifests is not ready")
+	}
+	return srv
+}
+
 // The NATS server of deploy/k8s, run from its nats.conf and a trust printed after
 // a revocation, refuses the revoked credential; a credential revoked while it runs
 // is cut off by `creds revoke`'s push, with no restart (deploy/README.md
@@ -132,21 +154,7 @@ func TestK8sNATSHonoursRevocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := natsOptions(t, decodeAs[dataObject](t, cm).Data["nats.conf"], trust)
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
-	// One node alone: its authentication is what is tested, and the routes name
-	// pods that do not exist here.
-	opts.Cluster, opts.Routes = server.ClusterOpts{}, nil
-	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server from the manifests is not ready")
-	}
+	srv := startK8sNATS(t, decodeAs[dataObject](t, cm).Data["nats.conf"], trust)
 	connect := func(creds string) (*nats.Conn, error) {
 		copts, err := natsauth.ClientOptions(creds)
 		if err != nil {

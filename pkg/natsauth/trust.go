@@ -56,7 +56,11 @@ func (a *Authority) Trust() (Trust, error) {
 		return Trust{}, err
 	}
 	ac := jwt.NewAccountClaims(accPub)
-	ac.Name = AccountName
+	// Named by its public key, not AccountName: nats-server's /jsz reports an
+	// account under its JWT name but selects it (?acc=) by public key, and KEDA's
+	// nats-jetstream scaler asks with one value for both. Under any other name
+	// the ScaledObjects would find no account and scale on nothing.
+	ac.Name = accPub
 	for key, at := range revoked {
 		ac.RevokeAt(key, at)
 	}
