@@ -211,18 +211,22 @@ func (b *batcher) decodeAll(ctx context.Context, msgs []*message.Message, result
 	case <-prev:
 	case <-ctx.Done():
 	}
-	var (
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, claimParallel)
-	)
+	work := make(chan []int, len(groups))
 	for _, idx := range groups {
 		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(streamSeq(msgs[a]), streamSeq(msgs[b])) })
-		slots <- struct{}{}
+		work <- idx
+	}
+	close(work)
+	// A few claimants take the groups in turn: a goroutine per group grew a fresh
+	// stack for every claim's round trip.
+	var wg sync.WaitGroup
+	for range min(claimParallel, len(groups)) {
 		wg.Go(func() {
-			defer func() { <-slots }()
-			for _, i := range idx {
-				if err := b.w.claim(ctx, msgs[i], results[i].env); err != nil {
-					results[i] = result{err: err}
+			for idx := range work {
+				for _, i := range idx {
+					if err := b.w.claim(ctx, msgs[i], results[i].env); err != nil {
+						results[i] = result{err: err}
+					}
 				}
 			}
 		})

@@ -693,7 +693,9 @@ func (s *backend) Upsert(ctx context.Context, recs []vectorstore.Record) error {
 				}
 			}
 		}()
-		var args rowArgs
+		// The vectors' buffer holds a whole chunk's from the start: grown by
+		// appends, it was a third of an upsert's allocated bytes.
+		args := rowArgs{vec: make([]byte, 0, min(len(norm), upsertChunk)*4*s.cfg.Dimensions)}
 		for i := 0; i < len(norm); {
 			if err := ctx.Err(); err != nil {
 				return err
