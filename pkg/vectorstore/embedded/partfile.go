@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -359,7 +360,7 @@ func decodePartFile(r io.Reader, k partKey, token uint64, dims int) ([]*entry, e
 	}
 	var (
 		ents []*entry
-		buf  []byte
+		buf  bytes.Buffer
 	)
 	for range count {
 		size, err := cr.u32()
@@ -369,11 +370,13 @@ func decodePartFile(r io.Reader, k partKey, token uint64, dims int) ([]*entry, e
 		if int(size) < partRecordFixed+4*dims || size > maxPartRecordBytes {
 			return nil, fmt.Errorf("%w: record size %d", ErrPartitionFile, size)
 		}
-		buf = slices.Grow(buf[:0], int(size))[:size]
-		if err := cr.full(buf); err != nil {
-			return nil, err
+		// Grown as the bytes come, not to a damaged size at once.
+		buf.Reset()
+		if n, _ := io.CopyN(&buf, r, int64(size)); n != int64(size) {
+			return nil, fmt.Errorf("%w: truncated", ErrPartitionFile)
 		}
-		e, err := decodePartRecord(buf, dims)
+		cr.crc = crc32.Update(cr.crc, crcTable, buf.Bytes())
+		e, err := decodePartRecord(buf.Bytes(), dims)
 		if err != nil {
 			return nil, err
 		}
