@@ -55,17 +55,12 @@ func copyFile(t interface{ Fatal(...any) }, src, dst string) {
 // bit for bit, metadata, terms, keyword statistics), and ranks every search
 // the same; the file was used, and is gone once loaded.
 func TestPropertyPartitionFileIsTheLoadedPartition(t *testing.T) {
-	root := t.TempDir()
-	run := 0
+	newPath := storePaths(t)
 	vocabulary := []string{"tea", "coffee", "the", "budget", "paris", "trains", "東京", "dog", "running", "a"}
 	rapid.Check(t, func(t *rapid.T) {
-		run++
-		dir := filepath.Join(root, fmt.Sprint(run))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		path := newPath(t)
+		dir := filepath.Dir(path)
 		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "vectors.db")
 		ctx := context.Background()
 		s, _ := openPartStore(t, path, 1)
 		defer func() { s.Close() }()
