@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -60,11 +61,16 @@ var ErrGraphFile = errors.New("unusable graph file")
 // graphDir is where the graph files of the store at path live.
 func graphDir(path string) string { return path + ".graphs" }
 
-// graphFile is k's graph file. The name is a hash: it neither holds nor is
-// limited by the tenant's and user's ids.
+// graphFile is k's graph file.
 func graphFile(path string, k partKey) string {
+	return filepath.Join(graphDir(path), partFileName(k)+".hnsw")
+}
+
+// partFileName is the name of k's files without their extension: a hash, which
+// neither holds nor is limited by the tenant's and user's ids.
+func partFileName(k partKey) string {
 	h := sha256.Sum256([]byte(k.tenant + "\x00" + k.userID))
-	return filepath.Join(graphDir(path), hex.EncodeToString(h[:16])+".hnsw")
+	return hex.EncodeToString(h[:16])
 }
 
 // fingerprint identifies a record's graph-relevant content: its memory type
@@ -438,29 +444,14 @@ func removeGraphFile(path string) error {
 // erasure knows what to remove (removeGraphFile); graphMu keeps two writes of
 // it apart.
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.OpenFile(path+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
+	err := writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	_, err = tmp.Write(data)
+	})
 	if err == nil {
-		err = tmp.Sync()
+		syncDir(filepath.Dir(path)) // the rename itself survives a crash
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if dir, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = dir.Sync() // the rename itself survives a crash
-		dir.Close()
-	}
-	return nil
+	return err
 }
 
 // saveGraphsLogged is saveGraphs for the indexer, which has no caller to

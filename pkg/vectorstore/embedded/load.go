@@ -35,13 +35,20 @@ type rowBatch struct {
 	built chan struct{} // closed once the builder is done
 }
 
-// loadEntries reads the rows of k's records and calls put with each one's
+// loadEntries reads the rows of k's records (from its partition file when the
+// store trusts one, partfile.go) and calls put with each one's
 // entry, built as newEntry builds it and tokenized (entry.tokenize), on the
 // caller's goroutine, in the order SQLite returns them. The caller holds
 // writeMu, so the rows are the committed ones until it publishes the partition.
 // A cancelled ctx ends the rows (database/sql closes them), and the error is
 // its.
 func (s *backend) loadEntries(ctx context.Context, k partKey, put func(e *entry)) error {
+	if ents, ok := s.readPartFile(k); ok {
+		for _, e := range ents {
+			put(e)
+		}
+		return nil
+	}
 	rows, err := s.query(ctx, `SELECT `+recordCols+` FROM records r WHERE r.tenant = ? AND r.user_id = ?`, k.tenant, k.userID)
 	if err != nil {
 		return err

@@ -108,17 +108,11 @@ func sequentialPartition(t interface{ Fatal(...any) }, s *Store, k partKey) *par
 // time holds: the same records with the same vectors bit for bit, the same
 // terms and keyword statistics, and it ranks every search the same.
 func TestPropertyLoadedPartitionIsTheSequentialOne(t *testing.T) {
-	root := t.TempDir()
-	run := 0
+	newPath := storePaths(t)
 	vocabulary := []string{"tea", "coffee", "morning", "budget", "paris", "train", "meeting", "dog"}
 	rapid.Check(t, func(t *rapid.T) {
-		run++
-		dir := filepath.Join(root, fmt.Sprint(run))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "vectors.db")
+		path := newPath(t)
+		defer os.RemoveAll(filepath.Dir(path))
 		ctx := context.Background()
 		s := openLoadStore(t, path)
 		defer func() { s.Close() }()
@@ -183,6 +177,20 @@ func TestPropertyLoadedPartitionIsTheSequentialOne(t *testing.T) {
 			}
 		}
 	})
+}
+
+// storePaths returns a function giving each run of a property a store path in
+// a directory of its own (the caller removes it).
+func storePaths(t *testing.T) func(t *rapid.T) string {
+	root, run := t.TempDir(), 0
+	return func(t *rapid.T) string {
+		run++
+		dir := filepath.Join(root, fmt.Sprint(run))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dir, "vectors.db")
+	}
 }
 
 // hitStrings is q's hits on s (hitKeys).
