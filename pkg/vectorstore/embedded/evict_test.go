@@ -155,8 +155,8 @@ func TestPropertyEvictionKeepsEveryWrite(t *testing.T) {
 			"search": func(t *rapid.T) {
 				k := part.Draw(t, "part")
 				q := vectorstore.Query{Filter: vectorstore.Filter{Tenant: k.tenant, UserID: k.userID},
-					Mode:  rapid.SampledFrom([]vectorstore.Mode{vectorstore.Dense, vectorstore.Sparse, vectorstore.Hybrid}).Draw(t, "mode"),
-					Text:  text(t, "query"), Vector: vec.Draw(t, "query vector"), Limit: rapid.IntRange(1, 25).Draw(t, "limit")}
+					Mode: rapid.SampledFrom([]vectorstore.Mode{vectorstore.Dense, vectorstore.Sparse, vectorstore.Hybrid}).Draw(t, "mode"),
+					Text: text(t, "query"), Vector: vec.Draw(t, "query vector"), Limit: rapid.IntRange(1, 25).Draw(t, "limit")}
 				if rapid.Bool().Draw(t, "by type") {
 					q.Filter.MemoryTypes = []vectorstore.MemoryType{rapid.SampledFrom(memoryTypes).Draw(t, "searched type")}
 				}
