@@ -450,7 +450,7 @@ func defaults() Config {
 			SemanticExpansion:   true,
 			SemanticRerank:      true,
 			Fusion:              FusionKeyword,
-			MaxLoadedRecords:    150_000, // embedded.DefaultMaxLoadedRecords (TestVectorStoreDefaults)
+			MaxLoadedRecords:    100_000, // embedded.DefaultMaxLoadedRecords (TestVectorStoreDefaults)
 		},
 		Search: Search{MinScore: DefaultMinScore},
 		// Four batches in flight hide one batch's round trips behind the others'.

@@ -36,13 +36,13 @@ import (
 // leave under it.
 
 // DefaultMaxLoadedRecords is Config.MaxLoadedRecords' default. A loaded
-// record costs about 2.6 KB of heap at 384 dimensions (Store) and up to twice
-// that in RSS between garbage collections; 150,000 records keep agentmem
-// bench's 1,000,000 memories over 1,000 users under its 1 GB target, which a
-// store with every partition loaded passed fourfold (BENCHMARKS.md), while
-// one namespace of 100,000 records (and the namespaces a context request
-// composes with it) stays loaded.
-const DefaultMaxLoadedRecords = 150_000
+// record costs about 2.6 KB of heap at 384 dimensions (Store), and measured
+// ~4.4 KB of RSS in agentmem bench at 1,000,000 memories over 1,000 users
+// (1,062 MB at 150,000, against 397 MB without its fleet phase, which reads
+// every user; 3,910 MB with every partition kept): 100,000 keeps that run
+// under its 1 GB target, and one namespace of 100,000 records stays loaded
+// (the most recently read partition always does).
+const DefaultMaxLoadedRecords = 100_000
 
 // touch marks p as read now, for the least-recently-read order. The caller
 // holds cacheMu (shared suffices).

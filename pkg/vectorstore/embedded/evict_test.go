@@ -69,12 +69,10 @@ func checkBound(t interface{ Fatalf(string, ...any) }, s *Store, budget int) {
 // partition's graphs are saved and restored, and still answer exactly.
 func TestPropertyEvictionKeepsEveryWrite(t *testing.T) {
 	root := t.TempDir()
-	run := 0
 	var evictions int64
 	rapid.Check(t, func(t *rapid.T) {
-		run++
-		dir := filepath.Join(root, fmt.Sprint(run))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		dir, err := os.MkdirTemp(root, "case")
+		if err != nil {
 			t.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
