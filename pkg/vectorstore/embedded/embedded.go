@@ -558,7 +558,7 @@ func (s *backend) putLoaded(p *partition, e *entry) {
 // read runs fn on k's partition with cacheMu held shared, loading the partition
 // first if needed, and returns fn's error. fn must not keep the partition or
 // change it. A partition it loaded stays pinned until fn is done, so that no
-// eviction drops it in between; the evictions its load made due run after.
+// eviction drops it in between; the eviction its load may call for runs after.
 func (s *backend) read(ctx context.Context, k partKey, fn func(p *partition) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
