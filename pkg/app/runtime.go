@@ -274,7 +274,7 @@ func (rt *Runtime) newVectors(ctx context.Context) (vectorstore.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(v.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("app: vector store directory: %w", err)
 	}
-	return embedded.New(embedded.Config{Path: v.Path, Dimensions: rt.Embedder.Dimensions()}, rt.Logger)
+	return embedded.New(embedded.Config{Path: v.Path, Dimensions: rt.Embedder.Dimensions(), MaxLoadedRecords: v.MaxLoadedRecords}, rt.Logger)
 }
 
 // Connect opens a client connection with the configuration's URL, credentials and

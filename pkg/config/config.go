@@ -221,6 +221,10 @@ type Vector struct {
 	// rank fusion. The local embedder is lexical and recalls by keyword alone,
 	// whatever this says.
 	Fusion string `koanf:"fusion"`
+	// MaxLoadedRecords bounds the records the embedded store holds in memory,
+	// the least recently read users' dropped past it
+	// (embedded.Config.MaxLoadedRecords); negative: no bound.
+	MaxLoadedRecords int `koanf:"max_loaded_records"`
 }
 
 // Recall fusions (memory.Fusion).
@@ -446,6 +450,7 @@ func defaults() Config {
 			SemanticExpansion:   true,
 			SemanticRerank:      true,
 			Fusion:              FusionKeyword,
+			MaxLoadedRecords:    100_000, // embedded.DefaultMaxLoadedRecords (TestVectorStoreDefaults)
 		},
 		Search: Search{MinScore: DefaultMinScore},
 		// Four batches in flight hide one batch's round trips behind the others'.

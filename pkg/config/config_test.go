@@ -78,6 +78,7 @@ func TestDefaults(t *testing.T) {
 		"embed.query_cache_size":            4096,
 		"vector.backend":                    "embedded",
 		"vector.path":                       "/home/agent/.agentmem/vectors.db",
+		"vector.max_loaded_records":         100000,
 		"vector.collection":                 "memories",
 		"vector.k_episodic":                 5,
 		"vector.k_semantic":                 5,

@@ -113,9 +113,10 @@ func newIndexer(cacheMu *sync.RWMutex, save func(p *partition), saveEvery int) *
 	return x
 }
 
-// notify queues p if one of its graphs lacks docs. The caller holds cacheMu.
+// notify queues p if one of its graphs lacks docs and it was not evicted. The
+// caller holds cacheMu.
 func (x *indexer) notify(p *partition) {
-	if !p.indexBehind() {
+	if p.evicted || !p.indexBehind() {
 		return
 	}
 	x.mu.Lock()
@@ -148,6 +149,14 @@ func (x *indexer) run() {
 	}
 }
 
+// forget unqueues p, which eviction dropped. The caller holds cacheMu
+// exclusively.
+func (x *indexer) forget(p *partition) {
+	x.mu.Lock()
+	delete(x.pending, p)
+	x.mu.Unlock()
+}
+
 // next takes a queued partition; nil when none is.
 func (x *indexer) next() *partition {
 	x.mu.Lock()
@@ -159,9 +168,9 @@ func (x *indexer) next() *partition {
 	return nil
 }
 
-// catchUp indexes p until its graphs hold every doc; false when the indexer was
-// stopped. The shared lock is taken per batch, so a waiting write gets in
-// between batches.
+// catchUp indexes p until its graphs hold every doc or it is evicted; false
+// when the indexer was stopped. The shared lock is taken per batch, so a
+// waiting write gets in between batches.
 func (x *indexer) catchUp(p *partition, vs *visitSet) bool {
 	for {
 		select {
@@ -170,7 +179,7 @@ func (x *indexer) catchUp(p *partition, vs *visitSet) bool {
 		default:
 		}
 		x.cacheMu.RLock()
-		more := p.indexSome(vs)
+		more := !p.evicted && p.indexSome(vs)
 		x.cacheMu.RUnlock()
 		if p.dueForSave(x.saveEvery) {
 			x.save(p)

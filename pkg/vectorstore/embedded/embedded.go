@@ -79,6 +79,17 @@ type Config struct {
 	// reading the partition from SQLite (partfile.go); default
 	// DefaultPartitionFileMin, negative never. A MemoryPath store keeps none.
 	PartitionFileMin int
+	// MaxLoadedRecords bounds the records of the partitions held in memory:
+	// past it, the least recently read partitions are dropped and loaded again
+	// from SQLite on their next read (evict.go). Default
+	// DefaultMaxLoadedRecords, negative no bound. Records rather than bytes:
+	// the count is exact and kept for free by every write, and a record's
+	// cost is near constant for a deployment (its vector, 4·Dimensions bytes,
+	// and a sentence or two of text); a byte estimate would still guess the
+	// allocator's and the maps' share. The most recently read partition is
+	// kept even when larger than the bound: size it above the records one
+	// context request reads (a user's, its agent's and its tenant's).
+	MaxLoadedRecords int
 }
 
 const (
@@ -109,6 +120,7 @@ func (c *Config) setDefaults() {
 	c.ANNBeam = cmp.Or(c.ANNBeam, DefaultANNBeam)
 	c.GraphSaveNodes = cmp.Or(c.GraphSaveNodes, DefaultGraphSaveNodes)
 	c.PartitionFileMin = cmp.Or(c.PartitionFileMin, DefaultPartitionFileMin)
+	c.MaxLoadedRecords = cmp.Or(c.MaxLoadedRecords, DefaultMaxLoadedRecords)
 }
 
 // Validate reports configuration errors.
@@ -176,10 +188,10 @@ func (c Config) Validate() error {
 // strings, its terms and its metadata as JSON: about 2.6 KB and 8 heap objects at
 // 384 dimensions with the pipeline's metadata (BenchmarkPartitionHeap), so 100,000
 // records take about 260 MB. Few objects matter as much as few bytes: every GC
-// cycle marks them all (see entry). Partitions are never evicted; the bound is the
-// records of the partitions read since the store opened, at most the whole store,
-// plus at most maxEmptyParts partitions read without records, and Count does not
-// load a partition (SQLite counts it).
+// cycle marks them all (see entry). The loaded records are bounded by
+// Config.MaxLoadedRecords, the least recently read partitions dropped past it
+// (evict.go), plus at most maxEmptyParts partitions read without records, and
+// Count does not load a partition (SQLite counts it).
 //
 // Records returned by reads share their Vector (normalised to unit length, as
 // Qdrant's cosine collections return it) with the cache and with other callers:
@@ -223,8 +235,9 @@ func (s *Store) Checkpoint(ctx context.Context) error { return s.b.Checkpoint(ct
 // exclusively for annBatch insertions, both under cacheMu shared.
 // Order: checkpointMu, then writeMu, then cacheMu, then lazyMu or a graph's mu,
 // then the indexer's queue lock; never the reverse. graphMu (graph files) comes
-// before cacheMu and is never held with writeMu. Reads take only cacheMu
-// (shared) and a graph's mu (shared), once their partition is loaded.
+// before cacheMu and is never held with writeMu. evictMu (evict.go) comes
+// before graphMu and cacheMu and is never held with writeMu. Reads take only
+// cacheMu (shared) and a graph's mu (shared), once their partition is loaded.
 type backend struct {
 	cfg Config
 	db  *sql.DB
@@ -248,6 +261,13 @@ type backend struct {
 	// oldest first, at most maxEmptyParts (keepEmpty); under writeMu and cacheMu.
 	emptyParts []partKey
 	indexer    *indexer
+	// loaded is the records of the partitions in parts, under cacheMu; clock
+	// stamps the partitions' reads (touch). Both are for eviction (evict.go),
+	// which evictMu serialises; evictions counts the partitions dropped.
+	loaded    int
+	clock     atomic.Int64
+	evictMu   sync.Mutex
+	evictions atomic.Int64
 	// graphMu serialises the writing and the erasure of graph files
 	// (saveGraphs); it comes before cacheMu.
 	graphMu sync.Mutex
@@ -421,7 +441,11 @@ func (s *backend) Close() error {
 		<-s.preloadDone
 	}
 	s.indexer.close()
+	// After an eviction under way, which may be saving graphs; later ones see
+	// closed.
+	s.evictMu.Lock()
 	s.saveAllGraphs()
+	s.evictMu.Unlock()
 	if s.stopCheckpoints != nil {
 		// The last connection's close checkpoints what is left.
 		s.stopCheckpoints()
@@ -503,11 +527,21 @@ func (s *backend) query(ctx context.Context, q string, args ...any) (*sql.Rows, 
 }
 
 // writeTx runs fn in an immediate transaction under writeMu, then (still under
-// writeMu, after the commit) after, which updates the partition cache.
+// writeMu, after the commit) after, which updates the partition cache. Once
+// writeMu is released, partitions the write grew past the budget are evicted.
 func (s *backend) writeTx(ctx context.Context, fn func(tx *sql.Tx) error, after func()) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
+	if err := s.lockedWriteTx(ctx, fn, after); err != nil {
+		return err
+	}
+	s.evict()
+	return nil
+}
+
+// lockedWriteTx is writeTx's part under writeMu.
+func (s *backend) lockedWriteTx(ctx context.Context, fn func(tx *sql.Tx) error, after func()) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.distrustPartFiles()
@@ -539,14 +573,23 @@ func (s *backend) cachedPartition(k partKey) *partition { return s.parts[k] }
 // into its partition if that is loaded; the caller holds cacheMu.
 func (s *backend) cachePut(rid int64, rec vectorstore.Record, meta string) {
 	if p := s.parts[partKey{rec.Tenant, rec.UserID}]; p != nil {
-		p.put(newEntry(rid, rec, meta))
-		s.indexer.notify(p)
+		s.putLoaded(p, newEntry(rid, rec, meta))
 	}
+}
+
+// putLoaded puts e into p, a partition in parts, and keeps the count of
+// loaded records; the caller holds cacheMu exclusively.
+func (s *backend) putLoaded(p *partition, e *entry) {
+	before := p.live
+	p.put(e)
+	s.loaded += p.live - before
+	s.indexer.notify(p)
 }
 
 // read runs fn on k's partition with cacheMu held shared, loading the partition
 // first if needed, and returns fn's error. fn must not keep the partition or
-// change it.
+// change it. A partition it loaded stays pinned until fn is done, so that no
+// eviction drops it in between; the eviction its load may call for runs after.
 func (s *backend) read(ctx context.Context, k partKey, fn func(p *partition) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
@@ -555,6 +598,7 @@ func (s *backend) read(ctx context.Context, k partKey, fn func(p *partition) err
 	p := s.parts[k]
 	if p != nil {
 		defer s.cacheMu.RUnlock()
+		s.touch(p)
 		return fn(p)
 	}
 	s.cacheMu.RUnlock()
@@ -562,20 +606,29 @@ func (s *backend) read(ctx context.Context, k partKey, fn func(p *partition) err
 	if err != nil {
 		return err
 	}
-	s.cacheMu.RLock()
-	defer s.cacheMu.RUnlock()
-	return fn(p)
+	err = func() error {
+		defer p.pins.Add(-1)
+		s.cacheMu.RLock()
+		defer s.cacheMu.RUnlock()
+		return fn(p)
+	}()
+	s.evict()
+	return err
 }
 
-// loadPartition reads k's records into memory and returns the partition. It takes
-// writeMu so no write commits between reading the rows and publishing the
-// partition. An empty partition is kept too, but only the newest maxEmptyParts
-// of them (keepEmpty).
+// loadPartition reads k's records into memory and returns the partition,
+// pinned (read unpins it) and marked read. It takes writeMu so no write commits
+// between reading the rows and publishing the partition. An empty partition is
+// kept too, but only the newest maxEmptyParts of them (keepEmpty).
 func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.cacheMu.RLock()
 	p := s.parts[k]
+	if p != nil {
+		p.pins.Add(1)
+		s.touch(p)
+	}
 	s.cacheMu.RUnlock()
 	if p != nil {
 		return p, nil
@@ -595,6 +648,9 @@ func (s *backend) loadPartition(ctx context.Context, k partKey) (*partition, err
 	}
 	s.cacheMu.Lock()
 	s.parts[k] = p
+	s.loaded += p.live
+	p.pins.Add(1)
+	s.touch(p)
 	if p.live > 0 {
 		s.indexer.notify(p)
 	} else {
@@ -921,8 +977,7 @@ func (s *backend) UpdatePayloads(ctx context.Context, tenant, userID string, ids
 			if !p.normalized {
 				s.cachePut(p.rid, p.rec, p.meta)
 			} else if part := s.cachedPartition(partKey{tenant, userID}); part != nil {
-				part.put(newEntryNormalized(p.rid, p.rec, p.meta))
-				s.indexer.notify(part)
+				s.putLoaded(part, newEntryNormalized(p.rid, p.rec, p.meta))
 			}
 		}
 	})
@@ -1106,9 +1161,11 @@ func (s *backend) deleteWhere(ctx context.Context, f vectorstore.Filter) (int, e
 		return rows.Err()
 	}, func() {
 		if p := s.cachedPartition(partKey{f.Tenant, f.UserID}); p != nil {
+			before := p.live
 			for _, rid := range rids {
 				p.remove(rid)
 			}
+			s.loaded += p.live - before
 			// A compaction may have dropped the graphs.
 			s.indexer.notify(p)
 		}

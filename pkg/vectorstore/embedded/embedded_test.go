@@ -55,6 +55,19 @@ func TestEmbeddedConformanceWithGraphs(t *testing.T) {
 	})
 }
 
+// With a budget of one loaded record, nearly every read loads its partition
+// and drops the others: the suite's semantics hold all the same.
+func TestEmbeddedConformanceEvicting(t *testing.T) {
+	vectorstoretest.RunSuite(t, func(t *testing.T) vectorstore.Store {
+		s, err := embedded.New(embedded.Config{Path: filepath.Join(t.TempDir(), "vectors.db"), Dimensions: vectorstoretest.Dimensions, MaxLoadedRecords: 1}, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 func unit(dims, i int) []float32 {
 	v := make([]float32, dims)
 	v[i%dims] = 1

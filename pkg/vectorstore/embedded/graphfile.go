@@ -383,7 +383,9 @@ func (p *partition) restore(snap *graphSnapshot, recs []*entry, dims int) {
 // saveGraphs writes p's graph file atomically (or removes it when p has no
 // graph node or live record). graphMu serialises it with erasures
 // (DeleteByFilter), so that a save that read the partition before an erasure
-// cannot put its file back after it.
+// cannot put its file back after it. An evicted partition is not saved: no
+// write reaches it any more, so it may hold records erased since (eviction
+// saves a partition before it drops it).
 func (s *backend) saveGraphs(p *partition) error {
 	if s.cfg.Path == MemoryPath {
 		return nil
@@ -391,6 +393,10 @@ func (s *backend) saveGraphs(p *partition) error {
 	s.graphMu.Lock()
 	defer s.graphMu.Unlock()
 	s.cacheMu.RLock()
+	if p.evicted {
+		s.cacheMu.RUnlock()
+		return nil
+	}
 	data := p.encodeGraphs(s.cfg.Dimensions)
 	p.unsaved.Store(0)
 	p.savedNodes.Store(int64(p.graphNodes()))

@@ -130,6 +130,13 @@ type partition struct {
 	// (graphfile.go).
 	unsaved, savedNodes atomic.Int64
 
+	// used is the store's clock at the last read (backend.touch), pins the
+	// readers between loading it and reading it, evicted whether eviction
+	// dropped it from the store's partitions (under cacheMu): see evict.go.
+	used    atomic.Int64
+	pins    atomic.Int32
+	evicted bool
+
 	lazyMu sync.Mutex
 	// orders[t] holds the rids of memory type memoryTypes[t] in ascending id
 	// order, orders[len(memoryTypes)] every rid; nil after a record of it came or
