@@ -281,6 +281,33 @@ func TestFilesystemWriteFailureIsReturnedAndLoggedOnce(t *testing.T) {
 	}
 }
 
+// Writes that succeed warn about nothing: the warning is for a lock that
+// would not come off (the operator's sign of a stuck file).
+func TestFilesystemSuccessfulWritesWarnAboutNothing(t *testing.T) {
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.WarnLevel)
+	fsb, err := docstore.NewFilesystem(docstore.FilesystemConfig{BaseDir: t.TempDir()}, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := docstore.New(docstore.Config{Now: docstoretest.NewClock().Now}, fsb, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendEntries(ctx, acme, []markdown.Entry{{Time: docstoretest.Start, Category: markdown.CategoryGeneral, Content: "fact"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Replace(ctx, acme, docstore.MemoryFile, []byte("# Memory\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetPolicyOverrides(ctx, acme, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range logs.All() {
+		t.Errorf("warned: %s %v", e.Message, e.ContextMap())
+	}
+}
+
 func TestFilesystemLeavesNoTempOrLockFilesVisible(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
