@@ -308,6 +308,31 @@ func TestFilesystemSuccessfulWritesWarnAboutNothing(t *testing.T) {
 	}
 }
 
+// A write that fails after its temp file was made (here the rename, onto a
+// directory standing where the file belongs) removes the temp file: failures
+// must not fill the namespace with half-written copies.
+func TestFilesystemFailedWriteLeavesNoTempFile(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	fsb := newFilesystem(t, base)
+	dir := filepath.Join(base, "acme", "u1")
+	if err := os.MkdirAll(filepath.Join(dir, docstore.MemoryFile, "in the way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsb.Put(ctx, acme, docstore.MemoryFile, []byte("x")); err == nil || !strings.Contains(err.Error(), "rename") {
+		t.Fatalf("Put onto a directory: %v, want the rename's failure", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temp file %s left behind", e.Name())
+		}
+	}
+}
+
 func TestFilesystemLeavesNoTempOrLockFilesVisible(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
