@@ -141,3 +141,31 @@ func sameState(a, b session.State) bool {
 func sameElements(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
+
+// Every turn of a batch reaches the turn store, not only the first; a turn
+// that cannot be stored is an error of the batch, not dropped.
+func TestApplyBatchStoresEveryTurn(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	turn := func(id string, at time.Duration) events.Envelope {
+		return obs("s1", events.Observation{Kind: events.KindTurnStarted, Role: events.RoleAssistant, Turn: &events.TurnRecord{TurnID: id}}, t0.Add(at))
+	}
+	if _, _, err := s.ApplyBatch(ctx, turn("t1", 0), turn("t2", time.Second), turn("t3", 2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := s.ListTurns(ctx, "acme.u1.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, tr := range turns {
+		ids = append(ids, tr.TurnID)
+	}
+	if !slices.Equal(ids, []string{"t1", "t2", "t3"}) {
+		t.Fatalf("turns %v, want t1 t2 t3", ids)
+	}
+	if _, _, err := s.ApplyBatch(ctx, turn("t4", 3*time.Second), turn("../bad", 4*time.Second)); !errors.Is(err, events.ErrInvalidID) {
+		t.Fatalf("a batch with a turn id that cannot be a key: %v, want ErrInvalidID", err)
+	}
+}
