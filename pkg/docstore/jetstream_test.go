@@ -298,3 +298,23 @@ func TestJetStreamUpdateRetriesLostCompareAndSet(t *testing.T) {
 		t.Fatalf("Update under constant interference = %v after %d calls; want ErrConflict after 100", err, calls)
 	}
 }
+
+// A bucket keeps 1 to 64 revisions a key (JetStream's bounds), both ends
+// included; its name is a KV bucket name.
+func TestJetStreamConfigValidateBounds(t *testing.T) {
+	for _, c := range []struct {
+		cfg docstore.JetStreamConfig
+		ok  bool
+	}{
+		{docstore.JetStreamConfig{Bucket: "docs", History: 1}, true},
+		{docstore.JetStreamConfig{Bucket: "docs", History: 64}, true},
+		{docstore.JetStreamConfig{Bucket: "docs", History: 0}, false},
+		{docstore.JetStreamConfig{Bucket: "docs", History: 65}, false},
+		{docstore.JetStreamConfig{Bucket: "", History: 1}, false},
+		{docstore.JetStreamConfig{Bucket: "a.b", History: 1}, false},
+	} {
+		if err := c.cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want valid=%v", c.cfg, err, c.ok)
+		}
+	}
+}
