@@ -318,3 +318,15 @@ func TestJetStreamConfigValidateBounds(t *testing.T) {
 		}
 	}
 }
+
+// A nil logger is a valid argument: the backend then logs nowhere.
+func TestNewJetStreamWithoutLogger(t *testing.T) {
+	_, _, js := bustest.Provisioned(t)
+	b, err := docstore.NewJetStream(context.Background(), docstore.JetStreamConfig{}, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(context.Background(), docstore.Namespace{Tenant: "acme", User: "u1"}, docstore.MemoryFile, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+}
