@@ -281,6 +281,58 @@ func TestFilesystemWriteFailureIsReturnedAndLoggedOnce(t *testing.T) {
 	}
 }
 
+// Writes that succeed warn about nothing: the warning is for a lock that
+// would not come off (the operator's sign of a stuck file).
+func TestFilesystemSuccessfulWritesWarnAboutNothing(t *testing.T) {
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.WarnLevel)
+	fsb, err := docstore.NewFilesystem(docstore.FilesystemConfig{BaseDir: t.TempDir()}, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := docstore.New(docstore.Config{Now: docstoretest.NewClock().Now}, fsb, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendEntries(ctx, acme, []markdown.Entry{{Time: docstoretest.Start, Category: markdown.CategoryGeneral, Content: "fact"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Replace(ctx, acme, docstore.MemoryFile, []byte("# Memory\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetPolicyOverrides(ctx, acme, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range logs.All() {
+		t.Errorf("warned: %s %v", e.Message, e.ContextMap())
+	}
+}
+
+// A write that fails after its temp file was made (here the rename, onto a
+// directory standing where the file belongs) removes the temp file: failures
+// must not fill the namespace with half-written copies.
+func TestFilesystemFailedWriteLeavesNoTempFile(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	fsb := newFilesystem(t, base)
+	dir := filepath.Join(base, "acme", "u1")
+	if err := os.MkdirAll(filepath.Join(dir, docstore.MemoryFile, "in the way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsb.Put(ctx, acme, docstore.MemoryFile, []byte("x")); err == nil || !strings.Contains(err.Error(), "rename") {
+		t.Fatalf("Put onto a directory: %v, want the rename's failure", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temp file %s left behind", e.Name())
+		}
+	}
+}
+
 func TestFilesystemLeavesNoTempOrLockFilesVisible(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()

@@ -298,3 +298,35 @@ func TestJetStreamUpdateRetriesLostCompareAndSet(t *testing.T) {
 		t.Fatalf("Update under constant interference = %v after %d calls; want ErrConflict after 100", err, calls)
 	}
 }
+
+// A bucket keeps 1 to 64 revisions a key (JetStream's bounds), both ends
+// included; its name is a KV bucket name.
+func TestJetStreamConfigValidateBounds(t *testing.T) {
+	for _, c := range []struct {
+		cfg docstore.JetStreamConfig
+		ok  bool
+	}{
+		{docstore.JetStreamConfig{Bucket: "docs", History: 1}, true},
+		{docstore.JetStreamConfig{Bucket: "docs", History: 64}, true},
+		{docstore.JetStreamConfig{Bucket: "docs", History: 0}, false},
+		{docstore.JetStreamConfig{Bucket: "docs", History: 65}, false},
+		{docstore.JetStreamConfig{Bucket: "", History: 1}, false},
+		{docstore.JetStreamConfig{Bucket: "a.b", History: 1}, false},
+	} {
+		if err := c.cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want valid=%v", c.cfg, err, c.ok)
+		}
+	}
+}
+
+// A nil logger is a valid argument: the backend then logs nowhere.
+func TestNewJetStreamWithoutLogger(t *testing.T) {
+	_, _, js := bustest.Provisioned(t)
+	b, err := docstore.NewJetStream(context.Background(), docstore.JetStreamConfig{}, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(context.Background(), docstore.Namespace{Tenant: "acme", User: "u1"}, docstore.MemoryFile, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -141,3 +141,53 @@ func sameState(a, b session.State) bool {
 func sameElements(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
+
+// Every turn of a batch reaches the turn store, not only the first; a turn
+// that cannot be stored is an error of the batch, not dropped.
+func TestApplyBatchStoresEveryTurn(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	turn := func(id string, at time.Duration) events.Envelope {
+		return obs("s1", events.Observation{Kind: events.KindTurnStarted, Role: events.RoleAssistant, Turn: &events.TurnRecord{TurnID: id}}, t0.Add(at))
+	}
+	if _, _, err := s.ApplyBatch(ctx, turn("t1", 0), turn("t2", time.Second), turn("t3", 2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := s.ListTurns(ctx, "acme.u1.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, tr := range turns {
+		ids = append(ids, tr.TurnID)
+	}
+	if !slices.Equal(ids, []string{"t1", "t2", "t3"}) {
+		t.Fatalf("turns %v, want t1 t2 t3", ids)
+	}
+	if _, _, err := s.ApplyBatch(ctx, turn("t4", 3*time.Second), turn("../bad", 4*time.Second)); !errors.Is(err, events.ErrInvalidID) {
+		t.Fatalf("a batch with a turn id that cannot be a key: %v, want ErrInvalidID", err)
+	}
+}
+
+// The state counts each kind of observation on its own counter.
+func TestStateCountsEachKind(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, session.Config{})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	call := events.Observation{Kind: events.KindToolCall, Role: events.RoleAssistant, ToolCall: &events.ToolCall{ID: "c1", Name: "read_csv"}}
+	st, _, err := s.ApplyBatch(ctx,
+		obs("s1", events.Observation{Role: events.RoleUser, Text: "hi"}, t0),
+		obs("s1", call, t0.Add(time.Second)),
+		obs("s1", call, t0.Add(2*time.Second)),
+		obs("s1", events.Observation{Kind: events.KindToolResult, Role: events.RoleTool, ToolResult: &events.ToolResult{CallID: "c1", Output: "3 columns"}}, t0.Add(3*time.Second)),
+		obs("s1", events.Observation{Kind: events.KindTurnStarted, Role: events.RoleAssistant, Turn: &events.TurnRecord{TurnID: "t1"}}, t0.Add(4*time.Second)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Messages != 1 || st.ToolCalls != 2 || st.ToolResults != 1 || st.Turns != 1 || st.ByRole[events.RoleUser] != 1 {
+		t.Fatalf("messages %d, tool calls %d, tool results %d, turns %d, by role %v; want 1, 2, 1, 1, one user message",
+			st.Messages, st.ToolCalls, st.ToolResults, st.Turns, st.ByRole)
+	}
+}
