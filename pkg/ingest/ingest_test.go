@@ -40,9 +40,9 @@ func startIngest(t testing.TB) rig {
 	return startIngestWith(t, ingest.Config{Router: bus.RouterConfig{Retry: bus.RetryConfig{InitialInterval: time.Millisecond}}})
 }
 
-func startIngestWith(t testing.TB, cfg ingest.Config) rig {
+func startIngestWith(t testing.TB, cfg ingest.Config, with ...func(*ingest.Deps)) rig {
 	t.Helper()
-	r, w := newIngest(t, cfg)
+	r, w := newIngest(t, cfg, with...)
 	ctx := context.Background()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -79,9 +79,9 @@ func TestOverlayRejectsBadDocuments(t *testing.T) {
 		naming  string
 	}{
 		{`{"retrieve_limt": 3}`, ErrInvalidOverrides, "retrieve_limt"},
-		{`{"recent_days": "3"}`, ErrInvalidOverrides, "recent_days"},
+		{`{"recent_days": "3"}`, ErrInvalidOverrides, "recent_days: want an integer"},
 		{`{"recent_days": 2.5}`, ErrInvalidOverrides, "recent_days"},
-		{`{"evolution_enabled": 1}`, ErrInvalidOverrides, "evolution_enabled"},
+		{`{"evolution_enabled": 1}`, ErrInvalidOverrides, "evolution_enabled: want a boolean"},
 		{`{"recent_days": null}`, ErrInvalidOverrides, "recent_days"},
 		{`[1, 2]`, ErrInvalidOverrides, "JSON object"},
 		{`null`, ErrInvalidOverrides, "JSON object"},

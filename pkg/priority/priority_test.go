@@ -95,3 +95,20 @@ func TestNilGate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// New with no positive bound waits DefaultMaxWait behind foreground work that
+// never ends, not zero (which would yield nothing).
+func TestNewDefaultsTheMaxWait(t *testing.T) {
+	for _, maxWait := range []time.Duration{0, -time.Second} {
+		g := priority.New(maxWait)
+		done := g.Foreground()
+		start := time.Now()
+		if err := g.Background(context.Background()); err != nil {
+			t.Fatalf("New(%v): %v", maxWait, err)
+		}
+		if waited := time.Since(start); waited < priority.DefaultMaxWait {
+			t.Errorf("New(%v): background work waited %v behind the foreground, want DefaultMaxWait (%v)", maxWait, waited, priority.DefaultMaxWait)
+		}
+		done()
+	}
+}

@@ -2,6 +2,7 @@ package retrieve
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,6 +32,10 @@ func TestFitKeepsTheMostUnitsThatFit(t *testing.T) {
 	}
 	reply := events.SearchReply{Results: results}
 	whole := encoded(t, reply)
+	// The limit is on the JSON alone: no newline after it (json.Encoder's).
+	if want, err := json.Marshal(reply); err != nil || whole != string(want) {
+		t.Fatalf("encode: %q (%v), want %q", whole, err, want)
+	}
 	keep := func(n int) string { return encoded(t, searchCut(reply).keep(n)) }
 	for _, tc := range []struct {
 		name  string
