@@ -44,19 +44,12 @@ type jszReply struct {
 // monitoring hides the account, scales on nothing.
 func TestKEDAReadsEachWorkersBacklogFromTheMonitoringEndpoint(t *testing.T) {
 	k := loadK8s(t)
-	cm, ok := k.find("ConfigMap", "nats-config")
-	if !ok {
-		t.Fatal("no ConfigMap nats-config")
-	}
-	a, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newAuthority(t)
 	trust, err := a.Trust()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startK8sNATS(t, decodeAs[dataObject](t, cm).Data["nats.conf"], trust)
+	srv := startK8sNATS(t, natsConf(t, k), trust)
 	service, err := a.ServiceCreds()
 	if err != nil {
 		t.Fatal(err)

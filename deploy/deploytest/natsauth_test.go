@@ -61,15 +61,31 @@ func TestNATSRunsOperatorModeFromTheSecret(t *testing.T) {
 // prints it.
 func newTrust(t *testing.T) natsauth.Trust {
 	t.Helper()
-	a, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trust, err := a.Trust()
+	trust, err := newAuthority(t).Trust()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return trust
+}
+
+// newAuthority is a new credential authority in a temporary directory.
+func newAuthority(t *testing.T) *natsauth.Authority {
+	t.Helper()
+	a, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// natsConf is the nats.conf of deploy/k8s's ConfigMap.
+func natsConf(t *testing.T, k k8s) string {
+	t.Helper()
+	cm, ok := k.find("ConfigMap", "nats-config")
+	if !ok {
+		t.Fatal("no ConfigMap nats-config")
+	}
+	return decodeAs[dataObject](t, cm).Data["nats.conf"]
 }
 
 // natsOptions lays nats.conf and the trust out as the StatefulSet mounts them and
@@ -122,14 +138,7 @@ func startK8sNATS(t *testing.T, conf string, trust natsauth.Trust) *server.Serve
 // "Revoking a credential").
 func TestK8sNATSHonoursRevocations(t *testing.T) {
 	k := loadK8s(t)
-	cm, ok := k.find("ConfigMap", "nats-config")
-	if !ok {
-		t.Fatal("no ConfigMap nats-config")
-	}
-	a, err := natsauth.New(natsauth.Config{Dir: t.TempDir()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newAuthority(t)
 	credsFile := func(name string) (string, natsauth.Identity) {
 		creds, err := a.TenantCreds("acme", natsauth.RoleAgent)
 		if err != nil {
@@ -154,7 +163,7 @@ func TestK8sNATSHonoursRevocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startK8sNATS(t, decodeAs[dataObject](t, cm).Data["nats.conf"], trust)
+	srv := startK8sNATS(t, natsConf(t, k), trust)
 	connect := func(creds string) (*nats.Conn, error) {
 		copts, err := natsauth.ClientOptions(creds)
 		if err != nil {
