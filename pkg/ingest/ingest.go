@@ -208,6 +208,7 @@ func (w *Worker) HandleBatch(ctx context.Context, envs []events.Envelope) []erro
 	// The batch's place is taken before anything can delay it (the gate below).
 	turns := w.order.enter(envs)
 	defer turns.leave()
+	pipeline.Started(ctx)
 	if err := w.deps.Gate.Background(ctx); err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("ingest: waiting for reads to go first: %w", err)

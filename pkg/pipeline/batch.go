@@ -107,8 +107,8 @@ type batch struct {
 	msgs []*message.Message
 	full chan struct{} // closed when it reached MaxSize
 	done chan struct{} // closed when results is set
-	// prev is closed when the batch before this one claimed its ids, claimed
-	// when this one did.
+	// prev is closed when the batch before this one claimed its ids and its
+	// handler took its place (Started) or returned, claimed when this one did.
 	prev, claimed chan struct{}
 	// results[i] is the outcome of msgs[i].
 	results []result
@@ -162,7 +162,9 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 
 	results := make([]result, len(bt.msgs))
 	b.decodeAll(ctx, bt.msgs, results, bt.prev)
-	close(bt.claimed)
+	var once sync.Once
+	release := func() { once.Do(func() { close(bt.claimed) }) }
+	defer release()
 	envs := make([]events.Envelope, 0, len(bt.msgs))
 	owners := make([]int, 0, len(bt.msgs)) // owners[j]: the index in bt.msgs of envs[j]
 	for i, r := range results {
@@ -172,7 +174,7 @@ func (b *batcher) lead(ctx context.Context, bt *batch) {
 		}
 	}
 	if len(envs) > 0 {
-		for j, err := range b.run(ctx, envs) {
+		for j, err := range b.run(context.WithValue(ctx, startedKey{}, release), envs) {
 			results[owners[j]].err = err
 		}
 	}
@@ -255,6 +257,20 @@ func (b *batcher) run(ctx context.Context, envs []events.Envelope) (errs []error
 	}
 	return fill(len(envs), fmt.Errorf("pipeline: batch handler returned %d results for %d events", len(errs), len(envs)))
 }
+
+// Started, called by a BatchHandler once its batch has taken its place among
+// the batches in flight, lets the next batch claim its ids and start. The
+// batches reach their handler in the stream's order, and a handler that orders
+// them on entry (ingest folds each session's messages into its state in batch
+// order) then sees that order, not whichever batch's claims finished first.
+// The next batch also goes on once the handler returns.
+func Started(ctx context.Context) {
+	if release, ok := ctx.Value(startedKey{}).(func()); ok {
+		release()
+	}
+}
+
+type startedKey struct{}
 
 // closed is a closed channel: the first batch waits for no other.
 func closed() chan struct{} {
