@@ -515,9 +515,14 @@ func (s *backend) preloadPartFiles(pf *partFiles) {
 			if !trusted || ctx.Err() != nil {
 				continue
 			}
-			if _, err := s.loadPartition(ctx, k); err != nil {
+			p, err := s.loadPartition(ctx, k)
+			if err != nil {
 				s.logger.Warn("preloading a partition", obs.Tenant(k.tenant), obs.User(k.userID), zap.Error(err))
+				continue
 			}
+			// No reader waits for it: unpinned, it may be evicted as any other.
+			p.pins.Add(-1)
+			s.evict()
 		}
 		s.writeMu.Lock()
 		s.partFiles = nil

@@ -366,3 +366,36 @@ func FuzzDecodeManifest(f *testing.F) {
 		}
 	})
 }
+
+// A partition loaded from its file at the start is bounded like any other: the
+// preload leaves it unpinned, so reading another partition past
+// MaxLoadedRecords evicts it.
+func TestPreloadedPartitionIsEvictable(t *testing.T) {
+	const n = 50
+	path := partFileStore(t, n)
+	s, err := New(Config{Path: path, Dimensions: loadTestDims, ANNThreshold: -1, PartitionFileMin: 1, MaxLoadedRecords: n - 1}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	<-s.b.preloadDone
+	if got := s.LoadedRecords(); got != n {
+		t.Fatalf("%d records loaded after the preload, want the file's %d", got, n)
+	}
+	other := loadTestRecord(n, []string{"coffee"}, loadTestVector(n), vectorstore.Episodic)
+	other.UserID = "u2"
+	if err := s.Upsert(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	u2 := partKey{loadTestKey.tenant, "u2"}
+	if got, _ := entriesOf(t, s, u2); len(got) != 1 {
+		t.Fatalf("u2 holds %d records, want 1", len(got))
+	}
+	s.b.cacheMu.RLock()
+	_, preloaded := s.b.parts[loadTestKey]
+	s.b.cacheMu.RUnlock()
+	if preloaded || s.LoadedRecords() != 1 || s.Evictions() != 1 {
+		t.Fatalf("after reading u2: preloaded partition still loaded %v, %d records loaded, %d evictions; want it evicted, 1, 1",
+			preloaded, s.LoadedRecords(), s.Evictions())
+	}
+}
