@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"maps"
@@ -94,16 +95,10 @@ func partManifest(path string) string { return filepath.Join(partDir(path), "MAN
 // the probe cannot see must change partFileMagic's version.
 var partTokenizer = func() uint64 {
 	terms := bm25.Tokenize("The Researchers' CAFÉ résumés: running 2019 columns, user's naïve 東京都 data-sets; I'm a B")
-	return fnv64(strings.Join(terms, "\x00"))
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(strings.Join(terms, "\x00")))
+	return h.Sum64()
 }()
-
-func fnv64(s string) uint64 {
-	h := uint64(0xcbf29ce484222325)
-	for i := range len(s) {
-		h = (h ^ uint64(s[i])) * 0x100000001b3
-	}
-	return h
-}
 
 // partFiles are the partition files a New trusts (see the top of this file):
 // the token of their Close and the partitions they hold. Guarded by writeMu.
