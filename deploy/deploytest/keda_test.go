@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,23 +77,25 @@ func TestKEDAReadsEachWorkersBacklogFromTheMonitoringEndpoint(t *testing.T) {
 	if err := bus.ProvisionStreams(ctx, js, bus.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	specs := map[string]bus.ConsumerSpec{}
-	for _, w := range streamWorkers {
-		specs[w] = bus.WorkerConsumer(w, bus.ConsumerDefaults{})
-		if _, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, specs[w]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A different number of events on a subject of each worker's first filter;
-	// no worker runs, so each durable's backlog is what its filter selects.
+	specs := map[string]bus.ConsumerSpec{} // by durable
 	var published []string
 	for i, w := range streamWorkers {
-		subject := concrete(specs[w].FilterSubjects[0])
+		spec := bus.WorkerConsumer(w, bus.ConsumerDefaults{})
+		if _, err := bus.ProvisionConsumer(ctx, js, bus.DefaultStream, spec); err != nil {
+			t.Fatal(err)
+		}
+		specs[spec.Durable] = spec
+		// A different number of events on a subject of each worker's first
+		// filter; no worker runs, so each durable's backlog is what its filter
+		// selects.
+		subject := concrete(spec.FilterSubjects[0])
 		for range 3 + 2*i {
-			if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
-				t.Fatalf("publish %s: %v", subject, err)
-			}
 			published = append(published, subject)
+		}
+	}
+	for _, subject := range published {
+		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+			t.Fatalf("publish %s: %v", subject, err)
 		}
 	}
 
@@ -100,15 +103,10 @@ func TestKEDAReadsEachWorkersBacklogFromTheMonitoringEndpoint(t *testing.T) {
 		md := decodeAs[scaledObject](t, so).Spec.Triggers[0].Metadata
 		md["account"] = strings.Replace(md["account"], kedaAccountPlaceholder, trust.Account, 1)
 		url := fmt.Sprintf("http://%s/jsz?acc=%s&consumers=true&config=true", srv.MonitorAddr(), md["account"])
-		var spec bus.ConsumerSpec
-		for _, s := range specs {
-			if s.Durable == md["consumer"] {
-				spec = s
-			}
-		}
+		spec := specs[md["consumer"]]
 		want := 0
 		for _, subject := range published {
-			if spec.FilterOnClient || matchesAny(subject, spec.FilterSubjects) {
+			if spec.FilterOnClient || slices.ContainsFunc(spec.FilterSubjects, func(f string) bool { return server.SubjectMatchesFilter(subject, f) }) {
 				want++
 			}
 		}
@@ -162,13 +160,4 @@ func concrete(filter string) string {
 		}
 	}
 	return strings.Join(tokens, ".")
-}
-
-func matchesAny(subject string, filters []string) bool {
-	for _, f := range filters {
-		if server.SubjectMatchesFilter(subject, f) {
-			return true
-		}
-	}
-	return false
 }
