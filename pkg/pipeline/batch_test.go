@@ -264,3 +264,55 @@ func fill(n int, err error) []error {
 	}
 	return errs
 }
+
+// The next batch claims its ids (and so reaches its handler) only once the
+// handler of the batch before it called Started: batches that order themselves
+// on entry (ingest's session state) enter in the stream's order. Batch "a"'s
+// handler watches, for a while before it calls Started, whether "b" is claimed
+// already: it must not be.
+func TestNextBatchWaitsForTheHandlerToStart(t *testing.T) {
+	srv, _, js := bustest.Provisioned(t)
+	claimedB := make(chan struct{})
+	var once sync.Once
+	cfg := testConfig(srv, "order")
+	cfg.Claim = func(_ context.Context, env events.Envelope, _ string, _ uint64) error {
+		if env.Observation.Text == "b" {
+			once.Do(func() { close(claimedB) })
+		}
+		return nil
+	}
+	early := make(chan bool, 1)
+	h := func(ctx context.Context, envs []events.Envelope) []error {
+		if envs[0].Observation.Text == "a" {
+			// A window for the bug to show in, not a synchronisation: with it,
+			// "b" is claimed at once.
+			select {
+			case <-claimedB:
+				early <- true
+			case <-time.After(300 * time.Millisecond):
+				early <- false
+			}
+			pipeline.Started(ctx)
+		}
+		return nil
+	}
+	w, err := pipeline.NewBatch(cfg, pipeline.BatchConfig{MaxSize: 1}, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, w)
+	publishTexts(t, js, []string{"a", "b"})
+	select {
+	case e := <-early:
+		if e {
+			t.Fatal(`"b" was claimed before the handler of "a" called Started`)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal(`"a" never reached its handler`)
+	}
+	select {
+	case <-claimedB:
+	case <-time.After(10 * time.Second):
+		t.Fatal(`"b" was never claimed after "a" started`)
+	}
+}
