@@ -267,33 +267,35 @@ func fill(n int, err error) []error {
 
 // The next batch claims its ids (and so reaches its handler) only once the
 // handler of the batch before it called Started: batches that order themselves
-// on entry (ingest's session state) enter in the stream's order. Batch "a"'s
-// handler watches, for a while before it calls Started, whether "b" is claimed
-// already: it must not be.
+// on entry (ingest's session state) enter in the order they were formed. The
+// first handler to run watches, for a while before it calls Started, whether
+// the other event is claimed already: it must not be.
 func TestNextBatchWaitsForTheHandlerToStart(t *testing.T) {
 	srv, _, js := bustest.Provisioned(t)
-	claimedB := make(chan struct{})
-	var once sync.Once
+	claimed := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+	other := map[string]string{"a": "b", "b": "a"}
+	var claimOnce sync.Map
 	cfg := testConfig(srv, "order")
 	cfg.Claim = func(_ context.Context, env events.Envelope, _ string, _ uint64) error {
-		if env.Observation.Text == "b" {
-			once.Do(func() { close(claimedB) })
+		if _, done := claimOnce.LoadOrStore(env.Observation.Text, true); !done {
+			close(claimed[env.Observation.Text])
 		}
 		return nil
 	}
+	var first atomic.Bool
 	early := make(chan bool, 1)
 	h := func(ctx context.Context, envs []events.Envelope) []error {
-		if envs[0].Observation.Text == "a" {
+		if first.CompareAndSwap(false, true) {
 			// A window for the bug to show in, not a synchronisation: with it,
-			// "b" is claimed at once.
+			// the other event is claimed at once.
 			select {
-			case <-claimedB:
+			case <-claimed[other[envs[0].Observation.Text]]:
 				early <- true
 			case <-time.After(300 * time.Millisecond):
 				early <- false
 			}
-			pipeline.Started(ctx)
 		}
+		pipeline.Started(ctx)
 		return nil
 	}
 	w, err := pipeline.NewBatch(cfg, pipeline.BatchConfig{MaxSize: 1}, h, nil)
@@ -305,14 +307,16 @@ func TestNextBatchWaitsForTheHandlerToStart(t *testing.T) {
 	select {
 	case e := <-early:
 		if e {
-			t.Fatal(`"b" was claimed before the handler of "a" called Started`)
+			t.Fatal("the second batch was claimed before the first one's handler called Started")
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal(`"a" never reached its handler`)
+		t.Fatal("no batch reached its handler")
 	}
-	select {
-	case <-claimedB:
-	case <-time.After(10 * time.Second):
-		t.Fatal(`"b" was never claimed after "a" started`)
+	for text, c := range claimed {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q was never claimed", text)
+		}
 	}
 }
